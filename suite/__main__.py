@@ -1,0 +1,42 @@
+"""`python -m suite <command> ...`: one entry point, each command implemented in its own module.
+
+Each target is "module:function"; the function takes the remaining argv (list[str]) and returns
+an exit code. `python -m suite <command> --help` explains each command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "reproduce": ("suite.reproduce:main", "run every experiment and write the report"),
+    "report": ("suite.report.build:main", "rebuild figures, HTML and PDF from a run directory"),
+    "fit-cost": ("suite.balance.cli:fit_cost_main", "shape-benchmark sweep + cost-model fit"),
+    "simulate": ("suite.balance.cli:simulate_main", "simulate R ranks under a batching policy"),
+    "forecast": ("suite.balance.cli:forecast_main", "forecast balance metrics for your data"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: python -m suite <command> [options]", "", "commands:"]
+    lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "Run `python -m suite <command> --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module, func = COMMANDS[name][0].split(":")
+    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Experiments: one module per claim family.
+
+Each module defines
+    NAME: str                      experiment name (also its tables' prefix)
+    CLAIMS: tuple[str, ...]         the claim ids it produces metrics for
+    NEEDS: str                     "cpu" (runs anywhere) or "cuda" (needs a CUDA GPU)
+    def run(ctx: RunContext) -> dict[str, pd.DataFrame]
+        measure; return raw tidy tables (name -> DataFrame). Table names are prefixed with NAME,
+        e.g. "kernels_timings". The runner writes them atomically.
+    def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame
+        pure: raw tables -> metric rows (schema METRIC_COLUMNS below). Used both by `reproduce`
+        and by `report RUN_DIR`, so verdicts are always recomputed from the raw tables alone.
+
+A metric row is one number for one claim under one definition:
+    claim       "C5"
+    metric      definition key, e.g. "rank_cv_measured"; the ledger names which key is primary
+    value       the measured number (in `unit`)
+    ci_low, ci_high   95% interval where the number is statistical, else NaN
+    baseline    the "before" number where the claim is a before -> after pair, else NaN
+    unit        "%", "x", "R", "tokens/s", "GB", "kernels", ...
+    conditions  short text: width, layers, seq lengths, dtype, ranks, real or emulated
+    evidence    table name(s) and figure name the number comes from
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+import pandas as pd
+
+METRIC_COLUMNS = [
+    "claim",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "baseline",
+    "unit",
+    "conditions",
+    "evidence",
+]
+
+# name -> module, in the order `reproduce` runs them (cheap CPU work first).
+REGISTRY: dict[str, str] = {
+    "costmodel": "suite.experiments.costmodel",  # C3 (+ C1/C2 on the sweep)
+    "balance": "suite.experiments.balance",  # C4, C5, C6, C9 simulated
+    "correlation": "suite.experiments.correlation",  # C1, C2 on a real model
+    "kernels": "suite.experiments.kernels",  # C11, C12
+    "opmemory": "suite.experiments.opmemory",  # C13, C16
+    "training": "suite.experiments.training",  # C5-C8, C10, C14, C15, C17, C18 on GPU
+}
+
+
+def metric_rows(rows: list[dict]) -> pd.DataFrame:
+    """Build a metrics frame with every column present (missing ones as NaN / empty)."""
+    df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    for col in ("conditions", "evidence", "unit", "metric", "claim"):
+        df[col] = df[col].fillna("").astype(str)
+    return df
+
+
+def load(name: str) -> ModuleType:
+    return importlib.import_module(REGISTRY[name])
+
+
+def available() -> list[str]:
+    """Experiment names whose module imports (a missing optional part is not fatal)."""
+    out = []
+    for name in REGISTRY:
+        try:
+            load(name)
+        except ModuleNotFoundError:
+            continue
+        out.append(name)
+    return out

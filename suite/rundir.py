@@ -1,0 +1,115 @@
+"""The run directory: where every experiment writes its raw tables, atomically.
+
+Layout (see docs/ARCHITECTURE in the README):
+    RUN/env.json  RUN/results/<table>.csv  RUN/results/<experiment>.done.json
+    RUN/claims.json  RUN/figures/  RUN/report.html  RUN/report.pdf
+A table is written to a temporary file and renamed, so a killed run never leaves half a table,
+and an experiment is finished only when its `.done.json` marker exists (written last).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file in the same folder, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@dataclass
+class RunDir:
+    """A run directory on disk. Tables are tidy long-format CSVs under results/."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results"
+
+    @property
+    def figures(self) -> Path:
+        return self.root / "figures"
+
+    def table_path(self, name: str) -> Path:
+        return self.results / f"{name}.csv"
+
+    def write_table(self, name: str, df: pd.DataFrame) -> Path:
+        path = self.table_path(name)
+        atomic_write_text(path, df.to_csv(index=False, lineterminator="\n"))
+        return path
+
+    def read_table(self, name: str) -> pd.DataFrame:
+        return pd.read_csv(self.table_path(name))
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every raw table of the run, by name."""
+        if not self.results.exists():
+            return {}
+        return {p.stem: pd.read_csv(p) for p in sorted(self.results.glob("*.csv"))}
+
+    # -- experiment completion markers: an experiment is done only when its marker exists
+    def done_path(self, experiment: str) -> Path:
+        return self.results / f"{experiment}.done.json"
+
+    def is_done(self, experiment: str) -> bool:
+        return self.done_path(experiment).exists()
+
+    def mark_done(self, experiment: str, info: Mapping[str, Any]) -> None:
+        write_json(self.done_path(experiment), dict(info))
+
+    def clear(self, experiment: str) -> None:
+        self.done_path(experiment).unlink(missing_ok=True)
+
+    def status(self) -> dict[str, dict]:
+        out = {}
+        for p in sorted(self.results.glob("*.done.json")) if self.results.exists() else []:
+            out[p.name.removesuffix(".done.json")] = json.loads(p.read_text())
+        return out
+
+
+@dataclass
+class RunContext:
+    """What an experiment gets: where to write, which profile, and the run's settings."""
+
+    run: RunDir
+    profile: str  # "cpu" | "quick" | "full"
+    device: str  # "cpu" | "cuda"
+    seed: int = 0
+    world_size: int = 1  # real ranks when launched under torchrun
+    options: dict[str, Any] = field(default_factory=dict)
+    progress: Any = None  # a suite.progress.Progress, or None for silence
+
+    def log(self, msg: str) -> None:
+        if self.progress is not None:
+            self.progress.log(msg)
