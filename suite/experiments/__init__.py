@@ -43,12 +43,12 @@ METRIC_COLUMNS = [
 
 # name -> module, in the order `reproduce` runs them (cheap CPU work first).
 REGISTRY: dict[str, str] = {
-    "costmodel": "suite.experiments.costmodel",  # C3 (+ C1/C2 on the sweep)
-    "balance": "suite.experiments.balance",  # C4, C5, C6, C9 simulated
-    "correlation": "suite.experiments.correlation",  # C1, C2 on a real model
-    "kernels": "suite.experiments.kernels",  # C11, C12
-    "opmemory": "suite.experiments.opmemory",  # C13, C16
-    "training": "suite.experiments.training",  # C5-C8, C10, C14, C15, C17, C18 on GPU
+    "shapes": "suite.experiments.shapes",  # (B, S) sweep of the real model: latency + memory
+    "costmodel": "suite.experiments.costmodel",  # C3 fit; C1/C2 over the sweep
+    "balance": "suite.experiments.balance",  # C4, C5, C6, C9 simulated with the fitted model
+    "kernels": "suite.experiments.kernels",  # C11, C12 (GB/s, speedups)
+    "opmemory": "suite.experiments.opmemory",  # C13 saved bytes, C16 kernels per call
+    "training": "suite.experiments.training",  # C1/C2 on steps, C5-C10, C14, C15, C17, C18
 }
 
 
