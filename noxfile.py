@@ -1,0 +1,106 @@
+"""Sessions: tests, lint, reproduce, report, bench, asv, wheelhouse.
+
+Every venv session inherits the interpreter's site-packages, so a torch already installed (a user's
+CUDA build, or CI's CPU build) is reused and never downloaded again. On an offline GPU node:
+    python -m nox --no-venv --no-install -s reproduce -- --profile quick
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+nox.options.download_python = "never"
+
+VENV = {"venv_params": ["--system-site-packages"]}
+ROOT = Path(__file__).parent
+
+
+def _install(session: nox.Session, *extras: str) -> None:
+    """Install the suite into the session (skipped by --no-install / --no-venv)."""
+    if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        return  # --no-venv: run on what the node already has
+    spec = f".[{','.join(extras)}]" if extras else "."
+    session.install("-e", spec)
+
+
+def _run_py(session: nox.Session, *args: str, **kw) -> None:
+    exe = sys.executable if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv) else "python"
+    session.run(exe, *args, **kw)
+
+
+@nox.session(**VENV)
+def tests(session: nox.Session) -> None:
+    """Unit, property and end-to-end CPU tests (GPU tests skip with a reason without CUDA)."""
+    _install(session, "test")
+    _run_py(session, "-m", "pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(**VENV)
+def lint(session: nox.Session) -> None:
+    """ruff check and format check."""
+    if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        session.install("ruff")
+    session.run("ruff", "check", "suite", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session(**VENV)
+def reproduce(session: nox.Session) -> None:
+    """Run every claim's experiment and write the report (cpu profile without a GPU)."""
+    _install(session)
+    _run_py(session, "-m", "suite", "reproduce", *session.posargs)
+
+
+@nox.session(**VENV)
+def report(session: nox.Session) -> None:
+    """Rebuild figures, HTML and PDF of a run directory: nox -s report -- RUN_DIR."""
+    if not session.posargs:
+        session.error("give the run directory: nox -s report -- reports/runs/<run>")
+    _install(session)
+    _run_py(session, "-m", "suite", "report", *session.posargs)
+
+
+@nox.session(**VENV)
+def bench(session: nox.Session) -> None:
+    """pytest-benchmark suite with CUDA-synchronising timer; saves JSON under .benchmarks/.
+
+    nox -s bench -- --compare   compares against the last saved run and fails on a >10% median
+    regression (--benchmark-compare-fail=median:10%).
+    """
+    _install(session, "test")
+    args = [a for a in session.posargs if a != "--compare"]
+    if "--compare" in session.posargs:
+        args += ["--benchmark-compare", "--benchmark-compare-fail=median:10%"]
+    _run_py(
+        session, "-m", "pytest", "tests/bench", "--benchmark-enable", "--benchmark-autosave",
+        "--benchmark-timer", "suite.timing.cuda_synced_perf_counter", "-p", "no:randomly",
+        *args, success_codes=[0, 5],
+    )
+
+
+@nox.session(**VENV)
+def asv(session: nox.Session) -> None:
+    """asv against the current commit; with `-- BASE_SHA` also at BASE and fail on a regression.
+
+    nox -s asv -- [BASE] [--quick] [--bench REGEX] [--machine NAME] [--threshold 1.10]
+    """
+    _install(session)
+    _run_py(session, "-m", "benchmarks.run_asv", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+
+
+@nox.session(python=False)
+def wheelhouse(session: nox.Session) -> None:
+    """Download every wheel the suite needs except torch, for an air-gapped node.
+
+    nox -s wheelhouse -- --python 3.12 --platform manylinux_2_28_x86_64 [--dest wheelhouse]
+    """
+    _run_py(session, "-m", "suite.wheelhouse", *session.posargs)
+
+
+if os.environ.get("CI"):
+    nox.options.error_on_missing_interpreters = True
