@@ -1,0 +1,234 @@
+"""The cost model step_time ~ a + b * B * S^p, a memory model, and the budgets derived from them.
+
+Fit: scipy.optimize.curve_fit in normalised units (S / S_max, t / t_max, so b is of order 1),
+bounds a >= 0, b >= 0, 0.5 <= p <= 3, initial guess from a grid over p with linear least squares
+for (a, b), residuals relative to t (sigma = t) because step times span decades. Reported: the 95%
+CI of each parameter (t-distribution on the covariance), R^2 on the raw times, and the
+leave-one-bucket-out error (mean over buckets of the mean |relative error| of the held-out bucket).
+
+Memory: peak_bytes ~ m0 + m1 * B * S by linear least squares. Budgets: with device capacity C and
+safety margin f (default 10%), M_mem = (C * (1 - f) - m0) / m1 tokens; M_comp = M_mem * s_cross^(p-1)
+so the two constraints cross at s_cross (chosen from data, see simulator.tune_s_cross).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize, stats
+
+P_BOUNDS = (0.5, 3.0)
+DEFAULT_SAFETY = 0.10
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """step_time = a + b * B * S^p (seconds), with optional memory model and budgets."""
+
+    a: float
+    b: float
+    p: float
+    p_ci: tuple[float, float] = (math.nan, math.nan)
+    a_ci: tuple[float, float] = (math.nan, math.nan)
+    b_ci: tuple[float, float] = (math.nan, math.nan)
+    r2: float = math.nan
+    loo_err: float = math.nan
+    n: int = 0
+    p_fixed: bool = False
+    m0: float = math.nan  # memory model: peak bytes = m0 + m1 * B * S
+    m1: float = math.nan
+    mem_r2: float = math.nan
+    capacity_bytes: float = math.nan
+    safety: float = DEFAULT_SAFETY
+    m_mem: float = math.nan  # tokens per batch (memory budget)
+    m_comp: float = math.nan  # B * S^p budget
+    s_cross: float = math.nan
+    source: str = ""
+
+    @property
+    def fixed_s(self) -> float:
+        """The part of a step that does not scale with the batch (noise does not apply to it)."""
+        return self.a
+
+    def predict(self, B, S) -> np.ndarray:
+        return self.a + self.b * np.asarray(B, float) * np.asarray(S, float) ** self.p
+
+    def sample_cost(self, S) -> np.ndarray:
+        """Per-sample variable cost b * S^p (what a partitioner balances)."""
+        return self.b * np.asarray(S, float) ** self.p
+
+    def with_budgets(self, m_mem: float, s_cross: float) -> CostModel:
+        return replace(self, m_mem=float(m_mem), s_cross=float(s_cross),
+                       m_comp=float(m_mem * s_cross ** (self.p - 1)))
+
+    def to_json(self) -> dict:
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in asdict(self).items()}
+
+    def save(self, path: str | Path) -> None:
+        from suite.rundir import write_json
+
+        write_json(Path(path), self.to_json())
+
+    @classmethod
+    def from_json(cls, obj: dict) -> CostModel:
+        known = cls.__dataclass_fields__
+        unknown = set(obj) - set(known)
+        if unknown or not {"a", "b", "p"} <= set(obj):
+            raise ValueError(f"cost JSON needs a, b, p (and only CostModel fields), got {sorted(obj)}")
+        kw = {}
+        for k, v in obj.items():
+            if v is None:
+                v = math.nan
+            if k.endswith("_ci"):
+                v = tuple(math.nan if x is None else float(x) for x in v)
+            kw[k] = v
+        return cls(**kw)
+
+    @classmethod
+    def load(cls, path: str | Path) -> CostModel:
+        try:
+            obj = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: cannot read a cost JSON ({e})") from None
+        return cls.from_json(obj)
+
+
+def _model(x, a, b, p):
+    B, S = x
+    return a + b * B * S**p
+
+
+def _initial_guess(B, S, t, p_fixed):
+    best = None
+    for p in [p_fixed] if p_fixed is not None else np.linspace(0.75, 2.75, 9):
+        X = np.column_stack([np.ones_like(t), B * S**p]) / t[:, None]
+        (a, b), *_ = np.linalg.lstsq(X, np.ones_like(t), rcond=None)
+        a, b = max(a, 0.0), max(b, 1e-9)
+        err = np.sum(((a + b * B * S**p) / t - 1) ** 2)
+        if best is None or err < best[0]:
+            best = (err, a, b, p)
+    return best[1:]
+
+
+def _fit_norm(B, S, t, p_fixed=None):
+    """(params, cov) in normalised units; params = (a, b, p)."""
+    a0, b0, p0 = _initial_guess(B, S, t, p_fixed)
+    if p_fixed is None:
+        f, x0 = _model, [a0, b0, min(max(p0, P_BOUNDS[0]), P_BOUNDS[1])]
+        bounds = ([0, 0, P_BOUNDS[0]], [np.inf, np.inf, P_BOUNDS[1]])
+    else:
+        f, x0 = (lambda x, a, b: _model(x, a, b, p_fixed)), [a0, b0]
+        bounds = ([0, 0], [np.inf, np.inf])
+    x0 = [min(max(v, lo + 1e-12), hi) for v, lo, hi in zip(x0, *bounds)]
+    popt, pcov = optimize.curve_fit(f, (B, S), t, p0=x0, bounds=bounds, sigma=t, maxfev=20000)
+    if p_fixed is not None:
+        popt = np.append(popt, p_fixed)
+        pcov = np.pad(pcov, ((0, 1), (0, 1)))
+    return popt, pcov
+
+
+def fit_cost(B, S, t, p: float | None = None, source: str = "") -> CostModel:
+    """Fit step_time ~ a + b * B * S^p (p free unless given). Needs >= 4 points and >= 3 distinct S."""
+    B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
+    if not (B.shape == S.shape == t.shape) or B.ndim != 1:
+        raise ValueError(f"B, S, t must be 1-D of one length, got {B.shape}, {S.shape}, {t.shape}")
+    if len(t) < 4 or len(np.unique(S)) < 3:
+        raise ValueError(f"need >= 4 measurements over >= 3 sequence lengths, got {len(t)} "
+                         f"over {len(np.unique(S))}")
+    if (t <= 0).any() or (B < 1).any() or (S < 1).any():
+        raise ValueError("step times must be > 0 and B, S >= 1")
+    s_ref, t_ref = S.max(), t.max()
+    popt, pcov = _fit_norm(B, S / s_ref, t / t_ref, p)
+    a_n, b_n, p_hat = popt
+    q = stats.t.ppf(0.975, max(len(t) - (2 if p is not None else 3), 1))
+    se = np.sqrt(np.clip(np.diag(pcov), 0, None))
+
+    def ci(i, scale, v):
+        if p is not None and i == 2:
+            return (p_hat, p_hat)
+        return (float((v - q * se[i]) * scale), float((v + q * se[i]) * scale))
+
+    b_scale = t_ref / s_ref**p_hat
+    model = CostModel(
+        a=float(a_n * t_ref), b=float(b_n * b_scale), p=float(p_hat),
+        a_ci=ci(0, t_ref, a_n), b_ci=ci(1, b_scale, b_n), p_ci=ci(2, 1.0, p_hat),
+        n=len(t), p_fixed=p is not None, source=source,
+    )
+    pred = model.predict(B, S)
+    r2 = 1 - np.sum((t - pred) ** 2) / np.sum((t - t.mean()) ** 2)
+    return replace(model, r2=float(r2), loo_err=loo_error(B, S, t, p))
+
+
+def loo_error(B, S, t, p: float | None = None) -> float:
+    """Leave-one-bucket-out: mean over buckets of the held-out bucket's mean |relative error|."""
+    B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
+    errs = []
+    for s in np.unique(S):
+        held = S == s
+        if len(np.unique(S[~held])) < 3 or (~held).sum() < 4:
+            continue
+        s_ref, t_ref = S[~held].max(), t[~held].max()
+        try:
+            (a, b, pp), _ = _fit_norm(B[~held], S[~held] / s_ref, t[~held] / t_ref, p)
+        except (RuntimeError, ValueError):
+            continue
+        pred = t_ref * (a + b * B[held] * (S[held] / s_ref) ** pp)
+        errs.append(np.mean(np.abs(pred / t[held] - 1)))
+    return float(np.mean(errs)) if errs else math.nan
+
+
+def fit_memory(B, S, peak_bytes) -> tuple[float, float, float]:
+    """(m0, m1, R^2) of peak_bytes ~ m0 + m1 * B * S, by least squares."""
+    x = np.asarray(B, float) * np.asarray(S, float)
+    y = np.asarray(peak_bytes, float)
+    ok = np.isfinite(y) & (y > 0)
+    if ok.sum() < 2 or len(np.unique(x[ok])) < 2:
+        raise ValueError("the memory fit needs >= 2 positive peak-memory rows at distinct B*S")
+    m1, m0 = np.polyfit(x[ok], y[ok], 1)
+    pred = m0 + m1 * x[ok]
+    r2 = 1 - np.sum((y[ok] - pred) ** 2) / max(np.sum((y[ok] - y[ok].mean()) ** 2), 1e-300)
+    return float(m0), float(m1), float(r2)
+
+
+def memory_budget(m0: float, m1: float, capacity_bytes: float, safety: float = DEFAULT_SAFETY) -> float:
+    """M_mem in tokens per batch: the largest B*S whose predicted peak fits C * (1 - safety)."""
+    if not 0 <= safety < 1:
+        raise ValueError(f"safety margin must be in [0, 1), got {safety}")
+    if m1 <= 0:
+        raise ValueError(f"memory slope m1 must be > 0 bytes/token, got {m1}")
+    m_mem = (capacity_bytes * (1 - safety) - m0) / m1
+    if m_mem < 1:
+        raise ValueError(f"capacity {capacity_bytes:.3g} B with {safety:.0%} margin leaves no room "
+                         f"for one token above the fixed {m0:.3g} B")
+    return float(m_mem)
+
+
+# Default analytic model, used when no measured cost JSON is given: Wan 2.1 14B widths (D = 5120,
+# 40 layers), fwd+bwd FLOPs per sample 84e9*S (linear layers, 6 * 14e9) + 3.5e6*S^2 (attention,
+# equal to the linear part near S = 24K as in BALANCING.md), at 4e14 FLOP/s (about 40% of an
+# H200's bf16 peak), plus 0.3 s fixed per step; M_mem = 75,600 tokens (one 720p 81-frame video).
+WAN14B_FLOPS = (84e9, 3.5e6)
+WAN14B_FLOPS_PER_S = 4e14
+WAN14B_FIXED_S = 0.3
+WAN14B_M_MEM = 75_600
+
+
+def analytic_seconds(B, S) -> np.ndarray:
+    """The analytic Wan-14B-on-H200 step time (seconds) of a batch of B samples of S tokens."""
+    S = np.asarray(S, float)
+    lin, att = WAN14B_FLOPS
+    return WAN14B_FIXED_S + np.asarray(B, float) * (lin * S + att * S**2) / WAN14B_FLOPS_PER_S
+
+
+def default_cost_model() -> CostModel:
+    """The power law fitted to the analytic Wan-14B model over Wan's sequence lengths."""
+    S = np.repeat(np.array([1560, 3600, 7800, 14040, 20280, 32760, 46800, 75600], float), 2)
+    B = np.maximum(1, np.floor(WAN14B_M_MEM / S)) / np.tile([1, 2], 8)
+    B = np.maximum(1, np.floor(B))
+    fit = fit_cost(B, S, analytic_seconds(B, S), source="analytic Wan-14B widths at 4e14 FLOP/s")
+    return replace(fit, m_mem=float(WAN14B_M_MEM))
