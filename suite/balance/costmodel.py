@@ -211,11 +211,16 @@ def memory_budget(m0: float, m1: float, capacity_bytes: float, safety: float = D
 # Default analytic model, used when no measured cost JSON is given: Wan 2.1 14B widths (D = 5120,
 # 40 layers), fwd+bwd FLOPs per sample 84e9*S (linear layers, 6 * 14e9) + 3.5e6*S^2 (attention,
 # equal to the linear part near S = 24K as in BALANCING.md), at 4e14 FLOP/s (about 40% of an
-# H200's bf16 peak), plus 0.3 s fixed per step; M_mem = 75,600 tokens (one 720p 81-frame video).
+# H200's bf16 peak), plus 0.3 s fixed per step. Memory (FSDP over 16 ranks, full activation
+# checkpointing): 25 GB fixed (sharded model states + one layer's recompute) + 0.45 MB per token
+# (40 layers of saved bf16 inputs plus attention/FFN workspace), on a 141 GB H200 with a 10% margin:
+# M_mem = (141e9 * 0.9 - 25e9) / 0.45e6 = about 226,000 tokens (three 720p 81-frame videos).
 WAN14B_FLOPS = (84e9, 3.5e6)
 WAN14B_FLOPS_PER_S = 4e14
 WAN14B_FIXED_S = 0.3
-WAN14B_M_MEM = 75_600
+WAN14B_MEMORY = (25e9, 0.45e6)  # m0 bytes, m1 bytes per token
+H200_BYTES = 141e9
+WAN14B_M_MEM = int(memory_budget(*WAN14B_MEMORY, H200_BYTES, DEFAULT_SAFETY))
 
 
 def analytic_seconds(B, S) -> np.ndarray:
@@ -231,4 +236,5 @@ def default_cost_model() -> CostModel:
     B = np.maximum(1, np.floor(WAN14B_M_MEM / S)) / np.tile([1, 2], 8)
     B = np.maximum(1, np.floor(B))
     fit = fit_cost(B, S, analytic_seconds(B, S), source="analytic Wan-14B widths at 4e14 FLOP/s")
-    return replace(fit, m_mem=float(WAN14B_M_MEM))
+    m0, m1 = WAN14B_MEMORY
+    return replace(fit, m_mem=float(WAN14B_M_MEM), m0=m0, m1=m1, capacity_bytes=H200_BYTES)

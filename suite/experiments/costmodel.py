@@ -1,0 +1,158 @@
+"""costmodel: fit step_time ~ a + b*B*S^p to the measured shape sweep (C3), and C1/C2 over it.
+
+Reads `shapes_sweep` (written by the `shapes` experiment: B, S, tokens, bs2, repeat, step_s,
+peak_mem_bytes, device, model, layers, dim). Writes
+    costmodel_fit        one row per variant ("free": p fitted; "p2": p fixed at 2) with a, b, p,
+                         their 95% CIs, r2, loo_err, the memory model m0, m1 and the budgets
+                         m_mem, m_comp, s_cross
+    costmodel_residuals  one row per sweep measurement and variant: measured, predicted, residual
+Budgets: M_mem from the memory fit and the device capacity (ctx.options["capacity_bytes"], else
+the CUDA device's total memory) with a 10% margin; without a capacity (CPU runs) the Wan-14B-on-H200
+default (suite.balance.costmodel.WAN14B_M_MEM) is used and the row says so. M_comp = M_mem *
+s_cross^(p-1), s_cross chosen by simulated throughput on the default mix at 16 ranks (tuning seed).
+Budget: well under 5 s in every profile (a few curve fits and a 2000-resample bootstrap).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from suite.balance.buckets import bucket_table
+from suite.balance.costmodel import (
+    DEFAULT_SAFETY,
+    WAN14B_M_MEM,
+    CostModel,
+    fit_cost,
+    fit_memory,
+    memory_budget,
+)
+from suite.balance.simulator import tune_s_cross
+from suite.data.corpus import sample_corpus
+from suite.experiments import metric_rows
+from suite.rundir import RunContext
+from suite.stats import pearson_ci
+
+NAME = "costmodel"
+CLAIMS = ("C1", "C2", "C3")
+NEEDS = "cpu"
+
+FIT_COLUMNS = ["variant", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "p", "p_lo", "p_hi", "r2",
+               "loo_err", "n", "m0", "m1", "mem_r2", "capacity_bytes", "safety", "m_mem",
+               "m_comp", "s_cross", "budget_source", "device", "model", "layers", "dim"]
+
+
+def _capacity(ctx: RunContext) -> float:
+    if "capacity_bytes" in ctx.options:
+        return float(ctx.options["capacity_bytes"])
+    if ctx.device == "cuda":
+        try:
+            import torch
+
+            return float(torch.cuda.get_device_properties(0).total_memory)
+        except Exception:  # no usable CUDA: fall back to the default budget
+            return math.nan
+    return math.nan
+
+
+def fit_tables(sweep: pd.DataFrame, capacity_bytes: float = math.nan, seed: int = 0
+               ) -> dict[str, pd.DataFrame]:
+    """The costmodel tables from a shapes_sweep table (pure apart from the seeded tuning)."""
+    need = {"B", "S", "step_s"}
+    if missing := need - set(sweep.columns):
+        raise ValueError(f"shapes_sweep lacks columns {sorted(missing)}; needs {sorted(need)}")
+    meta = {k: (sweep[k].iloc[0] if k in sweep.columns else "") for k in
+            ("device", "model", "layers", "dim")}
+    B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    mem = (math.nan,) * 3
+    if "peak_mem_bytes" in sweep.columns and np.isfinite(sweep["peak_mem_bytes"]).sum() >= 2:
+        try:
+            mem = fit_memory(B, S, sweep["peak_mem_bytes"])
+        except ValueError:
+            pass
+    m0, m1, mem_r2 = mem
+    if math.isfinite(capacity_bytes) and math.isfinite(m1) and m1 > 0:
+        m_mem, source = memory_budget(m0, m1, capacity_bytes, DEFAULT_SAFETY), "memory fit"
+    else:
+        m_mem, source = float(WAN14B_M_MEM), "Wan-14B on H200 default (no device capacity)"
+    buckets = bucket_table(sample_corpus(20_000, "default", seed=seed).tokens)
+    fits, resid = [], []
+    for variant, p in (("free", None), ("p2", 2.0)):
+        m = fit_cost(B, S, t, p=p, source=f"shapes_sweep {meta['device']} {meta['model']}")
+        m = CostModel(**{**m.__dict__, "m0": m0, "m1": m1, "mem_r2": mem_r2,
+                         "capacity_bytes": capacity_bytes})
+        s_cross, _ = tune_s_cross(buckets, m, m_mem)
+        m = m.with_budgets(m_mem, s_cross)
+        fits.append({"variant": variant, "a": m.a, "a_lo": m.a_ci[0], "a_hi": m.a_ci[1],
+                     "b": m.b, "b_lo": m.b_ci[0], "b_hi": m.b_ci[1], "p": m.p,
+                     "p_lo": m.p_ci[0], "p_hi": m.p_ci[1], "r2": m.r2, "loo_err": m.loo_err,
+                     "n": m.n, "m0": m0, "m1": m1, "mem_r2": mem_r2,
+                     "capacity_bytes": capacity_bytes, "safety": DEFAULT_SAFETY,
+                     "m_mem": m.m_mem, "m_comp": m.m_comp, "s_cross": m.s_cross,
+                     "budget_source": source, **meta})
+        pred = m.predict(B, S)
+        resid.append(pd.DataFrame({
+            "variant": variant, "B": B.astype(int), "S": S.astype(int),
+            "tokens": (B * S).astype(np.int64), "bs2": B * S**2,
+            "repeat": sweep["repeat"].to_numpy() if "repeat" in sweep.columns else 0,
+            "step_s": t, "pred_s": pred, "resid_s": t - pred, "rel_resid": t / pred - 1,
+        }))
+    return {"costmodel_fit": pd.DataFrame(fits, columns=FIT_COLUMNS),
+            "costmodel_residuals": pd.concat(resid, ignore_index=True)}
+
+
+def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
+    try:
+        sweep = ctx.run.read_table("shapes_sweep")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "costmodel needs the table shapes_sweep from the `shapes` experiment; run it first"
+        ) from None
+    ctx.log(f"costmodel: fitting a + b*B*S^p to {len(sweep)} sweep rows")
+    return fit_tables(sweep, _capacity(ctx), seed=ctx.seed)
+
+
+def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:
+    """The CostModel of one costmodel_fit row (what `balance` and `training` use)."""
+    rows = fit[fit["variant"] == variant]
+    if rows.empty:
+        raise ValueError(f"costmodel_fit has no variant {variant!r}; has {sorted(fit['variant'])}")
+    r = rows.iloc[0]
+    return CostModel(a=r["a"], b=r["b"], p=r["p"], p_ci=(r["p_lo"], r["p_hi"]), r2=r["r2"],
+                     loo_err=r["loo_err"], n=int(r["n"]), p_fixed=variant != "free",
+                     m0=r["m0"], m1=r["m1"], capacity_bytes=r["capacity_bytes"],
+                     m_mem=r["m_mem"], m_comp=r["m_comp"], s_cross=r["s_cross"],
+                     source=f"costmodel_fit[{variant}] ({r['device']} {r['model']})")
+
+
+def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    fit, res = tables.get("costmodel_fit"), tables.get("costmodel_residuals")
+    if fit is None or res is None:
+        return metric_rows([])
+    free = fit[fit["variant"] == "free"].iloc[0]
+    p2 = fit[fit["variant"] == "p2"]
+    sw = res[res["variant"] == "free"]
+    cond = (f"{free['model']} L={free['layers']} D={free['dim']} on {free['device']}; "
+            f"{len(sw)} runs, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
+            f"B {int(sw['B'].min())}-{int(sw['B'].max())}")
+    ev = "costmodel_fit, costmodel_residuals; figure costmodel_fit"
+    rows = [
+        {"claim": "C3", "metric": "cost_fit_r2", "value": free["r2"], "unit": "R^2",
+         "conditions": f"p free = {free['p']:.3f}; {cond}", "evidence": ev},
+        {"claim": "C3", "metric": "cost_fit_loo_err", "value": 100 * free["loo_err"], "unit": "%",
+         "conditions": f"leave-one-bucket-out mean |rel. error|; {cond}", "evidence": ev},
+        {"claim": "C3", "metric": "cost_fit_p", "value": free["p"], "ci_low": free["p_lo"],
+         "ci_high": free["p_hi"], "unit": "p", "conditions": cond, "evidence": ev},
+    ]
+    if not p2.empty:
+        rows.append({"claim": "C3", "metric": "cost_fit_r2_p2", "value": p2.iloc[0]["r2"],
+                     "unit": "R^2", "conditions": f"p fixed at 2; {cond}", "evidence": ev})
+    y = sw["step_s"].to_numpy(float)
+    for claim, key, col in (("C1", "r_tokens_sweep", "tokens"), ("C2", "r_bs2_sweep", "bs2")):
+        r, lo, hi = pearson_ci(sw[col].to_numpy(float), y, seed=0)
+        rows.append({"claim": claim, "metric": key, "value": r, "ci_low": lo, "ci_high": hi,
+                     "unit": "R", "conditions": f"Pearson over the shape sweep; {cond}",
+                     "evidence": "costmodel_residuals; figure costmodel_correlation"})
+    return metric_rows(rows)
