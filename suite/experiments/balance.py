@@ -1,0 +1,210 @@
+"""balance: simulate equal-token vs dual-constraint (vs global) batching with the fitted cost model.
+
+Claims C4, C5, C6, C9 (and simulated alternatives for C7, C8). Reads `costmodel_fit` (falls back to
+the analytic Wan-14B-on-H200 model when absent, and says so in every metric's conditions).
+Fairness: equal-token gets M_tok = M_mem, the same memory cap as dual-constraint, so its batch is
+B = floor(M_mem / S); dual-constraint uses M_comp = M_mem * s_cross^(p-1) from costmodel_fit.
+Runs (steps: 1000 in cpu/quick, 4000 in full; per-sample noise CV 5%, seeds from ctx.seed):
+    default mix at 8 and 16 ranks, noisy and noise-free ("cost": predicted costs only);
+    long-video mix at 16 ranks (C9);  scaling sweep 8, 16, ..., 1024 ranks on the default mix.
+Tables:
+    balance_ranks    policy, mix, ranks, noise, step, rank, S, B, tokens, compute_s (8/16 ranks)
+    balance_steps    policy, mix, ranks, noise, step, step_s, tokens, max_s, mean_s, rank_cv (all)
+    balance_buckets  policy, mix, S, count, share, B (each policy's bucket table)
+    balance_setup    one row per policy: m_mem, m_comp, p, s_cross, cost_source, noise_cv
+CPU budget: about 10 s of the cpu profile (the scaling sweep dominates; CSV writing included).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from suite.balance.buckets import bucket_table
+from suite.balance.costmodel import CostModel, default_cost_model
+from suite.balance.policies import DualConstraint, EqualToken
+from suite.balance.simulator import SimConfig, simulate, tune_s_cross
+from suite.data.corpus import sample_corpus
+from suite.experiments import metric_rows
+from suite.rundir import RunContext
+
+NAME = "balance"
+CLAIMS = ("C4", "C5", "C6", "C7", "C8", "C9")
+NEEDS = "cpu"
+
+NOISE_CV = 0.05
+SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
+CORPUS_SIZE = 100_000
+
+
+def load_cost(ctx: RunContext | None) -> tuple[CostModel, str]:
+    """The fitted model from costmodel_fit, else the analytic default (with its source)."""
+    from suite.experiments.costmodel import model_from_fit
+
+    try:
+        fit = ctx.run.read_table("costmodel_fit") if ctx is not None else None
+    except FileNotFoundError:
+        fit = None
+    if fit is not None:
+        m = model_from_fit(fit)
+        return m, m.source
+    m = default_cost_model()
+    return m, "analytic Wan-14B on H200 (costmodel_fit absent)"
+
+
+def policies(cost: CostModel, buckets: pd.DataFrame) -> dict:
+    """equal-token, dual (and global when available) under one memory cap M_mem."""
+    m_mem = cost.m_mem
+    if not np.isfinite(cost.m_comp):
+        s_cross, _ = tune_s_cross(buckets, cost, m_mem)
+        cost = cost.with_budgets(m_mem, s_cross)
+    pols = {"equal-token": EqualToken(m_tok=m_mem),
+            "dual": DualConstraint(m_mem=m_mem, m_comp=cost.m_comp, p=cost.p)}
+    try:
+        from suite.balance.global_policy import GlobalPolicy
+    except ImportError:
+        return pols
+    pols["global"] = GlobalPolicy(m_mem=m_mem)
+    return pols
+
+
+def simulate_tables(cost: CostModel, source: str, steps: int = 1000, seed: int = 0,
+                    scales=SCALES) -> dict[str, pd.DataFrame]:
+    """All balance tables for one cost model (pure apart from the seeded simulation)."""
+    mixes = {m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
+             for m in ("default", "long-video")}
+    pols = policies(cost, mixes["default"])
+    ranks, steps_t, buckets = [], [], []
+    runs = [("default", 8, NOISE_CV, True), ("default", 16, NOISE_CV, True),
+            ("default", 16, 0.0, True), ("long-video", 16, NOISE_CV, True)]
+    runs += [("default", r, NOISE_CV, False) for r in scales if r not in (8, 16)]
+    for name, pol in pols.items():
+        for mix, b in mixes.items():
+            if hasattr(pol, "batch_size"):
+                buckets.append(bucket_table(b["S"].repeat(b["count"]), pol)
+                               .assign(policy=name, mix=mix))
+        for mix, R, noise, keep_ranks in runs:
+            res = simulate(mixes[mix], pol, cost,
+                           SimConfig(ranks=R, steps=steps, noise_cv=noise, seed=seed))
+            tag = {"mix": mix, "noise": "noisy" if noise else "cost"}
+            steps_t.append(res.step_frame().assign(**tag))
+            if keep_ranks:
+                ranks.append(res.rank_frame().assign(**tag))
+    setup = pd.DataFrame([{
+        "policy": name, "m_mem": cost.m_mem, "m_comp": getattr(pol, "m_comp", np.nan),
+        "p": cost.p, "s_cross": cost.s_cross, "cost_source": source, "noise_cv": NOISE_CV,
+        "a": cost.a, "b": cost.b} for name, pol in pols.items()])
+    order = ["policy", "mix", "ranks", "noise"]
+    return {
+        "balance_ranks": _front(pd.concat(ranks, ignore_index=True), order),
+        "balance_steps": _front(pd.concat(steps_t, ignore_index=True), order),
+        "balance_buckets": _front(pd.concat(buckets, ignore_index=True), ["policy", "mix"]),
+        "balance_setup": setup,
+    }
+
+
+def _front(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return df[cols + [c for c in df.columns if c not in cols]]
+
+
+def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
+    cost, source = load_cost(ctx)
+    steps = 4000 if ctx.profile == "full" else 1000
+    ctx.log(f"balance: simulating policies with {source}, {steps} steps, 8..1024 ranks")
+    return simulate_tables(cost, source, steps=steps, seed=ctx.seed)
+
+
+# ---------------------------------------------------------------- summarize: pure, from tables
+def step_metrics(steps: pd.DataFrame) -> dict[str, float]:
+    """The simulator's metrics from a per-step table of one run."""
+    st, tok = steps["step_s"].to_numpy(float), steps["tokens"].to_numpy(float)
+    per_tok = st / tok
+    cvs = steps["rank_cv"].to_numpy(float)
+    mm = (steps["max_s"] / steps["mean_s"]).to_numpy(float)
+    return {
+        "rank_cv": cvs.mean(), "rank_cv_se": cvs.std() / np.sqrt(len(cvs)),
+        "maxmean": mm.mean(), "bubble": np.mean(1 - 1 / mm),
+        "step_cv": st.std() / st.mean(), "step_cv_per_token": per_tok.std() / per_tok.mean(),
+        "throughput": tok.sum() / st.sum(), "floor_p5": np.percentile(tok / st, 5),
+    }
+
+
+def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    steps, setup = tables.get("balance_steps"), tables.get("balance_setup")
+    if steps is None or setup is None:
+        return metric_rows([])
+    src = str(setup["cost_source"].iloc[0])
+    p = float(setup["p"].iloc[0])
+    m = {k: step_metrics(g) for k, g in steps.groupby(["policy", "mix", "ranks", "noise"])}
+
+    def get(policy, mix="default", R=16, noise="noisy"):
+        return m.get((policy, mix, R, noise))
+
+    def cond(mix="default", R=16, noise="noisy"):
+        what = "predicted costs, no noise" if noise == "cost" else f"noise CV {NOISE_CV:.0%}"
+        return (f"simulated, {R} ranks, {mix} mix, {what}; cost model: {src} (p={p:.3f}); "
+                f"equal-token M_tok = M_mem")
+
+    ev = "balance_steps, balance_ranks; figure balance_policies"
+    rows = []
+
+    def add(claim, key, value, unit, c, baseline=np.nan, lo=np.nan, hi=np.nan, evidence=ev):
+        rows.append({"claim": claim, "metric": key, "value": value, "ci_low": lo, "ci_high": hi,
+                     "baseline": baseline, "unit": unit, "conditions": c, "evidence": evidence})
+
+    eq, du = get("equal-token"), get("dual")
+    if eq and du:
+        add("C4", "cv_reduction_sim", 100 * (1 - du["rank_cv"] / eq["rank_cv"]), "%", cond())
+        add("C4", "imbalance_rate_reduction_sim", 100 * (1 - du["bubble"] / eq["bubble"]), "%",
+            cond() + "; imbalance rate (max-mean)/max")
+        add("C4", "maxmean_excess_reduction_sim",
+            100 * (1 - (du["maxmean"] - 1) / (eq["maxmean"] - 1)), "%", cond() + "; max/mean - 1")
+        se = du["rank_cv_se"]
+        add("C5", "rank_cv_sim", 100 * du["rank_cv"], "%", cond(), 100 * eq["rank_cv"],
+            100 * (du["rank_cv"] - 1.96 * se), 100 * (du["rank_cv"] + 1.96 * se))
+        add("C5", "rank_maxmean_sim", du["maxmean"], "x", cond(), eq["maxmean"])
+        add("C6", "step_cv_sim", 100 * du["step_cv"], "%", cond(), 100 * eq["step_cv"])
+        add("C6", "step_cv_per_token_sim", 100 * du["step_cv_per_token"], "%",
+            cond() + "; step time per latent token", 100 * eq["step_cv_per_token"])
+        add("C8", "throughput_gain_16_sim", 100 * (du["throughput"] / eq["throughput"] - 1), "%",
+            cond() + f"; {eq['throughput']:.0f} -> {du['throughput']:.0f} tokens/s")
+    eqc, duc = get("equal-token", noise="cost"), get("dual", noise="cost")
+    if eqc and duc:
+        add("C4", "cv_reduction_cost_sim", 100 * (1 - duc["rank_cv"] / eqc["rank_cv"]), "%",
+            cond(noise="cost"))
+        add("C5", "rank_cv_cost_sim", 100 * duc["rank_cv"], "%", cond(noise="cost"),
+            100 * eqc["rank_cv"])
+    eq8, du8 = get("equal-token", R=8), get("dual", R=8)
+    if eq8 and du8:
+        add("C5", "rank_cv_sim_8", 100 * du8["rank_cv"], "%", cond(R=8), 100 * eq8["rank_cv"])
+        add("C6", "step_cv_sim_8", 100 * du8["step_cv"], "%", cond(R=8), 100 * eq8["step_cv"])
+        add("C7", "throughput_gain_8_sim", 100 * (du8["throughput"] / eq8["throughput"] - 1), "%",
+            cond(R=8) + f"; {eq8['throughput']:.0f} -> {du8['throughput']:.0f} tokens/s")
+    eqw, duw = get("equal-token", "long-video"), get("dual", "long-video")
+    if eqw and duw:
+        add("C9", "floor_gain_sim", 100 * (duw["floor_p5"] / eqw["floor_p5"] - 1), "%",
+            cond("long-video") + "; 5th-percentile step throughput "
+            f"{eqw['floor_p5']:.0f} -> {duw['floor_p5']:.0f} tokens/s")
+    rows += _global_rows(get, cond, ev)
+    return metric_rows(rows)
+
+
+def _global_rows(get, cond, ev) -> list[dict]:
+    """Extra alternatives for the coordinated global policy (issue 7), when it was simulated."""
+    g, eq = get("global"), get("equal-token")
+    if not g or not eq:
+        return []
+    rows = [
+        {"claim": "C5", "metric": "rank_cv_global_sim", "value": 100 * g["rank_cv"],
+         "baseline": 100 * eq["rank_cv"], "unit": "%", "conditions": cond() + "; global policy"},
+        {"claim": "C6", "metric": "step_cv_global_sim", "value": 100 * g["step_cv"],
+         "baseline": 100 * eq["step_cv"], "unit": "%", "conditions": cond() + "; global policy"},
+        {"claim": "C4", "metric": "maxmean_global_sim_16", "value": g["maxmean"],
+         "baseline": eq["maxmean"], "unit": "x", "conditions": cond() + "; global policy"},
+    ]
+    g1k, eq1k = get("global", R=1024), get("equal-token", R=1024)
+    if g1k and eq1k:
+        rows.append({"claim": "C4", "metric": "maxmean_global_sim_1024", "value": g1k["maxmean"],
+                     "baseline": eq1k["maxmean"], "unit": "x",
+                     "conditions": cond(R=1024) + "; global policy"})
+    return [dict(r, evidence=ev) for r in rows]
