@@ -1,0 +1,70 @@
+"""Figures of the balance experiment: per-policy distributions at 16 ranks and scaling to 1024."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+COLOURS = {"equal-token": "#c0392b", "dual": "#2e86c1", "global": "#1b7f3b"}
+
+
+def policies_figure(steps: pd.DataFrame) -> Figure:
+    fig = Figure(figsize=(10, 4))
+    ax1, ax2 = fig.subplots(1, 2)
+    sel = steps[(steps["mix"] == "default") & (steps["ranks"] == 16) & (steps["noise"] == "noisy")]
+    names = [p for p in COLOURS if p in set(sel["policy"])]
+    data_cv = [100 * sel.loc[sel["policy"] == p, "rank_cv"].to_numpy() for p in names]
+    data_st = [sel.loc[sel["policy"] == p, "step_s"].to_numpy() for p in names]
+    for ax, data, label in ((ax1, data_cv, "per-step rank compute CV (%)"),
+                            (ax2, data_st, "step time (s)")):
+        parts = ax.violinplot(data, showmedians=True)
+        for body, p in zip(parts["bodies"], names):
+            body.set_facecolor(COLOURS[p])
+        ax.set_xticks(range(1, len(names) + 1), names)
+        ax.set_ylabel(label)
+    ax1.set_title("rank compute CV per step, 16 ranks, default mix")
+    ax2.set_title("synchronous step time, 16 ranks, default mix")
+    fig.tight_layout()
+    return fig
+
+
+def scaling_figure(steps: pd.DataFrame) -> Figure:
+    sel = steps[(steps["mix"] == "default") & (steps["noise"] == "noisy")]
+    rows = []
+    for (p, R), g in sel.groupby(["policy", "ranks"]):
+        mm = g["max_s"] / g["mean_s"]
+        rows.append({"policy": p, "ranks": R, "cv": 100 * g["rank_cv"].mean(),
+                     "maxmean": mm.mean(), "bubble": 100 * np.mean(1 - 1 / mm),
+                     "tput": g["tokens"].sum() / g["step_s"].sum() / R})
+    df = pd.DataFrame(rows)
+    fig = Figure(figsize=(10, 7))
+    axes = fig.subplots(2, 2).ravel()
+    for ax, (col, label) in zip(axes, (("cv", "rank compute CV (%)"), ("maxmean", "max/mean"),
+                                       ("bubble", "bubble fraction (%)"),
+                                       ("tput", "throughput per rank (tokens/s)"))):
+        for p, g in df.groupby("policy"):
+            g = g.sort_values("ranks")
+            ax.plot(g["ranks"], g[col], "o-", color=COLOURS.get(p, "#444"), label=p)
+        ax.set(xscale="log", xlabel="ranks", ylabel=label)
+        ax.set_xticks(sorted(df["ranks"].unique()), [str(r) for r in sorted(df["ranks"].unique())])
+    axes[0].legend(frameon=False)
+    fig.suptitle("Simulated scaling, default mix, 5% per-sample noise")
+    fig.tight_layout()
+    return fig
+
+
+def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None):
+    steps = tables.get("balance_steps")
+    if steps is None or steps.empty:
+        return []
+    return [
+        ("balance_policies", "Per-policy distributions of the per-step rank compute CV and the "
+         "step time, 16 simulated ranks (C5, C6).", policies_figure(steps)),
+        ("balance_scaling", "Simulated rank CV, max/mean, bubble and per-rank throughput from 8 "
+         "to 1024 ranks for each policy.", scaling_figure(steps)),
+    ]
