@@ -1,0 +1,265 @@
+"""`python -m suite report RUN_DIR`: rebuild metrics, verdicts, figures, HTML and PDF from the raw
+tables alone.
+
+Byte-identical rebuilds: inputs are read in sorted order; figures are drawn under fixed rcParams
+(`svg.hashsalt`, path-embedded fonts) and saved with Date/CreationDate/ModDate set to None; the only
+time shown is the run's own timestamp from env.json; stale figure files are removed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from suite import experiments
+from suite.claims import Verdict, evaluate, load_claims
+from suite.report import html, pdf, plots
+from suite.rundir import RunDir, atomic_write_text, write_json
+
+HOW_TO = "a run directory is what `python -m suite reproduce --out DIR` writes"
+
+
+class NotARunDir(Exception):
+    """The folder given to `report` lacks what a run directory has."""
+
+
+@dataclass
+class BuildResult:
+    run_dir: Path
+    verdicts: list[Verdict]
+    metrics: pd.DataFrame
+    figures: list[str] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+
+
+def open_run(run_dir: Path | str) -> RunDir:
+    root = Path(run_dir)
+    if not root.is_dir():
+        raise NotARunDir(f"{root}: no such directory ({HOW_TO})")
+    if not (root / "results").is_dir():
+        raise NotARunDir(f"{root} is not a run directory: it has no results/ folder with the raw "
+                         f"tables (results/*.csv, results/<experiment>.done.json); {HOW_TO}")
+    return RunDir(root)
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "unknown error"
+
+
+def _method(name: str) -> str:
+    """An experiment's own account of its method: METHODS, else its docstring's first paragraph."""
+    try:
+        mod = experiments.load(name)
+    except Exception:
+        return ""
+    text = getattr(mod, "METHODS", "") or (mod.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(str(text).split())
+
+
+def experiment_states(run: RunDir) -> list[dict[str, Any]]:
+    """For each registered experiment: done / failed / not-run / absent, with reason and timing."""
+    done = run.status()
+    states = []
+    for name in experiments.REGISTRY:
+        err = run.results / f"{name}.error.txt"
+        skip = run.results / f"{name}.notrun.json"
+        info = done.get(name, {})
+        state = {"name": name, "status": "absent", "reason": "not run in this run directory",
+                 "error": "", "profile": info.get("profile", ""), "device": info.get("device", ""),
+                 "world_size": info.get("world_size", ""), "seconds": info.get("seconds", ""),
+                 "method": _method(name)}
+        if name in done:
+            state.update(status="done", reason="")
+        elif err.exists():
+            text = err.read_text(encoding="utf-8")
+            state.update(status="failed", reason=f"failed: {_last_line(text)}", error=text)
+        elif skip.exists():
+            reason = str(pd.read_json(skip, typ="series").get("reason", "not run"))
+            state.update(status="not-run", reason=reason)
+        states.append(state)
+    return states
+
+
+def compute_metrics(tables: dict[str, pd.DataFrame], states: list[dict]) -> tuple[
+        pd.DataFrame, dict[str, str], list[dict]]:
+    """Metric rows of every done experiment by its own summarize(); not-run reasons; errors."""
+    frames, not_run, errors = [], {}, []
+    for s in states:
+        if s["status"] != "done":
+            not_run[s["name"]] = s["reason"]
+            if s["error"]:
+                errors.append({"where": f"experiment {s['name']}", "text": s["error"]})
+            continue
+        try:
+            df = experiments.load(s["name"]).summarize(tables)
+            frames.append(pd.DataFrame(df).reindex(columns=experiments.METRIC_COLUMNS))
+        except Exception as e:
+            not_run[s["name"]] = f"summarize failed: {type(e).__name__}: {e}"
+            errors.append({"where": f"{s['name']}.summarize", "text": traceback.format_exc()})
+    rows = pd.concat(frames, ignore_index=True) if frames else None
+    metrics = experiments.metric_rows([] if rows is None else rows.to_dict("records"))
+    return metrics, not_run, errors
+
+
+def ranks_notes(verdicts: list[Verdict], states: list[dict]) -> dict[str, str]:
+    """Which claims used real ranks, one-GPU emulation, or simulation (from the metric key)."""
+    by_exp = {c.id: c.experiment for c in load_claims()}
+    world = {s["name"]: s["world_size"] for s in states}
+    notes = {}
+    for v in verdicts:
+        if v.metric.endswith("_real"):
+            notes[v.id] = f"real ranks (world size {world.get(by_exp[v.id], '?')})"
+        elif v.metric.endswith("_emulated"):
+            notes[v.id] = "ranks emulated on one GPU"
+        elif v.metric.endswith("_sim"):
+            notes[v.id] = "ranks simulated"
+    return notes
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-.") or "figure"
+
+
+def draw_figures(run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataFrame,
+                 verdicts: list[Verdict]) -> tuple[list[dict], list[str], list[dict]]:
+    """Save every figure as SVG + PNG; returns (figures, notes on missing plots, errors).
+
+    Each figure dict holds name, caption, experiment, and the open matplotlib Figure ("fig") so the
+    PDF can reuse it; the caller closes them.
+    """
+    run.figures.mkdir(parents=True, exist_ok=True)
+    for old in sorted(run.figures.glob("*")):
+        if old.suffix in (".svg", ".png"):
+            old.unlink()
+    drawn: list[tuple[str, str, str, Any]] = []
+    notes, errors = [], []
+    fig = plots.overview(verdicts)
+    if fig is not None:
+        drawn.append(("claims-overview", "Each measured claim's primary value divided by the "
+                      "paper's value, with its 95% CI; colour is the verdict.", "claims", fig))
+    for name in experiments.REGISTRY:
+        if not any(t == name or t.startswith(f"{name}_") for t in tables):
+            continue
+        figs, err = plots.draw(name, tables, metrics)
+        if err:
+            errors.append({"where": f"{plots.PACKAGE}.{name}.figures", "text": err})
+            notes.append(f"{name}: plot module failed ({_last_line(err)})")
+        elif not figs:
+            notes.append(f"{name}: no figures (no module {plots.PACKAGE}.{name}, or it drew none)")
+        drawn += [(n, c, name, f) for n, c, f in figs]
+    out, used = [], set()
+    for name, caption, exp, fig in drawn:
+        base = safe = _safe(name)
+        i = 2
+        while safe in used:
+            safe, i = f"{base}-{i}", i + 1
+        used.add(safe)
+        fig.savefig(run.figures / f"{safe}.svg", format="svg", metadata={"Date": None})
+        fig.savefig(run.figures / f"{safe}.png", format="png")
+        out.append({"name": safe, "caption": str(caption), "experiment": exp, "fig": fig})
+    return out, notes, errors
+
+
+def build_report(run_dir: Path | str) -> BuildResult:
+    """Recompute everything derived in `run_dir` from its raw tables; write the report files."""
+    run = open_run(run_dir)
+    tables = run.tables()
+    states = experiment_states(run)
+    metrics, not_run, errors = compute_metrics(tables, states)
+    atomic_write_text(run.root / "metrics.csv", metrics.to_csv(index=False, lineterminator="\n"))
+    verdicts = evaluate(metrics, not_run)
+    notes = ranks_notes(verdicts, states)
+    claims_json = []
+    for v in verdicts:
+        d = v.to_json()
+        d["ranks"] = notes.get(v.id, "")
+        claims_json.append(d)
+    write_json(run.root / "claims.json", claims_json)
+
+    env_path = run.root / "env.json"
+    env = pd.read_json(env_path, typ="series").to_dict() if env_path.exists() else {}
+    with mpl.rc_context(plots.RC):
+        figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts)
+        try:
+            context = _context(run, env, states, tables, verdicts, figs, plot_notes,
+                               errors + plot_errors, notes)
+            atomic_write_text(run.root / "report.html", html.render(context))
+            pdf.write_pdf(run.root / "report.pdf", verdicts, context["subtitle"],
+                          [(f["name"], f["caption"], f["fig"]) for f in figs])
+        finally:
+            for f in figs:
+                plt.close(f["fig"])
+    return BuildResult(run.root, verdicts, metrics, [f["name"] for f in figs],
+                       errors + plot_errors)
+
+
+def _context(run: RunDir, env: dict, states: list[dict], tables: dict[str, pd.DataFrame],
+             verdicts: list[Verdict], figs: list[dict], plot_notes: list[str], errors: list[dict],
+             ranks: dict[str, str]) -> dict[str, Any]:
+    claims = load_claims()
+    figures_of: dict[str, list[str]] = {}
+    for f in figs:
+        figures_of.setdefault(f["experiment"], []).append(f["name"])
+    rows = html.claim_rows(verdicts, claims, figures_of, ranks)
+    counts = [(k, sum(v.verdict == k for v in verdicts)) for k in html.COLOURS]
+    git = env.get("git") if isinstance(env.get("git"), dict) else {}
+    torch_info = env.get("torch") if isinstance(env.get("torch"), dict) else {}
+    device = torch_info.get("device_name") or "no CUDA GPU"
+    profile = str(env.get("profile", "") or "unknown")
+    timestamp = str(env.get("timestamp", "") or "unknown (env.json missing)")
+    sha = str(git.get("sha", "unknown"))[:12]
+    by_id = {c.id: c for c in claims}
+    return {
+        "run_name": run.root.resolve().name, "profile": profile, "timestamp": timestamp,
+        "git_sha": sha, "git_dirty": bool(git.get("dirty")), "device": device,
+        "subtitle": f"run {run.root.resolve().name} · profile {profile} · {timestamp} · git {sha}"
+                    f"{' (dirty)' if git.get('dirty') else ''} · {device}",
+        "counts": [(k, n) for k, n in counts if n], "claims": rows,
+        "env_rows": html.flatten(env) if env else [("env.json", "missing")],
+        "choices": html.CHOICES, "experiments": states,
+        "figures": [{**f, "svg": html.inline_svg(run.figures / f"{f['name']}.svg")} for f in figs],
+        "plot_notes": plot_notes,
+        "not_run": [{"id": r["id"], "claim": r["claim"], "experiment": r["experiment"],
+                     "hardware": by_id[r["id"]].hardware, "reason": r["reason"]}
+                    for r in rows if r["verdict"] == "not-run"],
+        "errors": errors,
+        "tables": [{"name": n, "rows": len(df), "columns": ", ".join(map(str, df.columns))}
+                   for n, df in sorted(tables.items())],
+        "table_names": set(tables), "has_metrics": True,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m suite report",
+                                description="Rebuild metrics.csv, claims.json, figures/, "
+                                "report.html and report.pdf of a run directory from its raw "
+                                "tables alone (byte-identical for the same tables).")
+    p.add_argument("run_dir", type=Path, help="a run directory written by `reproduce`")
+    args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        result = build_report(args.run_dir)
+    except NotARunDir as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    counts: dict[str, int] = {}
+    for v in result.verdicts:
+        counts[v.verdict] = counts.get(v.verdict, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    print(f"{result.run_dir / 'report.html'}: {summary}; {len(result.figures)} figures")
+    for e in result.errors:
+        print(f"  error in {e['where']}: {_last_line(e['text'])}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""report.html: one self-contained page (inline SVG, inline CSS, no network) from jinja2 with
+autoescape. Everything it shows comes from the run directory, so a rebuild gives the same bytes."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from suite.claims import Claim, Verdict
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+COLOURS = {
+    "exceeded": "#1b7f3b",
+    "reproduced": "#2e9e55",
+    "partial": "#d08b00",
+    "not-reproduced": "#c0392b",
+    "not-run": "#8a8f98",
+}
+
+# The choices the paper leaves open (ADAPTIVELOAD.md section 4) and what this suite does.
+CHOICES = [
+    ("Imbalance rate / CV of compute load",
+     "CV across ranks within a step, averaged over steps, of measured (or emulated) per-rank "
+     "compute time; alternatives: CV of predicted cost, (max - mean)/max, max/mean."),
+    ("Step-time CV", "Across steps of the synchronous step (slowest rank's compute + gradient "
+     "collective + optimizer); alternative: per-token normalised step time."),
+    ("Peak VRAM utilisation", "Relative change of mean per-step torch.cuda.max_memory_allocated; "
+     "alternatives: reserved memory, percentage points."),
+    ("Throughput", "Global latent tokens after patchify per second, no padding, same data order "
+     "and seed for both policies."),
+    ("Correlation R", "Pearson over the equal-token baseline's training steps (fallback: the "
+     "offline (B, S) sweep), proxy B*S^2 per batch; bootstrap 95% CI; Spearman as alternative."),
+    ("Cost model", "step_time ~ a + b*B*S^p by non-linear least squares with p free; p fixed at 2 "
+     "as alternative; M_comp and M_mem derived from the fit and measured memory."),
+    ("Kernel baseline", "The Wan 2.1 eager path (LayerNorm and modulation in fp32) as primary; "
+     "bf16 eager and torch.compile as alternatives; bf16 x, N = 65536, D in {1536, 3072, 5120}."),
+    ("Learning rate with variable B", "Unchanged across buckets (loss averaged per sample)."),
+]
+
+
+def fmt_num(x: Any) -> str:
+    """A number for humans: 3 significant digits, thousands grouped, '–' for missing."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return "–"
+    if not math.isfinite(x):
+        return "–"
+    if x != 0 and (abs(x) >= 1e6 or abs(x) < 1e-3):
+        return f"{x:.3g}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
+
+
+def fmt_ci(lo: Any, hi: Any) -> str:
+    lo_s, hi_s = fmt_num(lo), fmt_num(hi)
+    return "" if "–" in (lo_s, hi_s) else f" [{lo_s}, {hi_s}]"
+
+
+def inline_svg(path: Path) -> Markup:
+    """The <svg> element of a matplotlib SVG file, without the XML prolog and DOCTYPE."""
+    text = path.read_text(encoding="utf-8")
+    start = text.find("<svg")
+    if start < 0:
+        raise ValueError(f"{path} holds no <svg> element")
+    svg = text[start:]
+    svg = re.sub(r"<svg ([^>]*?)width=\"[^\"]*\" height=\"[^\"]*\"", r"<svg \1", svg, count=1)
+    return Markup(svg)  # written by matplotlib from our own figures: trusted markup
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """env.json as sorted (key, value) rows, nested keys joined with dots."""
+    rows: list[tuple[str, str]] = []
+    if isinstance(obj, Mapping):
+        for k in sorted(obj):
+            rows += flatten(obj[k], f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, list) and obj and all(isinstance(o, Mapping) for o in obj):
+        for i, o in enumerate(obj):
+            rows += flatten(o, f"{prefix}[{i}]")
+    else:
+        rows.append((prefix, "absent" if obj is None else str(obj)))
+    return rows
+
+
+def claim_rows(verdicts: list[Verdict], claims: list[Claim], figures_of: Mapping[str, list[str]],
+               ranks: Mapping[str, str]) -> list[dict]:
+    """What the summary and definitions sections show for each claim."""
+    by_id = {c.id: c for c in claims}
+    rows = []
+    for v in verdicts:
+        c = by_id[v.id]
+        seen = {a["metric"]: a for a in v.alternatives}
+        alts = []
+        for key in dict.fromkeys(c.alternatives + c.primary):
+            if key == v.metric:
+                continue
+            a = seen.get(key)
+            alts.append({"metric": key, "value": fmt_num(a["value"]) if a else "not measured",
+                         "ci": fmt_ci(a["ci_low"], a["ci_high"]) if a else "",
+                         "unit": a["unit"] if a else "", "verdict": a["verdict"] if a else "",
+                         "conditions": a["conditions"] if a else ""})
+        evidence = [e.strip() for e in re.split(r"[;,]", v.evidence) if e.strip()]
+        rows.append({
+            "id": v.id, "claim": v.claim, "paper": v.paper_text, "unit": v.unit,
+            "ours": fmt_num(v.measured), "ci": fmt_ci(v.ci_low, v.ci_high),
+            "baseline": fmt_num(v.baseline), "verdict": v.verdict, "metric": v.metric,
+            "definition": v.definition, "conditions": v.conditions, "reason": v.reason,
+            "evidence": evidence, "figures": figures_of.get(c.experiment, []),
+            "experiment": c.experiment, "hardware": c.hardware, "rule": c.rule,
+            "direction": c.direction, "tolerance": fmt_num(c.tolerance), "alternatives": alts,
+            "ranks": ranks.get(v.id, ""),
+            "depends": len({a["verdict"] for a in alts if a["verdict"]} | {v.verdict}) > 1,
+        })
+    return rows
+
+
+def render(context: Mapping[str, Any]) -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True)
+    env.globals.update(colours=COLOURS)
+    return env.get_template("report.html.j2").render(**context)

@@ -1,0 +1,63 @@
+"""report.pdf with matplotlib PdfPages: a title page with the verdict table, then every figure.
+Deterministic: CreationDate/ModDate are None and nothing on the pages comes from the clock."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from matplotlib.backends.backend_pdf import PdfPages
+from matplotlib.figure import Figure
+
+from suite.claims import Verdict
+from suite.report.html import COLOURS, fmt_ci, fmt_num
+
+PDF_METADATA = {"CreationDate": None, "ModDate": None, "Creator": "adaptiveload-suite",
+                "Producer": "matplotlib"}
+
+
+def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
+    """A landscape A4 page: title, run line, and the verdict table."""
+    fig = plt.figure(figsize=(11.69, 8.27))
+    fig.text(0.04, 0.95, "AdaptiveLoad reproduction report", fontsize=18, weight="bold")
+    fig.text(0.04, 0.915, subtitle, fontsize=9, color="#555")
+    ax = fig.add_axes((0.03, 0.04, 0.94, 0.84))
+    ax.axis("off")
+    header = ["ID", "Claim", "Paper", "Ours [95% CI]", "Unit", "Verdict", "Note"]
+    cells, colours = [], []
+    for v in verdicts:
+        note = v.reason or v.conditions
+        cells.append([v.id, textwrap.shorten(v.claim, 58), textwrap.shorten(v.paper_text, 24),
+                      fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high), v.unit, v.verdict,
+                      textwrap.shorten(note, 46)])
+        colours.append(["white"] * 5 + [COLOURS.get(v.verdict, "#888")] + ["white"])
+    table = ax.table(cellText=cells, colLabels=header, cellColours=colours, loc="upper center",
+                     colWidths=[0.04, 0.33, 0.11, 0.14, 0.05, 0.09, 0.24], cellLoc="left")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.scale(1, 1.45)
+    for (row, col), cell in table.get_celld().items():
+        cell.set_edgecolor("#cccccc")
+        if row == 0:
+            cell.set_facecolor("#e8ebf1")
+            cell.set_text_props(weight="bold")
+        elif col == 5:
+            cell.set_text_props(color="white", weight="bold")
+    return fig
+
+
+def write_pdf(path: Path, verdicts: list[Verdict], subtitle: str,
+              figures: list[tuple[str, str, Figure]]) -> None:
+    """Title page, then each (name, caption, figure) with its caption as the page's footer."""
+    tmp = Path(path).with_suffix(".pdf.tmp")
+    with PdfPages(tmp, metadata=PDF_METADATA) as pdf:
+        page = title_page(verdicts, subtitle)
+        pdf.savefig(page)
+        plt.close(page)
+        for name, caption, fig in figures:
+            note = fig.text(0.01, 0.005, textwrap.shorten(f"{name}: {caption}", 160), fontsize=6,
+                            color="#555", va="bottom")
+            pdf.savefig(fig)
+            note.remove()
+    tmp.replace(path)

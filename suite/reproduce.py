@@ -1,0 +1,251 @@
+"""`python -m suite reproduce`: run every experiment into a run directory, then build the report.
+
+Per experiment, in REGISTRY order:
+  done marker present (and no --force)  -> skipped, its tables are reused (resume)
+  NEEDS == "cuda" without a GPU          -> not run; results/<name>.notrun.json holds the reason
+  import or run() raises                 -> results/<name>.error.txt holds the traceback; others run
+  otherwise                              -> each table written atomically, then <name>.done.json
+Then (rank 0 only) suite.report.build recomputes metrics and verdicts from the raw tables and
+writes metrics.csv, claims.json, figures/, report.html and report.pdf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import pandas as pd
+
+from suite import experiments
+from suite.claims import load_claims
+from suite.progress import Progress
+from suite.rundir import RunContext, RunDir, atomic_write_text, write_json
+
+PROFILES = ("cpu", "quick", "full")
+
+# Which experiments read another's tables (see docs/architecture.md, "Order"). `--only` adds these
+# upstream experiments so a selected one never runs without its inputs. A module may override its
+# entry with an `AFTER = ("name", ...)` attribute.
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "costmodel": ("shapes",),
+    "balance": ("costmodel",),
+    "training": ("costmodel",),
+}
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def default_profile() -> str:
+    return "quick" if cuda_available() else "cpu"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m suite reproduce",
+        description="Run the AdaptiveLoad experiments into a run directory and write the report "
+        "(claims.json, figures/, report.html, report.pdf). A rerun with the same --out resumes: "
+        "finished experiments are skipped unless --force.",
+        epilog="examples:\n  python -m suite reproduce                      # cpu profile without "
+        "a GPU, quick with one\n  python -m suite reproduce --only C1,C11 --out reports/runs/x\n"
+        "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--profile", choices=PROFILES, default=None,
+                   help="cpu: CPU-only work, GPU claims not-run (default without CUDA); quick: "
+                   "every claim in ~8 min on one H200 (default with CUDA); full: larger sweeps, "
+                   "more steps and seeds")
+    p.add_argument("--out", type=Path, default=None,
+                   help="run directory (default: reports/runs/<UTC timestamp>-<profile>)")
+    p.add_argument("--only", default="",
+                   help="comma-separated claim ids (C1,C11) and/or experiment names "
+                   f"({','.join(experiments.REGISTRY)}); upstream experiments are added")
+    p.add_argument("--force", action="store_true", help="rerun experiments already done")
+    p.add_argument("--seed", type=int, default=0, help="seed passed to every experiment")
+    p.add_argument("--no-report", action="store_true", help="run experiments only")
+    return p.parse_args(argv)
+
+
+def _module_claims(name: str) -> tuple[str, ...]:
+    try:
+        return tuple(getattr(experiments.load(name), "CLAIMS", ()))
+    except Exception:
+        return ()
+
+
+def _after(name: str) -> tuple[str, ...]:
+    try:
+        return tuple(getattr(experiments.load(name), "AFTER", DEPENDS.get(name, ())))
+    except Exception:
+        return DEPENDS.get(name, ())
+
+
+def select(only: str) -> list[str]:
+    """Experiment names for `--only` (claim ids and/or names), upstream added, in REGISTRY order."""
+    names = list(experiments.REGISTRY)
+    if not only.strip():
+        return names
+    ledger = {c.id: c.experiment for c in load_claims()}
+    chosen: set[str] = set()
+    for token in (t.strip() for t in only.split(",") if t.strip()):
+        if re.fullmatch(r"[Cc]\d+", token):
+            cid = token.upper()
+            if cid not in ledger:
+                raise SystemExit(f"error: --only: unknown claim {token!r}; claims are C1..C18")
+            hits = {n for n in names if cid in _module_claims(n)}
+            if ledger[cid] in names:
+                hits.add(ledger[cid])
+            chosen |= hits
+        elif token in names:
+            chosen.add(token)
+        else:
+            raise SystemExit(f"error: --only: {token!r} is neither a claim id (C1..C18) nor an "
+                             f"experiment ({', '.join(names)})")
+    todo = list(chosen)
+    while todo:
+        for up in _after(todo.pop()):
+            if up in names and up not in chosen:
+                chosen.add(up)
+                todo.append(up)
+    return [n for n in names if n in chosen]
+
+
+def _clear_records(run: RunDir, name: str) -> None:
+    for suffix in (".error.txt", ".notrun.json"):
+        (run.results / f"{name}{suffix}").unlink(missing_ok=True)
+
+
+def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int) -> str:
+    """Run one experiment; returns its status: done | cached | not-run | failed | skipped-rank."""
+    run, progress = ctx.run, ctx.progress
+    if run.is_done(name) and not force:
+        progress.log(f"{name}: done already, reusing its tables (--force reruns)")
+        return "cached"
+    writer = rank == 0
+    try:
+        module = experiments.load(name)
+        needs = getattr(module, "NEEDS", "cpu")
+        if rank > 0 and not getattr(module, "DISTRIBUTED", False):
+            return "skipped-rank"
+        if needs == "cuda" and not have_cuda:
+            if writer:
+                _clear_records(run, name)
+                write_json(run.results / f"{name}.notrun.json", {"reason": "needs a CUDA GPU"})
+            progress.log(f"{name}: not run (needs a CUDA GPU)")
+            return "not-run"
+        if writer:
+            run.clear(name)
+        started = time.time()
+        with progress.stage(name):
+            tables = module.run(ctx)
+        seconds = time.time() - started
+        if not writer:
+            return "done"
+        if not isinstance(tables, dict) or not all(
+                isinstance(v, pd.DataFrame) for v in tables.values()):
+            raise TypeError(f"{name}.run() must return dict[str, DataFrame], got {type(tables)}")
+        for table, df in sorted(tables.items()):
+            run.write_table(table, df)
+        _clear_records(run, name)
+        run.mark_done(name, {
+            "experiment": name, "profile": ctx.profile, "device": ctx.device,
+            "world_size": ctx.world_size, "seed": ctx.seed, "seconds": round(seconds, 3),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tables": {t: len(df) for t, df in sorted(tables.items())},
+        })
+        progress.log(f"{name}: done in {seconds:.1f} s ({len(tables)} tables)")
+        return "done"
+    except Exception as e:
+        if writer:
+            _clear_records(run, name)
+            atomic_write_text(run.results / f"{name}.error.txt", traceback.format_exc())
+        progress.log(f"{name}: FAILED: {type(e).__name__}: {e} (traceback in "
+                     f"results/{name}.error.txt)")
+        return "failed"
+
+
+def print_summary(verdicts: list, run_dir: Path) -> None:
+    """A rich verdict table on the console."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from suite.report.html import COLOURS, fmt_ci, fmt_num
+
+    table = Table(title=f"AdaptiveLoad claims: {run_dir}", show_lines=False)
+    for col, kw in (("id", {}), ("claim", {"max_width": 48}), ("paper", {}),
+                    ("ours [95% CI]", {}), ("verdict", {}), ("note", {"max_width": 40})):
+        table.add_column(col, **kw)
+    for v in verdicts:
+        colour = COLOURS.get(v.verdict, "#666")
+        ours = fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high)
+        table.add_row(v.id, v.claim, v.paper_text, f"{ours} {v.unit}" if ours != "–" else ours,
+                      f"[bold {colour}]{v.verdict}[/]", v.reason or v.conditions)
+    Console(stderr=False).print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    profile = args.profile or default_profile()
+    if args.out is None:
+        if world > 1:
+            print("error: under torchrun pass --out so every rank uses the same run directory",
+                  file=sys.stderr)
+            return 2
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        args.out = Path("reports") / "runs" / f"{stamp}-{profile}"
+    names = select(args.only)
+    have_cuda = cuda_available()
+    run = RunDir(args.out)
+    progress = Progress()
+    if rank == 0:
+        progress.log(f"run directory: {run.root}  (profile {profile}, "
+                     f"{'CUDA' if have_cuda else 'no GPU'}, world size {world})")
+        run.results.mkdir(parents=True, exist_ok=True)
+        if args.force or not (run.root / "env.json").exists():
+            from suite.env import capture
+            write_json(run.root / "env.json", capture(profile, world))
+    ctx = RunContext(run=run, profile=profile, device="cuda" if have_cuda else "cpu",
+                     seed=args.seed, world_size=world, progress=progress,
+                     options={"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0"))})
+    statuses: dict[str, str] = {}
+    try:
+        with progress.task("experiments", total=len(names)) as bar:
+            for name in names:
+                statuses[name] = run_one(name, ctx, args.force, have_cuda, rank)
+                bar.advance()
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"\ninterrupted; rerun with --out {run.root} to resume", file=sys.stderr)
+        return 130
+    finally:
+        progress.close()
+    if rank != 0 or args.no_report:
+        return 0
+    from suite.report.build import build_report
+
+    result = build_report(run.root)
+    print_summary(result.verdicts, run.root)
+    failed = sorted(n for n, s in statuses.items() if s == "failed")
+    print(f"report: {run.root / 'report.html'}  and  {run.root / 'report.pdf'}")
+    if failed:
+        print(f"failed experiments: {', '.join(failed)} (see results/<name>.error.txt)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
