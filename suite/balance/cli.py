@@ -1,0 +1,273 @@
+"""Command-line entry points: `python -m suite fit-cost | simulate | forecast`.
+
+Each function takes argv (without the command name) and returns an exit code; errors print one
+line naming what was wrong and return 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import pandas as pd
+
+from suite.balance.buckets import bucket_table
+from suite.balance.costmodel import (
+    CostModel,
+    default_cost_model,
+    fit_cost,
+    fit_memory,
+    memory_budget,
+)
+from suite.balance.policies import POLICIES
+from suite.balance.simulator import SimConfig, simulate, tune_s_cross
+
+METRIC_LABELS = {"rank_cv": "rank CV", "maxmean": "max/mean", "bubble": "bubble",
+                 "step_cv": "step CV", "throughput": "tokens/s", "floor_p5": "p5 tokens/s"}
+
+
+def _fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return 2
+
+
+def _load_cost(path: str | None) -> CostModel:
+    cost = CostModel.load(path) if path else default_cost_model()
+    if not math.isfinite(cost.m_mem):
+        raise ValueError(f"{path}: the cost JSON has no m_mem; refit with --capacity-gb")
+    return cost
+
+
+def _buckets(manifest: str | None, mix: str, seed: int) -> tuple[pd.DataFrame, str]:
+    from suite.data.corpus import sample_corpus
+    from suite.data.manifest import read_manifest
+
+    if manifest:
+        return bucket_table(read_manifest(manifest)["tokens"]), f"manifest {manifest}"
+    return bucket_table(sample_corpus(100_000, mix, seed=seed)["tokens"]), f"{mix} mix"
+
+
+def make_policy(name: str, cost: CostModel, buckets: pd.DataFrame, tune_ranks: int = 16):
+    """The named policy with budgets from `cost` (M_comp tuned on `buckets` when absent)."""
+    from suite.balance.policies import DualConstraint, EqualToken
+
+    if name == "equal-token":
+        return EqualToken(m_tok=cost.m_mem), cost
+    if not math.isfinite(cost.m_comp):
+        s_cross, _ = tune_s_cross(buckets, cost, cost.m_mem, ranks=min(tune_ranks, 64))
+        cost = cost.with_budgets(cost.m_mem, s_cross)
+    if name == "dual":
+        return DualConstraint(m_mem=cost.m_mem, m_comp=cost.m_comp, p=cost.p), cost
+    if name == "global":
+        try:
+            from suite.balance.global_policy import GlobalPolicy
+        except ImportError:
+            raise ValueError("the global policy is not available in this version") from None
+        return GlobalPolicy(m_mem=cost.m_mem), cost
+    raise ValueError(f"unknown policy {name!r}; accepted: {', '.join(POLICIES)}")
+
+
+def _sim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", type=int, default=16, help="number of data-parallel ranks R")
+    p.add_argument("--steps", type=int, default=1000, help="simulated steps N (default 1000)")
+    p.add_argument("--cost", help="cost JSON from `fit-cost` (default: analytic Wan-14B on H200)")
+    p.add_argument("--noise", type=float, default=0.05,
+                   help="per-sample multiplicative noise CV (default 0.05)")
+    p.add_argument("--collective-s", type=float, default=0.0,
+                   help="non-overlapped collective seconds per step (default 0)")
+    p.add_argument("--optimizer-s", type=float, default=0.0,
+                   help="optimizer seconds per step (default 0)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+
+
+def _config(a) -> SimConfig:
+    return SimConfig(ranks=a.gpus, steps=a.steps, noise_cv=a.noise, collective_s=a.collective_s,
+                     optimizer_s=a.optimizer_s, seed=a.seed)
+
+
+def simulate_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m suite simulate",
+        description="Simulate R synchronous data-parallel ranks for N steps under a batching "
+                    "policy and print rank CV, max/mean, bubble, step CV and throughput.")
+    p.add_argument("--policy", choices=POLICIES, default="dual")
+    p.add_argument("--manifest", help="CSV/JSONL/Parquet with height, width, frames per sample "
+                                      "(default: the synthetic mix)")
+    p.add_argument("--mix", choices=("default", "long-video"), default="default",
+                   help="synthetic mix when no manifest is given")
+    _sim_args(p)
+    a = p.parse_args(argv)
+    try:
+        cost = _load_cost(a.cost)
+        buckets, data = _buckets(a.manifest, a.mix, a.seed)
+        pol, cost = make_policy(a.policy, cost, buckets, a.gpus)
+        m = simulate(buckets, pol, cost, _config(a)).metrics()
+    except (ValueError, OSError, KeyError) as e:
+        return _fail(str(e))
+    out = {"policy": a.policy, "gpus": a.gpus, "steps": a.steps, "data": data,
+           "m_mem": cost.m_mem, "m_comp": cost.m_comp if a.policy != "equal-token" else None,
+           "p": cost.p, **m}
+    if a.json:
+        print(json.dumps(out, default=float))
+    else:
+        print(f"{a.policy} on {a.gpus} ranks x {a.steps} steps, {data}, p = {cost.p:.3f}")
+        for k, label in METRIC_LABELS.items():
+            v = m[k]
+            print(f"  {label:<12} {100 * v:8.2f} %" if k in ("rank_cv", "bubble", "step_cv")
+                  else f"  {label:<12} {v:10.3f}")
+    return 0
+
+
+def forecast_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m suite forecast",
+        description="Forecast balance metrics of every policy for your dataset on R ranks and "
+                    "recommend M_mem, M_comp and a policy (highest simulated throughput).")
+    p.add_argument("--manifest", required=True,
+                   help="CSV/JSONL/Parquet with height, width, frames per sample")
+    p.add_argument("--plot", help="write a bar chart of the metrics to this PNG/SVG path")
+    _sim_args(p)
+    a = p.parse_args(argv)
+    try:
+        cost = _load_cost(a.cost)
+        buckets, data = _buckets(a.manifest, "default", a.seed)
+        rows = []
+        for name in POLICIES:
+            try:
+                pol, cost = make_policy(name, cost, buckets, a.gpus)
+            except ValueError:
+                continue  # a policy this version lacks
+            rows.append({"policy": name, **simulate(buckets, pol, cost, _config(a)).metrics()})
+    except (ValueError, OSError, KeyError) as e:
+        return _fail(str(e))
+    table = pd.DataFrame(rows)
+    best = table.loc[table["throughput"].idxmax(), "policy"]
+    rec = {"policy": best, "m_mem": cost.m_mem, "m_comp": cost.m_comp, "p": cost.p,
+           "s_cross": cost.s_cross}
+    if a.json:
+        print(json.dumps({"data": data, "gpus": a.gpus, "policies": rows, "recommend": rec},
+                         default=float))
+    else:
+        print(f"forecast for {data} ({int(buckets['count'].sum())} samples, "
+              f"{len(buckets)} sequence lengths) on {a.gpus} ranks")
+        show = table[["policy", *METRIC_LABELS]].copy()
+        for k in ("rank_cv", "bubble", "step_cv"):  # fractions -> percent for reading
+            show[k] = 100 * show[k]
+        show = show.rename(columns={k: v + (" %" if k in ("rank_cv", "bubble", "step_cv") else "")
+                                    for k, v in METRIC_LABELS.items()})
+        print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(f"recommend: policy {best}, M_mem = {cost.m_mem:.0f} tokens, "
+              f"M_comp = {cost.m_comp:.4g} (B*S^p, p = {cost.p:.3f}, constraints cross at "
+              f"S = {cost.s_cross:.0f})")
+    if a.plot:
+        _plot(table, a.plot, f"{data}, {a.gpus} ranks")
+    return 0
+
+
+def _plot(table: pd.DataFrame, path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 3))
+    axes = fig.subplots(1, 4)
+    for ax, k in zip(axes, ("rank_cv", "maxmean", "bubble", "throughput")):
+        ax.bar(table["policy"], table[k], color=["#c0392b", "#2e86c1", "#1b7f3b"][: len(table)])
+        ax.set_title(METRIC_LABELS[k], fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def fit_cost_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m suite fit-cost",
+        description="Shape-benchmark sweep over (B, S) and fit step_time ~ a + b*B*S^p; write a "
+                    "cost JSON (with M_mem from the memory fit and --capacity-gb, M_comp from "
+                    "simulated throughput on the default mix). Without --sweep it times "
+                    "suite.train.stepfn.make_step_fn on this machine (or --synthetic).")
+    p.add_argument("--sweep", help="CSV of measured rows with columns B, S, step_s "
+                                   "[, peak_mem_bytes] instead of running a sweep")
+    p.add_argument("--synthetic", action="store_true",
+                   help="sweep a synthetic step function (dry run, no torch)")
+    p.add_argument("--seq-lens", default="256,512,1024,2048",
+                   help="comma-separated S values to sweep (default 256,512,1024,2048)")
+    p.add_argument("--batch-sizes", default="1,2,4", help="comma-separated B values (default 1,2,4)")
+    p.add_argument("--token-budget", type=int, default=8192,
+                   help="skip B > 1 shapes with B*S above this (default 8192)")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--model", default="tiny", help="model config for the step function")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--p", type=float, default=None, help="fix the exponent p (default: fit it)")
+    p.add_argument("--capacity-gb", type=float, default=None,
+                   help="device memory for M_mem (default: the Wan-14B-on-H200 budget)")
+    p.add_argument("--safety", type=float, default=0.10, help="memory safety margin (0.10)")
+    p.add_argument("--out", default="cost.json", help="where to write the cost JSON")
+    p.add_argument("--table", help="also write the sweep rows to this CSV")
+    a = p.parse_args(argv)
+    try:
+        sweep = _get_sweep(a)
+        cost = _fit_from_sweep(sweep, a)
+    except (ValueError, OSError, RuntimeError) as e:
+        return _fail(str(e))
+    cost.save(a.out)
+    if a.table:
+        sweep.to_csv(a.table, index=False)
+    lo, hi = cost.p_ci
+    print(f"fit {len(sweep)} rows: a = {cost.a:.4g} s, b = {cost.b:.4g}, p = {cost.p:.3f} "
+          f"[{lo:.3f}, {hi:.3f}], R^2 = {cost.r2:.4f}, leave-one-bucket-out {100 * cost.loo_err:.1f}%")
+    print(f"M_mem = {cost.m_mem:.0f} tokens, M_comp = {cost.m_comp:.4g}; wrote {a.out}")
+    return 0
+
+
+def _get_sweep(a) -> pd.DataFrame:
+    from suite.balance.shapebench import grid, sweep, synthetic_step_fn
+
+    if a.sweep:
+        df = pd.read_csv(a.sweep)
+        missing = {"B", "S", "step_s"} - set(df.columns)
+        if missing:
+            raise ValueError(f"{a.sweep}: missing columns {sorted(missing)}; needs B, S, step_s")
+        return df
+    shapes = grid([int(s) for s in a.seq_lens.split(",")], a.token_budget,
+                  [int(b) for b in a.batch_sizes.split(",")])
+    if a.synthetic:
+        fn = synthetic_step_fn()
+    else:
+        try:
+            from suite.train.stepfn import make_step_fn
+        except ImportError as e:
+            raise ValueError(f"no step function to time ({e}); pass --sweep CSV or --synthetic"
+                             ) from None
+        fn = make_step_fn(model=a.model, device=a.device)
+    return sweep(fn, shapes, warmup=a.warmup, repeats=a.repeats,
+                 meta={"device": a.device, "model": "synthetic" if a.synthetic else a.model})
+
+
+def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
+    from suite.data.corpus import sample_corpus
+
+    cost = fit_cost(df["B"], df["S"], df["step_s"], p=a.p, source=a.sweep or "fit-cost sweep")
+    default = default_cost_model()
+    m_mem = default.m_mem
+    if a.capacity_gb is not None:
+        if "peak_mem_bytes" not in df.columns:
+            raise ValueError("--capacity-gb needs a peak_mem_bytes column in the sweep")
+        m0, m1, r2 = fit_memory(df["B"], df["S"], df["peak_mem_bytes"])
+        m_mem = memory_budget(m0, m1, a.capacity_gb * 1e9, a.safety)
+        cost = CostModel(**{**cost.__dict__, "m0": m0, "m1": m1, "mem_r2": r2,
+                            "capacity_bytes": a.capacity_gb * 1e9, "safety": a.safety})
+    buckets = bucket_table(sample_corpus(20_000, "default").tokens)
+    s_cross, _ = tune_s_cross(buckets, cost, m_mem)
+    return cost.with_budgets(m_mem, s_cross)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(simulate_main(sys.argv[1:]))
+
