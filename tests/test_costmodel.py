@@ -1,0 +1,99 @@
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suite.balance.costmodel import (
+    CostModel,
+    default_cost_model,
+    fit_cost,
+    fit_memory,
+    loo_error,
+    memory_budget,
+)
+from suite.balance.shapebench import grid, sweep, synthetic_step_fn
+
+
+def _data(p, a=0.01, b=None, noise=0.02, seed=0):
+    rng = np.random.default_rng(seed)
+    S = np.repeat([256, 512, 1024, 2048, 4096, 8192], 9).astype(float)
+    B = np.tile([1, 1, 1, 2, 2, 2, 4, 4, 4], 6).astype(float)
+    b = b if b is not None else 1.0 / 8192**p
+    t = (a + b * B * S**p) * rng.lognormal(0, noise, len(S))
+    return B, S, t
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(1.0, 2.5), st.integers(0, 1000))
+def test_fitter_recovers_known_p(p, seed):
+    m = fit_cost(*_data(p, seed=seed), source="synthetic")
+    assert abs(m.p - p) < 0.05
+    assert m.p_ci[0] <= m.p <= m.p_ci[1]
+    assert m.r2 > 0.95
+
+
+def test_fixed_p_and_loo():
+    B, S, t = _data(1.6)
+    free, p2 = fit_cost(B, S, t), fit_cost(B, S, t, p=2.0)
+    assert p2.p == 2.0 and p2.p_fixed and free.r2 > p2.r2
+    assert 0 < free.loo_err < 0.1
+    assert loo_error(B, S, t) == pytest.approx(free.loo_err)
+
+
+def test_fit_rejects_too_little_data():
+    with pytest.raises(ValueError, match=">= 3 sequence lengths"):
+        fit_cost([1, 2, 1, 2], [10, 10, 20, 20], [1, 2, 3, 4])
+
+
+def test_memory_model_and_budget():
+    B = np.array([1, 2, 4, 1, 2])
+    S = np.array([100, 100, 100, 400, 400])
+    m0, m1, r2 = fit_memory(B, S, 1e9 + 2e3 * B * S)
+    assert m0 == pytest.approx(1e9) and m1 == pytest.approx(2e3) and r2 == pytest.approx(1)
+    assert memory_budget(m0, m1, 11e9, safety=0.0) == pytest.approx(5e6)
+    assert memory_budget(m0, m1, 11e9, safety=0.1) == pytest.approx((9.9e9 - 1e9) / 2e3)
+    with pytest.raises(ValueError, match="no room"):
+        memory_budget(m0, m1, 1e9)
+
+
+def test_json_round_trip(tmp_path):
+    m = fit_cost(*_data(1.7)).with_budgets(1e5, 2e4)
+    assert m.m_comp == pytest.approx(1e5 * 2e4 ** (m.p - 1))
+    m.save(tmp_path / "c.json")
+    back = CostModel.load(tmp_path / "c.json")
+    assert back.p == m.p and back.m_comp == m.m_comp and back.p_ci == m.p_ci
+    assert math.isnan(back.m0)
+    (tmp_path / "bad.json").write_text('{"a": 1}')
+    with pytest.raises(ValueError, match="needs a, b, p"):
+        CostModel.load(tmp_path / "bad.json")
+
+
+def test_shapebench_sweep_is_tidy():
+    calls = []
+
+    def fn(B, S):
+        calls.append((B, S))
+        return 0.001 * B * S
+
+    df = sweep(fn, [(1, 10), (2, 10)], warmup=2, repeats=3, meta={"device": "cpu"})
+    assert len(calls) == 10 and len(df) == 6
+    assert df["repeat"].tolist() == [0, 1, 2, 0, 1, 2]
+    assert (df["bs2"] == df["B"] * df["S"] ** 2).all() and (df["device"] == "cpu").all()
+    assert df["peak_mem_bytes"].isna().all()
+    g = grid([100, 1000], token_budget=1000, batch_sizes=(1, 2, 4))
+    assert g == [(1, 100), (2, 100), (4, 100), (1, 1000)]
+
+
+def test_synthetic_sweep_fit_end_to_end():
+    df = sweep(synthetic_step_fn(p=1.8, seed=1), grid([256, 512, 1024, 2048, 4096], 8192))
+    m = fit_cost(df["B"], df["S"], df["step_s"])
+    assert abs(m.p - 1.8) < 0.1
+    m0, m1, _ = fit_memory(df["B"], df["S"], df["peak_mem_bytes"])
+    assert m1 == pytest.approx(4e3)
+
+
+def test_default_model_has_budget():
+    m = default_cost_model()
+    assert 1.2 < m.p < 1.6 and m.m_mem > 75_600
