@@ -21,6 +21,8 @@ from importlib import resources
 
 import pandas as pd
 
+_COLUMNS = ("claim", "metric", "value", "ci_low", "ci_high", "baseline", "unit", "conditions",
+            "evidence")
 VERDICTS = ("exceeded", "reproduced", "partial", "not-reproduced", "not-run")
 
 
@@ -83,7 +85,8 @@ def judge(claim: Claim, value: float, baseline: float = math.nan) -> str:
     """The verdict for one measured value under the claim's rule."""
     if value is None or not math.isfinite(value):
         return "not-run"
-    p, tol = claim.paper_value, claim.tolerance
+    p = claim.paper_value
+    tol = claim.tolerance + 1e-9 * max(1.0, abs(p))  # a value on the tolerance edge counts as in
     lo = claim.paper_low if math.isfinite(claim.paper_low) else p
     hi = claim.paper_high if math.isfinite(claim.paper_high) else p
     if claim.rule == "threshold":
@@ -139,8 +142,10 @@ class Verdict:
 
 
 def _row(metrics: pd.DataFrame, claim_id: str, key: str) -> pd.Series | None:
+    """The first row of (claim, metric) with a finite value; NaN/inf rows count as absent."""
     hit = metrics[(metrics["claim"] == claim_id) & (metrics["metric"] == key)]
-    hit = hit[pd.to_numeric(hit["value"], errors="coerce").notna()]
+    values = pd.to_numeric(hit["value"], errors="coerce").astype(float)
+    hit = hit[values.map(math.isfinite)]
     return None if hit.empty else hit.iloc[0]
 
 
@@ -151,6 +156,11 @@ def _f(x) -> float:
         return math.nan
 
 
+def _s(x) -> str:
+    """Text of a cell; empty for a missing (None/NaN) one."""
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else str(x)
+
+
 def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> list[Verdict]:
     """Verdicts for all 18 claims from a run's metric rows.
 
@@ -158,6 +168,7 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
     "failed: <error>"); a claim with no metric gets its experiment's reason.
     """
     not_run = not_run or {}
+    metrics = metrics.reindex(columns=list(dict.fromkeys([*metrics.columns, *_COLUMNS])))
     out = []
     for c in load_claims():
         keys_seen = [k for k in c.primary if _row(metrics, c.id, k) is not None]
@@ -173,8 +184,8 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
                     "ci_low": _f(r["ci_low"]),
                     "ci_high": _f(r["ci_high"]),
                     "baseline": _f(r["baseline"]),
-                    "unit": str(r["unit"]),
-                    "conditions": str(r["conditions"]),
+                    "unit": _s(r["unit"]),
+                    "conditions": _s(r["conditions"]),
                     "verdict": judge(c, _f(r["value"]), _f(r["baseline"])),
                 }
             )
@@ -191,7 +202,7 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
         value, baseline = _f(r["value"]), _f(r["baseline"])
         out.append(
             Verdict(c.id, c.statement, c.paper_value, c.paper_text, value, _f(r["ci_low"]),
-                    _f(r["ci_high"]), baseline, str(r["unit"]) or c.unit, judge(c, value, baseline),
-                    key, c.definition, str(r["conditions"]), str(r["evidence"]), "", alts)
+                    _f(r["ci_high"]), baseline, _s(r["unit"]) or c.unit, judge(c, value, baseline),
+                    key, c.definition, _s(r["conditions"]), _s(r["evidence"]), "", alts)
         )
     return out

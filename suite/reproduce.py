@@ -184,16 +184,24 @@ def print_summary(verdicts: list, run_dir: Path) -> None:
 
     from suite.report.html import COLOURS, fmt_ci, fmt_num
 
-    table = Table(title=f"AdaptiveLoad claims: {run_dir}", show_lines=False)
-    for col, kw in (("id", {}), ("claim", {"max_width": 48}), ("paper", {}),
-                    ("ours [95% CI]", {}), ("verdict", {}), ("note", {"max_width": 40})):
-        table.add_column(col, **kw)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    table = Table(title=f"AdaptiveLoad claims: {run_dir}")
+    short = {"no_wrap": True, "overflow": "ellipsis"}
+    table.add_column("id", no_wrap=True, min_width=3)
+    table.add_column("verdict", no_wrap=True, min_width=14)
+    table.add_column("paper", **short, max_width=22)
+    table.add_column("ours [95% CI]", no_wrap=True, min_width=22)
+    table.add_column("claim", **short, max_width=40)
+    table.add_column("note", **short, max_width=50)
     for v in verdicts:
         colour = COLOURS.get(v.verdict, "#666")
         ours = fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high)
-        table.add_row(v.id, v.claim, v.paper_text, f"{ours} {v.unit}" if ours != "–" else ours,
-                      f"[bold {colour}]{v.verdict}[/]", v.reason or v.conditions)
-    Console(stderr=False).print(table)
+        table.add_row(v.id, f"[bold {colour}]{v.verdict}[/]", v.paper_text,
+                      f"{ours} {v.unit}" if ours != "–" else ours, v.claim,
+                      v.reason or v.conditions)
+    console.print(table)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -235,7 +235,8 @@ def _context(run: RunDir, env: dict, states: list[dict], tables: dict[str, pd.Da
         "errors": errors,
         "tables": [{"name": n, "rows": len(df), "columns": ", ".join(map(str, df.columns))}
                    for n, df in sorted(tables.items())],
-        "table_names": set(tables), "has_metrics": True,
+        "table_names": set(tables), "figure_names": {f["name"] for f in figs},
+        "has_metrics": True,
     }
 
 
