@@ -1,0 +1,65 @@
+import json
+
+import pytest
+
+from suite.__main__ import main
+from suite.balance.cli import fit_cost_main, forecast_main, simulate_main
+from suite.balance.costmodel import CostModel
+
+
+def test_simulate_json(capsys):
+    assert simulate_main(["--policy", "dual", "--gpus", "8", "--steps", "200", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gpus"] == 8 and 0 <= out["rank_cv"] < 1 and out["throughput"] > 0
+
+
+def test_simulate_text_through_main(capsys):
+    assert main(["simulate", "--policy", "equal-token", "--gpus", "4", "--steps", "50"]) == 0
+    assert "rank CV" in capsys.readouterr().out
+
+
+def test_fit_cost_synthetic_and_sweep_csv(tmp_path, capsys):
+    out, table = tmp_path / "cost.json", tmp_path / "sweep.csv"
+    assert fit_cost_main(["--synthetic", "--out", str(out), "--table", str(table)]) == 0
+    cost = CostModel.load(out)
+    assert 1.5 < cost.p < 2.1 and cost.m_comp > 0
+    out2 = tmp_path / "cost2.json"
+    assert fit_cost_main(["--sweep", str(table), "--out", str(out2), "--capacity-gb", "1"]) == 0
+    assert CostModel.load(out2).m_mem == pytest.approx((0.9e9 - 1e8) / 4e3, rel=0.01)
+    assert simulate_main(["--cost", str(out2), "--gpus", "4", "--steps", "20"]) == 0
+    capsys.readouterr()
+
+
+def test_fit_cost_bad_sweep(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("B,S\n1,2\n")
+    assert fit_cost_main(["--sweep", str(bad), "--out", str(tmp_path / "c.json")]) == 2
+    assert "step_s" in capsys.readouterr().err
+
+
+def test_forecast_manifest_and_plot(tmp_path, capsys):
+    m = tmp_path / "m.csv"
+    m.write_text("height,width,frames\n" + "480,832,81\n" * 5 + "480,832,1\n" * 20
+                 + "720,1280,33\n" * 5)
+    plot = tmp_path / "f.png"
+    assert forecast_main(["--manifest", str(m), "--gpus", "32", "--steps", "200",
+                          "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "recommend: policy" in out and "M_comp" in out and plot.stat().st_size > 0
+    assert forecast_main(["--manifest", str(m), "--gpus", "8", "--steps", "100", "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["recommend"]["policy"] in {p["policy"] for p in obj["policies"]}
+
+
+def test_forecast_bad_manifest_names_line(tmp_path, capsys):
+    m = tmp_path / "m.csv"
+    m.write_text("height,width,frames\n480,832,81\n480,832,82\n")
+    assert forecast_main(["--manifest", str(m)]) == 2
+    assert "m.csv:3" in capsys.readouterr().err
+
+
+def test_help_exits_zero():
+    for fn in (simulate_main, forecast_main, fit_cost_main):
+        with pytest.raises(SystemExit) as e:
+            fn(["--help"])
+        assert e.value.code == 0

@@ -1,0 +1,99 @@
+import time
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from suite.balance.shapebench import grid, sweep, synthetic_step_fn
+from suite.claims import load_claims
+from suite.experiments import METRIC_COLUMNS
+from suite.experiments import balance as bal
+from suite.experiments import costmodel as cm
+from suite.rundir import RunContext, RunDir
+
+GLOBAL_KEYS = {"rank_cv_global_sim", "step_cv_global_sim", "maxmean_global_sim_16",
+               "maxmean_global_sim_1024", "planner_ms"}
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    run = RunDir(tmp_path_factory.mktemp("run"))
+    sw = sweep(synthetic_step_fn(p=1.8, seed=0), grid([256, 512, 1024, 2048, 4096], 8192),
+               meta={"device": "cpu", "model": "synthetic", "layers": 2, "dim": 64})
+    run.write_table("shapes_sweep", sw)
+    ctx = RunContext(run=run, profile="cpu", device="cpu")
+    t0 = time.perf_counter()
+    for mod in (cm, bal):
+        for name, df in mod.run(ctx).items():
+            assert name.startswith(mod.NAME + "_")
+            run.write_table(name, df)
+    run.elapsed = time.perf_counter() - t0
+    return run
+
+
+def test_cpu_budget(run_dir):
+    assert run_dir.elapsed < 60
+
+
+def test_costmodel_tables_and_metrics(run_dir):
+    tables = run_dir.tables()
+    fit = tables["costmodel_fit"]
+    assert fit["variant"].tolist() == ["free", "p2"]
+    assert abs(fit.loc[0, "p"] - 1.8) < 0.1 and fit.loc[0, "m_comp"] > 0
+    m = cm.summarize(tables)
+    assert list(m.columns) == METRIC_COLUMNS
+    keys = dict(zip(m["metric"], m["value"]))
+    assert keys["cost_fit_r2"] > 0.95 and keys["r_bs2_sweep"] > keys["r_tokens_sweep"]
+    assert {"cost_fit_loo_err", "cost_fit_p", "cost_fit_r2_p2"} <= set(keys)
+
+
+def test_balance_reads_fit_and_emits_ledger_keys(run_dir):
+    tables = run_dir.tables()
+    setup = tables["balance_setup"]
+    assert setup["cost_source"].str.contains("costmodel_fit").all()
+    steps = tables["balance_steps"]
+    assert sorted(steps["ranks"].unique()) == [8, 16, 32, 64, 128, 256, 512, 1024]
+    ranks = tables["balance_ranks"]
+    assert set(ranks["ranks"]) == {8, 16}
+    m = bal.summarize(tables)
+    ledger = {c.id: set(c.primary) | set(c.alternatives) for c in load_claims()}
+    for claim, key in zip(m["claim"], m["metric"]):
+        assert key in ledger[claim] or key in GLOBAL_KEYS, (claim, key)
+    keys = set(m["metric"])
+    assert {"cv_reduction_sim", "rank_cv_sim", "step_cv_sim", "floor_gain_sim",
+            "throughput_gain_16_sim", "rank_cv_cost_sim", "rank_cv_sim_8"} <= keys
+    assert m["conditions"].str.contains("ranks").all()
+    row = m[m["metric"] == "rank_cv_sim"].iloc[0]
+    assert row["ci_low"] < row["value"] < row["ci_high"] and np.isfinite(row["baseline"])
+
+
+def test_summaries_are_pure(run_dir):
+    tables = run_dir.tables()
+    a, b = bal.summarize(tables), bal.summarize(run_dir.tables())
+    assert a.equals(b)
+
+
+def test_dual_beats_equal_token_on_wan_like_costs():
+    from suite.balance.costmodel import default_cost_model
+
+    t = bal.simulate_tables(default_cost_model(), "analytic", steps=300, scales=(8, 16))
+    keys = dict(zip(*bal.summarize(t)[["metric", "value"]].to_numpy().T))
+    assert keys["cv_reduction_sim"] > 10 and keys["throughput_gain_16_sim"] > 0
+
+
+def test_figures(run_dir):
+    from suite.report.plots import balance as pb
+    from suite.report.plots import costmodel as pc
+
+    tables = run_dir.tables()
+    figs = pc.figures(tables, cm.summarize(tables)) + pb.figures(tables, bal.summarize(tables))
+    assert [f[0] for f in figs] == ["costmodel_fit", "costmodel_correlation",
+                                    "balance_policies", "balance_scaling"]
+    assert all(isinstance(f[2], Figure) and f[1] for f in figs)
+    assert pb.figures({}, None) == [] and pc.figures({}, None) == []
+
+
+def test_costmodel_without_sweep_says_what_is_missing(tmp_path):
+    ctx = RunContext(run=RunDir(tmp_path), profile="cpu", device="cpu")
+    with pytest.raises(FileNotFoundError, match="shapes_sweep"):
+        cm.run(ctx)

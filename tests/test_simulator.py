@@ -1,0 +1,84 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.balance.costmodel import CostModel
+from suite.balance.policies import EqualToken
+from suite.balance.simulator import LatencyTable, SimConfig, simulate, time_simulator
+
+
+def _buckets(S, share):
+    return pd.DataFrame({"S": S, "share": share})
+
+
+def test_single_bucket_no_noise_hand_computed():
+    cost = CostModel(a=1.0, b=1e-3, p=1.0)
+    pol = EqualToken(m_tok=400)  # S=100 -> B=4 -> compute 1 + 1e-3*4*100 = 1.4 s
+    r = simulate(_buckets([100], [1.0]), pol, cost,
+                 SimConfig(ranks=4, steps=10, noise_cv=0, collective_s=0.1, optimizer_s=0.5))
+    m = r.metrics()
+    assert np.allclose(r.compute, 1.4) and np.allclose(r.step_s, 2.0)
+    assert m["rank_cv"] == 0 and m["maxmean"] == 1 and m["bubble"] == 0 and m["step_cv"] == 0
+    assert m["throughput"] == pytest.approx(4 * 400 / 2.0)
+    assert m["floor_p5"] == pytest.approx(800)
+
+
+def test_two_buckets_two_ranks_expected_metrics():
+    # B = 1 for both buckets, equal shares: each rank draws S=1 (1 s) or S=2 (3 s) w.p. 1/2.
+    table = LatencyTable(pd.DataFrame({"B": [1, 1], "S": [1, 2], "step_s": [1.0, 3.0]}))
+    pol = EqualToken(m_tok=1)
+    r = simulate(_buckets([1, 2], [0.5, 0.5]), pol, table,
+                 SimConfig(ranks=2, steps=40_000, noise_cv=0, seed=1))
+    m = r.metrics()
+    # mixed steps (p = 1/2): times (1, 3): cv = 1/2, max/mean = 1.5, bubble = 1/3
+    assert m["rank_cv"] == pytest.approx(0.25, abs=0.01)
+    assert m["maxmean"] == pytest.approx(1.25, abs=0.01)
+    assert m["bubble"] == pytest.approx(1 / 6, abs=0.01)
+    # step time is 1 w.p. 1/4, else 3: mean 2.5, std sqrt(0.75)
+    assert m["step_cv"] == pytest.approx(np.sqrt(0.75) / 2.5, abs=0.01)
+    assert set(np.unique(r.step_s)) == {1.0, 3.0}
+
+
+def test_bucket_draw_probability_is_share_over_b():
+    cost = CostModel(a=0.0, b=1.0, p=1.0)
+    pol = EqualToken(m_tok=40)  # S=10 -> B=4, S=40 -> B=1
+    r = simulate(_buckets([10, 40], [0.8, 0.2]), pol, cost,
+                 SimConfig(ranks=8, steps=20_000, noise_cv=0))
+    # batch weights 0.8/4 = 0.2 and 0.2/1 = 0.2: half the batches each
+    assert (r.S == 10).mean() == pytest.approx(0.5, abs=0.01)
+
+
+def test_noise_is_mean_one_with_cv_over_sqrt_b():
+    cost = CostModel(a=0.5, b=1.0, p=1.0)
+    pol = EqualToken(m_tok=16)  # S = 4, B = 4: variable part 16 s
+    r = simulate(_buckets([4], [1.0]), pol, cost,
+                 SimConfig(ranks=100, steps=1000, noise_cv=0.2))
+    var = r.compute - 0.5
+    assert var.mean() == pytest.approx(16, rel=0.01)
+    assert var.std() / var.mean() == pytest.approx(0.2 / 2, rel=0.03)
+
+
+def test_deterministic_and_frames():
+    cost = CostModel(a=0.1, b=1e-6, p=1.5)
+    b = _buckets([1560, 32760, 75600], [0.5, 0.3, 0.2])
+    cfg = SimConfig(ranks=3, steps=5, seed=4)
+    r1, r2 = simulate(b, EqualToken(80_000), cost, cfg), simulate(b, EqualToken(80_000), cost, cfg)
+    assert np.array_equal(r1.compute, r2.compute)
+    rf, sf = r1.rank_frame(), r1.step_frame()
+    assert len(rf) == 15 and len(sf) == 5
+    assert (rf.groupby("step")["tokens"].sum().to_numpy() == sf["tokens"].to_numpy()).all()
+
+
+def test_latency_table_missing_shape_is_named():
+    t = LatencyTable(pd.DataFrame({"B": [1], "S": [10], "step_s": [1.0]}))
+    with pytest.raises(KeyError, match="B=2, S=10"):
+        t.predict([1, 2], [10, 10])
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="ranks and steps"):
+        SimConfig(ranks=0)
+
+
+def test_vectorised_speed_1024_ranks_1000_steps():
+    assert time_simulator(1024, 1000, repeats=1) < 5.0
