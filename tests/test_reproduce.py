@@ -1,0 +1,346 @@
+"""The runner: skip done experiments, record not-run and failures, resume after an interrupt,
+rebuild the report byte-identically. Fast tests use fake experiment modules (REGISTRY patched);
+one real end-to-end CPU run goes through `python -m suite` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from suite import experiments, reproduce
+from suite.report import build, plots
+
+ROOT = Path(__file__).resolve().parent.parent
+IDS = [f"C{i}" for i in range(1, 19)]
+
+HEADER = """
+import pandas as pd
+from pathlib import Path
+from suite.experiments import metric_rows
+COUNTER = Path({counter!r})
+
+def _count(name):
+    COUNTER.mkdir(parents=True, exist_ok=True)
+    f = COUNTER / name
+    f.write_text(str(int(f.read_text()) + 1 if f.exists() else 1))
+"""
+
+FAKES = {
+    # shapes: fine, no claims of its own
+    "shapes": """
+NAME, CLAIMS, NEEDS = "shapes", (), "cpu"
+def run(ctx):
+    _count(NAME)
+    ctx.log("sweeping")
+    return {"shapes_sweep": pd.DataFrame({"B": [1, 2], "S": [10, 20], "step_s": [0.1, 0.3]})}
+def summarize(tables):
+    return metric_rows([])
+""",
+    # costmodel: raises inside run -> recorded, others continue
+    "costmodel": """
+NAME, CLAIMS, NEEDS = "costmodel", ("C1", "C2", "C3"), "cpu"
+def run(ctx):
+    _count(NAME)
+    raise RuntimeError("gamma broke")
+def summarize(tables):
+    return metric_rows([])
+""",
+    # balance: C4 and C5 with a CI; interrupts the run once when STOP exists
+    "balance": """
+NAME, CLAIMS, NEEDS = "balance", ("C4", "C5"), "cpu"
+def run(ctx):
+    _count(NAME)
+    if (COUNTER / "STOP").exists():
+        (COUNTER / "STOP").unlink()
+        raise KeyboardInterrupt
+    from suite.progress import track
+    for _ in track(ctx.progress, range(3), "steps"):
+        pass
+    return {"balance_steps": pd.DataFrame({"step": [0, 1, 2], "cv": [0.2, 0.18, 0.19]})}
+def summarize(tables):
+    cv = float(tables["balance_steps"]["cv"].mean()) * 100
+    return metric_rows([
+        {"claim": "C4", "metric": "cv_reduction_sim", "value": 48.0, "unit": "%",
+         "conditions": "simulated, 16 ranks", "evidence": "balance_steps; figure fake_bars"},
+        {"claim": "C5", "metric": "rank_cv_sim", "value": cv, "ci_low": cv - 1,
+         "ci_high": cv + 1, "baseline": 39.0, "unit": "%", "evidence": "balance_steps"},
+        {"claim": "C5", "metric": "rank_maxmean_sim", "value": 30.0, "unit": "%"},
+    ])
+""",
+    # kernels: needs CUDA -> not-run with the reason
+    "kernels": """
+NAME, CLAIMS, NEEDS = "kernels", ("C11", "C12"), "cuda"
+def run(ctx):
+    raise AssertionError("must not run without a GPU")
+def summarize(tables):
+    return metric_rows([])
+""",
+    # opmemory: runs, but summarize raises -> recorded, not fatal; its plot module raises too
+    "opmemory": """
+NAME, CLAIMS, NEEDS = "opmemory", ("C13", "C16"), "cpu"
+def run(ctx):
+    _count(NAME)
+    return {"opmemory_bytes": pd.DataFrame({"impl": ["fused", "wan"], "bytes": [1, 3]})}
+def summarize(tables):
+    raise ValueError("summary exploded")
+""",
+    # training: distributed (other ranks run it too), fine, no tables
+    "training": """
+NAME, CLAIMS, NEEDS, DISTRIBUTED = "training", ("C7",), "cpu", True
+def run(ctx):
+    _count(NAME)
+    return {}
+def summarize(tables):
+    return metric_rows([])
+""",
+}
+
+PLOTS = {
+    "balance": """
+import matplotlib.pyplot as plt
+def figures(tables, metrics):
+    fig, ax = plt.subplots(figsize=(4, 3))
+    df = tables["balance_steps"]
+    ax.plot(df["step"], df["cv"], marker="o")
+    return [("fake_bars", "CV <per step> & more", fig)]
+""",
+    "opmemory": """
+def figures(tables, metrics):
+    raise KeyError("no such column")
+""",
+}
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """Fake experiments and plot modules in a fresh package; returns the counter folder."""
+    pkg = f"fakeexp_{tmp_path.name.replace('-', '_')}"
+    root = tmp_path / "pkgs" / pkg
+    (root / "plots").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "plots" / "__init__.py").write_text("")
+    counter = tmp_path / "counter"
+    for name, body in FAKES.items():
+        code = HEADER.format(counter=str(counter)) + textwrap.dedent(body)
+        (root / f"{name}.py").write_text(code)
+    for name, body in PLOTS.items():
+        (root / "plots" / f"{name}.py").write_text(textwrap.dedent(body))
+    monkeypatch.syspath_prepend(str(tmp_path / "pkgs"))
+    monkeypatch.setattr(experiments, "REGISTRY", {n: f"{pkg}.{n}" for n in FAKES})
+    monkeypatch.setattr(plots, "PACKAGE", f"{pkg}.plots")
+    monkeypatch.setattr(reproduce, "cuda_available", lambda: False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    return counter
+
+
+def runs(counter: Path, name: str) -> int:
+    f = counter / name
+    return int(f.read_text()) if f.exists() else 0
+
+
+def claims(run: Path) -> dict[str, dict]:
+    return {c["id"]: c for c in json.loads((run / "claims.json").read_text())}
+
+
+def test_failures_and_not_run_are_recorded_and_others_run(fake, tmp_path):
+    run = tmp_path / "run"
+    assert reproduce.main(["--out", str(run)]) == 1  # a failed experiment: non-zero exit
+    res = run / "results"
+    assert (res / "shapes.done.json").exists() and (res / "balance.done.json").exists()
+    assert "gamma broke" in (res / "costmodel.error.txt").read_text()
+    assert "Traceback" in (res / "costmodel.error.txt").read_text()
+    assert json.loads((res / "kernels.notrun.json").read_text()) == {"reason": "needs a CUDA GPU"}
+    done = json.loads((res / "balance.done.json").read_text())
+    assert done["profile"] == "cpu" and done["tables"] == {"balance_steps": 3}
+    assert done["seconds"] >= 0 and done["world_size"] == 1
+
+    c = claims(run)
+    assert sorted(c, key=lambda k: int(k[1:])) == IDS
+    for cid, row in c.items():
+        assert row["verdict"] == "not-run" and row["reason"] or row["verdict"] != "not-run", cid
+    assert c["C4"]["verdict"] == "reproduced" and c["C4"]["ranks"] == "ranks simulated"
+    assert c["C5"]["verdict"] == "reproduced" and c["C5"]["ci_low"] is not None
+    assert c["C11"]["reason"] == "needs a CUDA GPU"
+    assert c["C3"]["reason"] == "failed: RuntimeError: gamma broke"
+    assert c["C13"]["reason"].startswith("summarize failed: ValueError: summary exploded")
+
+    html = (run / "report.html").read_text()
+    for cid in IDS:
+        assert f'id="claim-{cid}"' in html and f'id="def-{cid}"' in html
+    assert "gamma broke" in html and "summary exploded" in html and "no such column" in html
+    assert 'id="fig-fake_bars"' in html and "CV &lt;per step&gt; &amp; more" in html
+    assert 'href="results/balance_steps.csv"' in html and 'href="#fig-fake_bars"' in html
+    assert "rank_maxmean_sim" in html  # alternative definition shown
+    assert (run / "figures" / "fake_bars.svg").exists() and (run / "figures" / "fake_bars.png")
+    assert (run / "report.pdf").read_bytes().startswith(b"%PDF")
+    assert (run / "metrics.csv").read_text().count("\n") == 4  # header + 3 rows
+    env = json.loads((run / "env.json").read_text())
+    assert env["profile"] == "cpu" and "git" in env and "timestamp" in env
+
+
+def test_rerun_skips_done_and_force_redoes(fake, tmp_path, capsys):
+    run = tmp_path / "run"
+    reproduce.main(["--out", str(run)])
+    env_before = (run / "env.json").read_bytes()
+    reproduce.main(["--out", str(run)])
+    assert runs(fake, "shapes") == 1 and runs(fake, "balance") == 1
+    assert runs(fake, "costmodel") == 2  # failed ones are retried
+    assert "done already" in capsys.readouterr().err
+    assert (run / "env.json").read_bytes() == env_before  # the run keeps its first timestamp
+    reproduce.main(["--out", str(run), "--force"])
+    assert runs(fake, "shapes") == 2 and runs(fake, "balance") == 2
+
+
+def test_interrupted_run_resumes(fake, tmp_path):
+    run = tmp_path / "run"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "STOP").write_text("")
+    assert reproduce.main(["--out", str(run)]) == 130
+    res = run / "results"
+    assert (res / "shapes.done.json").exists()
+    assert not (res / "balance.done.json").exists()
+    assert not (res / "balance_steps.csv").exists()
+    assert not list(res.glob(".*.tmp"))
+    assert not (run / "report.html").exists()
+    reproduce.main(["--out", str(run)])
+    assert runs(fake, "shapes") == 1 and runs(fake, "balance") == 2
+    assert (res / "balance.done.json").exists() and (run / "report.html").exists()
+
+
+def test_report_rebuild_is_byte_identical(fake, tmp_path):
+    run = tmp_path / "a" / "run"
+    reproduce.main(["--out", str(run)])
+    derived = ["report.html", "report.pdf", "claims.json", "metrics.csv"]
+    derived += sorted(f"figures/{p.name}" for p in (run / "figures").iterdir())
+    before = {f: (run / f).read_bytes() for f in derived}
+    copy = tmp_path / "b" / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report.*", "figures", "claims.json",
+                                                             "metrics.csv"))
+    (run / "figures" / "stale.svg").write_text("<svg/>")
+    time.sleep(1.1)  # a clock-dependent byte would differ now
+    assert build.main([str(run)]) == 0
+    assert build.main([str(copy)]) == 0
+    assert not (run / "figures" / "stale.svg").exists()
+    for f in derived:
+        assert (run / f).read_bytes() == before[f], f
+        assert (copy / f).read_bytes() == before[f], f
+
+
+def test_report_on_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert build.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a run directory" in err and "results/" in err
+    assert build.main([str(tmp_path / "missing")]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_only_selects_claims_experiments_and_upstream(fake):
+    assert reproduce.select("") == list(FAKES)
+    assert reproduce.select("C11") == ["kernels"]
+    assert reproduce.select("C4") == ["shapes", "costmodel", "balance"]
+    assert reproduce.select("kernels,C13") == ["kernels", "opmemory"]
+    with pytest.raises(SystemExit, match="C99"):
+        reproduce.select("C99")
+    with pytest.raises(SystemExit, match="neither a claim id"):
+        reproduce.select("nope")
+
+
+def test_only_runs_just_the_selection(fake, tmp_path):
+    run = tmp_path / "run"
+    assert reproduce.main(["--out", str(run), "--only", "C16"]) == 0
+    assert runs(fake, "opmemory") == 1 and runs(fake, "shapes") == 0
+    assert claims(run)["C4"]["reason"] == "not run in this run directory"
+
+
+def test_default_profile_and_out(fake, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert reproduce.default_profile() == "cpu"
+    reproduce.main(["--only", "shapes", "--no-report"])
+    (out,) = (tmp_path / "reports" / "runs").iterdir()
+    assert out.name.endswith("-cpu") and str(out.name) in capsys.readouterr().err
+    monkeypatch.setattr(reproduce, "cuda_available", lambda: True)
+    assert reproduce.default_profile() == "quick"
+
+
+def test_torchrun_ranks(fake, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert reproduce.main([]) == 2
+    assert "--out" in capsys.readouterr().err
+    run = tmp_path / "run"
+    assert reproduce.main(["--out", str(run)]) == 0
+    assert runs(fake, "training") == 1 and runs(fake, "shapes") == 0  # only DISTRIBUTED ones
+    assert not (run / "report.html").exists() and not list(run.glob("results/*.json"))
+    monkeypatch.setenv("RANK", "0")
+    reproduce.main(["--out", str(run)])
+    assert json.loads((run / "results" / "training.done.json").read_text())["world_size"] == 2
+
+
+def test_help_mentions_every_option(capsys):
+    with pytest.raises(SystemExit):
+        reproduce.main(["--help"])
+    text = capsys.readouterr().out
+    for opt in ("--profile", "--out", "--only", "--force", "quick", "full", "cpu"):
+        assert opt in text
+
+
+# -- the real thing: `python -m suite reproduce --profile cpu` on this machine, in a subprocess
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("e2e") / "run"
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "suite", "reproduce", "--profile", "cpu",
+                           "--out", str(run)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    return run, proc, time.time() - t0
+
+
+def test_e2e_cpu_reproduce(real_run):
+    run, proc, seconds = real_run
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert seconds < 300, f"the cpu profile took {seconds:.0f} s (budget 300 s)"
+    errors = sorted(p.name for p in (run / "results").glob("*.error.txt"))
+    assert (proc.returncode == 1) == bool(errors), (errors, proc.stdout[-2000:])
+    c = claims(run)
+    assert sorted(c, key=lambda k: int(k[1:])) == IDS
+    for cid, row in c.items():
+        assert row["verdict"] in ("reproduced", "exceeded", "partial", "not-reproduced",
+                                  "not-run"), cid
+        if row["verdict"] == "not-run":
+            assert row["reason"], cid
+    for cid in ("C11", "C12", "C13", "C16"):  # kernels, opmemory: GPU only
+        assert c[cid]["verdict"] == "not-run" and c[cid]["reason"], cid
+    html = (run / "report.html").read_text()
+    pdf = (run / "report.pdf").read_bytes()
+    assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
+    for cid in IDS:
+        assert f'id="claim-{cid}"' in html, cid
+    assert "verdict" in proc.stdout  # the console table
+
+
+def test_e2e_rerun_skips_and_report_is_identical(real_run):
+    run, _, _ = real_run
+    derived = ["report.html", "report.pdf", "claims.json", "metrics.csv"]
+    derived += sorted(f"figures/{p.name}" for p in (run / "figures").iterdir())
+    before = {f: (run / f).read_bytes() for f in derived}
+    done = {p.name: p.read_bytes() for p in (run / "results").glob("*.done.json")}
+    proc = subprocess.run([sys.executable, "-m", "suite", "reproduce", "--profile", "cpu",
+                           "--out", str(run)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    for name in done:
+        assert f"{name.removesuffix('.done.json')}: done already" in proc.stderr
+        assert (run / "results" / name).read_bytes() == done[name]
+    proc = subprocess.run([sys.executable, "-m", "suite", "report", str(run)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for f in derived:
+        assert (run / f).read_bytes() == before[f], f
