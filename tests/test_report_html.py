@@ -1,0 +1,121 @@
+"""report.html: self-contained (no network references), internal links resolve, and headless
+Chromium renders every claim and every figure's <svg>."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from test_reproduce import IDS, fake  # noqa: F401  (the fake-experiments fixture)
+
+from suite import reproduce
+
+CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "",
+                             shutil.which("chromium-browser") or "") if p and Path(p).exists()),
+                None)
+
+
+class Collect(HTMLParser):
+    """ids, hrefs, srcs and the number of <svg> elements (and <svg> inside <figure>)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.hrefs: list[str] = []
+        self.srcs: list[str] = []
+        self.svgs = 0
+        self.figure_svgs = 0
+        self._in_figure = 0
+        self.scripts = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if "href" in a and tag in ("a", "link"):
+            self.hrefs.append(a["href"])
+        if "src" in a:
+            self.srcs.append(a["src"])
+        if tag == "figure":
+            self._in_figure += 1
+        if tag == "svg":
+            self.svgs += 1
+            self.figure_svgs += self._in_figure > 0
+        if tag == "script":
+            self.scripts += 1
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self._in_figure -= 1
+
+
+def parse(text: str) -> Collect:
+    c = Collect()
+    c.feed(text)
+    return c
+
+
+@pytest.fixture
+def report(fake, tmp_path):  # noqa: F811
+    run = tmp_path / "run"
+    reproduce.main(["--out", str(run)])
+    return run
+
+
+def figure_names(html: str) -> list[str]:
+    return re.findall(r'<figure id="fig-([^"]+)"', html)
+
+
+def test_html_has_no_external_references(report):
+    html = (report / "report.html").read_text()
+    c = parse(html)
+    for ref in c.hrefs + c.srcs:
+        assert not re.match(r"\s*(https?:)?//", ref), f"network reference {ref!r}"
+    assert not re.search(r"url\(\s*['\"]?\s*(https?:)?//", html), "CSS fetches a URL"
+    assert not re.search(r"@import", html)
+    assert c.scripts == 0
+    assert not c.srcs  # images are inline SVG, nothing is loaded
+
+
+def test_internal_links_resolve(report):
+    c = parse((report / "report.html").read_text())
+    for ref in c.hrefs:
+        if ref.startswith("#"):
+            assert ref[1:] in c.ids, f"dangling anchor {ref}"
+        else:
+            assert (report / ref).exists(), f"link to a missing file {ref}"
+
+
+def test_every_claim_and_figure_in_the_source(report):
+    html = (report / "report.html").read_text()
+    c = parse(html)
+    for cid in IDS:
+        assert f"claim-{cid}" in c.ids and f"def-{cid}" in c.ids
+    names = figure_names(html)
+    assert "claims-overview" in names and "fake_bars" in names
+    assert c.figure_svgs == len(names)
+    for name in names:
+        assert (report / "figures" / f"{name}.svg").exists()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")
+def test_headless_chromium_renders_claims_and_figures(report):
+    html = (report / "report.html").read_text()
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-extensions", "--no-first-run", "--virtual-time-budget=3000", "--dump-dom",
+         (report / "report.html").resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = parse(proc.stdout)
+    assert dom.ids, "chromium returned an empty DOM"
+    for cid in IDS:
+        assert f"claim-{cid}" in dom.ids, cid
+    names = figure_names(html)
+    for name in names:
+        assert f"fig-{name}" in dom.ids, name
+    assert dom.figure_svgs == len(names), "a figure's <svg> did not make it into the DOM"
