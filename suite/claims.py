@@ -161,6 +161,15 @@ def _s(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else str(x)
 
 
+def _alt_verdict(claim: Claim, r: pd.Series) -> str:
+    """An alternative's verdict under the claim's rule; "" when its unit is not the claim's
+    (a max/mean ratio cannot be judged against a percentage)."""
+    unit = _s(r["unit"])
+    if unit and unit != claim.unit:
+        return ""
+    return judge(claim, _f(r["value"]), _f(r["baseline"]))
+
+
 def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> list[Verdict]:
     """Verdicts for all 18 claims from a run's metric rows.
 
@@ -186,7 +195,7 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
                     "baseline": _f(r["baseline"]),
                     "unit": _s(r["unit"]),
                     "conditions": _s(r["conditions"]),
-                    "verdict": judge(c, _f(r["value"]), _f(r["baseline"])),
+                    "verdict": _alt_verdict(c, r),
                 }
             )
         if not keys_seen:

@@ -177,6 +177,14 @@ def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
     assert "rank_cv_emulated" not in alts
 
 
+def test_alternative_in_another_unit_is_shown_not_judged():
+    metrics = rows(("C5", "rank_cv_sim", 18.0, 39.0))
+    metrics.loc[len(metrics)] = ["C5", "rank_maxmean_sim", 1.2, NAN, NAN, NAN, "x", "", ""]
+    v = {v.id: v for v in evaluate(metrics)}["C5"]
+    (alt,) = [a for a in v.alternatives if a["metric"] == "rank_maxmean_sim"]
+    assert alt["value"] == 1.2 and alt["verdict"] == ""
+
+
 def test_evaluate_falls_back_to_second_primary_key():
     v = {v.id: v for v in evaluate(rows(("C1", "r_tokens_sweep", 0.4)))}["C1"]
     assert v.metric == "r_tokens_sweep" and v.verdict == "reproduced"

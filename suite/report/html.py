@@ -98,20 +98,28 @@ def claim_rows(verdicts: list[Verdict], claims: list[Claim], figures_of: Mapping
     for v in verdicts:
         c = by_id[v.id]
         seen = {a["metric"]: a for a in v.alternatives}
+        primary = v.metric or c.primary[0]
         alts = []
-        for key in dict.fromkeys(c.alternatives + c.primary):
-            if key == v.metric:
+        for key in dict.fromkeys(c.primary + c.alternatives):
+            if key == primary:
                 continue
             a = seen.get(key)
-            alts.append({"metric": key, "value": fmt_num(a["value"]) if a else "not measured",
+            role = "fallback primary" if key in c.primary else "alternative"
+            note = ""
+            if a and not a["verdict"]:
+                note = f"unit {a['unit']} is not the claim's {c.unit}: shown, not judged"
+            alts.append({"metric": key, "role": role,
+                         "value": fmt_num(a["value"]) if a else "not measured",
                          "ci": fmt_ci(a["ci_low"], a["ci_high"]) if a else "",
                          "unit": a["unit"] if a else "", "verdict": a["verdict"] if a else "",
-                         "conditions": a["conditions"] if a else ""})
+                         "conditions": "; ".join(x for x in (a["conditions"], note) if x)
+                         if a else ""})
         evidence = [e.strip() for e in re.split(r"[;,]", v.evidence) if e.strip()]
         rows.append({
             "id": v.id, "claim": v.claim, "paper": v.paper_text, "unit": v.unit,
             "ours": fmt_num(v.measured), "ci": fmt_ci(v.ci_low, v.ci_high),
             "baseline": fmt_num(v.baseline), "verdict": v.verdict, "metric": v.metric,
+            "primary": primary,
             "definition": v.definition, "conditions": v.conditions, "reason": v.reason,
             "evidence": evidence, "figures": figures_of.get(c.experiment, []),
             "experiment": c.experiment, "hardware": c.hardware, "rule": c.rule,

@@ -22,18 +22,28 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
     fig = plt.figure(figsize=(11.69, 8.27))
     fig.text(0.04, 0.95, "AdaptiveLoad reproduction report", fontsize=18, weight="bold")
     fig.text(0.04, 0.915, subtitle, fontsize=9, color="#555")
-    ax = fig.add_axes((0.03, 0.04, 0.94, 0.84))
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in COLOURS}
+    x = 0.04
+    for name, n in counts.items():
+        if n:
+            t = fig.text(x, 0.885, f" {n} {name} ", fontsize=8, color="white", weight="bold",
+                         bbox={"boxstyle": "round,pad=0.25", "fc": COLOURS[name], "ec": "none"})
+            x += 0.012 + 0.0062 * len(t.get_text())
+    fig.text(0.04, 0.02, "Verdicts recomputed from the raw tables in results/; definitions, "
+             "alternatives, environment and methods are in report.html.", fontsize=7,
+             color="#555")
+    ax = fig.add_axes((0.03, 0.05, 0.94, 0.8))
     ax.axis("off")
     header = ["ID", "Claim", "Paper", "Ours [95% CI]", "Unit", "Verdict", "Note"]
     cells, colours = [], []
     for v in verdicts:
         note = v.reason or v.conditions
-        cells.append([v.id, textwrap.shorten(v.claim, 58), textwrap.shorten(v.paper_text, 24),
+        cells.append([v.id, textwrap.shorten(v.claim, 58), textwrap.shorten(v.paper_text, 28),
                       fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high), v.unit, v.verdict,
                       textwrap.shorten(note, 46)])
         colours.append(["white"] * 5 + [COLOURS.get(v.verdict, "#888")] + ["white"])
     table = ax.table(cellText=cells, colLabels=header, cellColours=colours, loc="upper center",
-                     colWidths=[0.04, 0.33, 0.11, 0.14, 0.05, 0.09, 0.24], cellLoc="left")
+                     colWidths=[0.04, 0.31, 0.13, 0.14, 0.05, 0.09, 0.24], cellLoc="left")
     table.auto_set_font_size(False)
     table.set_fontsize(7)
     table.scale(1, 1.45)
