@@ -1,0 +1,202 @@
+// Fused AdaLN backward. With xhat = (x - mean) * rstd and m = (1 + scale) (or weight):
+//   g      = dy * m
+//   dx     = rstd * (g - mean_d(g) - xhat * mean_d(g * xhat))
+//   dscale = sum over the sample's rows of dy * xhat      (dweight: over all rows)
+//   dshift = sum over the sample's rows of dy             (dbias:   over all rows)
+// Two designs share the row kernel below:
+//   "fused":  adaln_bwd<..., ACCUM=true> on a persistent grid (chunks, groups). Each CTA walks a
+//             contiguous run of rows inside ONE group (a sample, or all rows for the affine LN),
+//             reads x and dy once, writes dx, and keeps the column sums in fp32 registers. It then
+//             writes one fp32 partial row per CTA; adaln_bwd_finalize adds the partials in a
+//             fixed order. No atomics: the gradients are bitwise reproducible.
+//   "dtile":  the paper's design. adaln_bwd<..., ACCUM=false> writes dx only, then
+//             adaln_bwd_dtile re-reads x and dy on a (d_tile, n_tile) grid with each thread pinned
+//             to one feature column (coalesced across the warp), and the same finalize.
+#include "adaln_common.cuh"
+
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
+          bool ACCUM>
+__global__ void __launch_bounds__(RT * ROWS, 1)
+adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
+          const TM* __restrict__ scale, i64 smb, i64 smn,
+          const float* __restrict__ mean, const float* __restrict__ rstd,
+          TX* __restrict__ dx,                                       // contiguous [rows, D]
+          TM* __restrict__ dscale_tok, TM* __restrict__ dshift_tok,  // MODE_TOKEN: [rows, D]
+          float* __restrict__ part_scale, float* __restrict__ part_shift,  // [groups, chunks, D]
+          i64 rows_per_group, i64 N) {
+  constexpr int VEC = 16 / (int)sizeof(TX);
+  constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
+  __shared__ float red[ROWS][RT > 32 ? 2 * (RT / 32) : 2];
+  const int t = threadIdx.x % RT;
+  const int g = threadIdx.x / RT;
+  const int chunk = blockIdx.x, chunks = gridDim.x;
+  const i64 group = blockIdx.y;
+
+  // This CTA's contiguous run of rows inside its group (may be empty: it still writes zeros).
+  const i64 per = (rows_per_group + chunks - 1) / chunks;
+  const i64 r_begin = group * rows_per_group + min((i64)chunk * per, rows_per_group);
+  const i64 r_end = group * rows_per_group + min((i64)(chunk + 1) * per, rows_per_group);
+
+  // The multiplier m is the same for every row of the CTA unless modulation is per token.
+  float m[NCH][VEC];
+  if (MODE != MODE_TOKEN) {
+    const i64 moff = MODE == MODE_SAMPLE ? group * smb : 0;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (d0 < D) {
+        load_f32<VECTOR>(scale + moff, d0, D, m[c]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) m[c][j] = 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) m[c][j] += MODE == MODE_SAMPLE ? 1.f : 0.f;
+    }
+  }
+  float acc_s[NCH][VEC], acc_h[NCH][VEC];  // column sums of dy*xhat and dy, fp32
+#pragma unroll
+  for (int c = 0; c < NCH; ++c)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc_s[c][j] = acc_h[c][j] = 0.f;
+
+  for (i64 row0 = r_begin; row0 < r_end; row0 += ROWS) {  // uniform bound: barriers are safe
+    const i64 row = row0 + g;
+    const bool ok = row < r_end;
+    const i64 b = ok ? row / N : 0;
+    const i64 n = ok ? row - b * N : 0;
+    const float mu = ok ? mean[row] : 0.f;
+    const float rs = ok ? rstd[row] : 0.f;
+    const TX* xr = x + b * sxb + n * sxn;
+    const i64 moff = b * smb + n * smn;
+
+    float xh[NCH][VEC], gy[NCH][VEC], dyv[NCH][VEC];
+    float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      float xv[VEC];
+      if (ok && d0 < D) {
+        load_f32<VECTOR>(xr, d0, D, xv);
+        load_f32<VECTOR>(dy + row * D, d0, D, dyv[c]);
+        if (MODE == MODE_TOKEN) {
+          load_f32<VECTOR>(scale + moff, d0, D, m[c]);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) m[c][j] += 1.f;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          xv[j] = dyv[c][j] = 0.f;
+          if (MODE == MODE_TOKEN) m[c][j] = 0.f;  // per-sample m is kept for the next row
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const bool in = d0 + j < D;  // padded lanes must not touch the row sums
+        xh[c][j] = in ? (xv[j] - mu) * rs : 0.f;
+        gy[c][j] = in ? dyv[c][j] * m[c][j] : 0.f;
+        s1 += gy[c][j];
+        s2 += gy[c][j] * xh[c][j];
+      }
+    }
+    group_sum2<RT>(s1, s2, red[g], t);
+    if (!ok) continue;
+    const float a1 = s1 * (1.f / D), a2 = s2 * (1.f / D);
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (d0 >= D) continue;
+      float o[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) o[j] = rs * (gy[c][j] - a1 - xh[c][j] * a2);
+      store_f32<VECTOR>(dx + row * D, d0, D, o);
+      if (MODE == MODE_TOKEN) {  // per-token modulation: the "reduction" is elementwise
+        float ds[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) ds[j] = dyv[c][j] * xh[c][j];
+        store_f32<VECTOR>(dscale_tok + row * D, d0, D, ds);
+        store_f32<VECTOR>(dshift_tok + row * D, d0, D, dyv[c]);
+      } else if (ACCUM) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          acc_s[c][j] += dyv[c][j] * xh[c][j];
+          acc_h[c][j] += dyv[c][j];
+        }
+      }
+    }
+  }
+  if (!ACCUM || MODE == MODE_TOKEN) return;
+
+  // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
+  // CTA had no rows), so finalize never reads garbage.
+  const i64 slot = (group * chunks + chunk) * ROWS + g;
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if (d0 + j < D) {
+        part_scale[slot * D + d0 + j] = acc_s[c][j];
+        part_shift[slot * D + d0 + j] = acc_h[c][j];
+      }
+    }
+  }
+}
+
+// The paper's D-tile coalesced reduction: blockIdx = (d_tile, n_tile, group); thread (tx, ty)
+// is pinned to column d = d_tile*TD + tx and walks rows ty, ty+TR, ... of its sequence tile,
+// so a warp reads TD consecutive elements of one row (coalesced). The TR row-partials of the CTA
+// are combined in a fixed order through shared memory; one fp32 partial per (group, n_tile).
+template <typename TX, typename TY, int TD, int TR>
+__global__ void __launch_bounds__(TD * TR)
+adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
+                const float* __restrict__ mean, const float* __restrict__ rstd,
+                float* __restrict__ part_scale, float* __restrict__ part_shift,
+                i64 rows_per_group, i64 N, int D, int n_tile) {
+  __shared__ float ss[TR][TD], sh[TR][TD];
+  const int tx = threadIdx.x % TD, ty = threadIdx.x / TD;
+  const int d = blockIdx.x * TD + tx;
+  const i64 group = blockIdx.z;
+  const i64 r0 = group * rows_per_group + (i64)blockIdx.y * n_tile;
+  const i64 r1 = group * rows_per_group + min((i64)(blockIdx.y + 1) * n_tile, rows_per_group);
+  float as = 0.f, ah = 0.f;
+  if (d < D) {
+    for (i64 row = r0 + ty; row < r1; row += TR) {
+      const i64 b = row / N, n = row - b * N;
+      const float xv = to_f32(x[b * sxb + n * sxn + d]);
+      const float g = to_f32(dy[row * D + d]);
+      as += g * (xv - mean[row]) * rstd[row];
+      ah += g;
+    }
+  }
+  ss[ty][tx] = as;
+  sh[ty][tx] = ah;
+  __syncthreads();
+  if (ty == 0 && d < D) {
+    for (int k = 1; k < TR; ++k) {
+      as += ss[k][tx];
+      ah += sh[k][tx];
+    }
+    const i64 slot = group * gridDim.y + blockIdx.y;
+    part_scale[slot * D + d] = as;
+    part_shift[slot * D + d] = ah;
+  }
+}
+
+// out[g, d] = sum_{k < slots} part[g, k, d], always in the order k = 0, 1, ... (deterministic).
+extern "C" __global__ void adaln_bwd_finalize(const float* __restrict__ part_scale,
+                                              const float* __restrict__ part_shift,
+                                              float* __restrict__ dscale, float* __restrict__ dshift,
+                                              int slots, int D) {
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  const i64 group = blockIdx.y;
+  if (d >= D) return;
+  float a = 0.f, b = 0.f;
+  for (int k = 0; k < slots; ++k) {
+    a += part_scale[(group * slots + k) * D + d];
+    b += part_shift[(group * slots + k) * D + d];
+  }
+  dscale[group * D + d] = a;
+  dshift[group * D + d] = b;
+}

@@ -1,0 +1,151 @@
+// Shared helpers for the fused AdaLN kernels (compiled at run time by NVRTC: no CUDA headers,
+// so the 16-bit float types and their conversions are defined here with inline PTX).
+#pragma once
+
+typedef long long i64;
+typedef unsigned short u16;
+
+// Storage-only 16-bit float types. All arithmetic happens in fp32.
+struct bf16 { u16 v; };
+struct f16 { u16 v; };
+
+__device__ __forceinline__ float to_f32(float a) { return a; }
+// bf16 is the top half of an fp32: widening is a shift (exact, NaN/Inf preserved).
+__device__ __forceinline__ float to_f32(bf16 a) { return __uint_as_float(((unsigned)a.v) << 16); }
+__device__ __forceinline__ float to_f32(f16 a) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(a.v));
+  return f;
+}
+
+template <typename T> __device__ __forceinline__ T from_f32(float a);
+template <> __device__ __forceinline__ float from_f32<float>(float a) { return a; }
+// Round to nearest even, the same rounding torch uses for .to(bfloat16); NaN stays NaN.
+template <> __device__ __forceinline__ bf16 from_f32<bf16>(float a) {
+  bf16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.v) : "f"(a));
+  return r;
+}
+template <> __device__ __forceinline__ f16 from_f32<f16>(float a) {
+  f16 r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.v) : "f"(a));
+  return r;
+}
+
+// Element access inside an array of 32-bit words, so vector loads stay in registers (type punning
+// through a union or a cast array would push the row to local memory). j is a compile-time
+// constant after unrolling, so each access is one shift or mask.
+template <typename T> struct Bits;
+template <> struct Bits<float> {
+  static __device__ __forceinline__ float get(const unsigned* u, int j) { return __uint_as_float(u[j]); }
+  static __device__ __forceinline__ void put(unsigned* u, int j, float f) { u[j] = __float_as_uint(f); }
+};
+template <> struct Bits<bf16> {
+  static __device__ __forceinline__ float get(const unsigned* u, int j) {
+    const unsigned w = u[j >> 1];
+    return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
+  }
+  static __device__ __forceinline__ void put(unsigned* u, int j, float f) {
+    const unsigned h = from_f32<bf16>(f).v;
+    u[j >> 1] = (j & 1) ? ((u[j >> 1] & 0xffffu) | (h << 16)) : h;
+  }
+};
+template <> struct Bits<f16> {
+  static __device__ __forceinline__ float get(const unsigned* u, int j) {
+    f16 h;
+    h.v = (u16)((u[j >> 1] >> (16 * (j & 1))) & 0xffffu);
+    return to_f32(h);
+  }
+  static __device__ __forceinline__ void put(unsigned* u, int j, float f) {
+    const unsigned h = from_f32<f16>(f).v;
+    u[j >> 1] = (j & 1) ? ((u[j >> 1] & 0xffffu) | (h << 16)) : h;
+  }
+};
+
+// Load N elements p[d0 .. d0+N) as fp32. VECTOR: the caller proved 16-byte alignment and
+// d0+N <= D, so whole 16-byte (or 8-byte) words are loaded: LDG.128 moves 8 bf16 or 4 fp32.
+// Otherwise scalar loads with a bound check; padded lanes read 0.
+template <bool VECTOR, typename T, int N>
+__device__ __forceinline__ void load_f32(const T* __restrict__ p, int d0, int D, float (&f)[N]) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if (VECTOR) {
+    unsigned u[BYTES / 4];
+    if (BYTES % 16 == 0) {
+      const uint4* q = reinterpret_cast<const uint4*>(p + d0);
+#pragma unroll
+      for (int i = 0; i < BYTES / 16; ++i) {
+        const uint4 w = q[i];
+        u[4 * i] = w.x; u[4 * i + 1] = w.y; u[4 * i + 2] = w.z; u[4 * i + 3] = w.w;
+      }
+    } else {
+      const uint2* q = reinterpret_cast<const uint2*>(p + d0);
+#pragma unroll
+      for (int i = 0; i < BYTES / 8; ++i) {
+        const uint2 w = q[i];
+        u[2 * i] = w.x; u[2 * i + 1] = w.y;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < N; ++j) f[j] = Bits<T>::get(u, j);
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) f[j] = (d0 + j < D) ? to_f32(p[d0 + j]) : 0.f;
+  }
+}
+
+template <bool VECTOR, typename T, int N>
+__device__ __forceinline__ void store_f32(T* __restrict__ p, int d0, int D, const float (&f)[N]) {
+  constexpr int BYTES = N * (int)sizeof(T);
+  if (VECTOR) {
+    unsigned u[BYTES / 4];
+#pragma unroll
+    for (int j = 0; j < N; ++j) Bits<T>::put(u, j, f[j]);
+    if (BYTES % 16 == 0) {
+      uint4* q = reinterpret_cast<uint4*>(p + d0);
+#pragma unroll
+      for (int i = 0; i < BYTES / 16; ++i)
+        q[i] = make_uint4(u[4 * i], u[4 * i + 1], u[4 * i + 2], u[4 * i + 3]);
+    } else {
+      uint2* q = reinterpret_cast<uint2*>(p + d0);
+#pragma unroll
+      for (int i = 0; i < BYTES / 8; ++i) q[i] = make_uint2(u[2 * i], u[2 * i + 1]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      if (d0 + j < D) p[d0 + j] = from_f32<T>(f[j]);
+  }
+}
+
+// Sum of v over the RT threads that own one row. RT < 32: the row lives inside one warp and
+// xor-shuffles with offsets < RT never cross into a neighbouring row. RT >= 32 (a multiple of
+// 32): shuffle inside each warp, then add the per-warp sums in a fixed order through shared
+// memory, so the result is bitwise reproducible. Every thread of the CTA must call it.
+template <int RT>
+__device__ __forceinline__ void group_sum2(float& a, float& b, float* red, int t) {
+#pragma unroll
+  for (int o = (RT < 32 ? RT : 32) / 2; o > 0; o >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  if (RT > 32) {
+    if ((t & 31) == 0) {
+      red[2 * (t >> 5)] = a;
+      red[2 * (t >> 5) + 1] = b;
+    }
+    __syncthreads();
+    a = 0.f;
+    b = 0.f;
+#pragma unroll
+    for (int w = 0; w < RT / 32; ++w) {
+      a += red[2 * w];
+      b += red[2 * w + 1];
+    }
+    __syncthreads();  // `red` is reused by the next reduction
+  }
+}
+
+// Modes: which tensor multiplies x-hat and how its rows are indexed.
+#define MODE_SAMPLE 0  // scale/shift [B, D] with a batch stride: y = xhat * (1 + scale) + shift
+#define MODE_TOKEN 1   // scale/shift [B, N, D]:                 y = xhat * (1 + scale) + shift
+#define MODE_AFFINE 2  // weight/bias [D] (plain affine LayerNorm): y = xhat * weight + bias

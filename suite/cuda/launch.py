@@ -1,0 +1,118 @@
+"""Load a CUBIN into torch's CUDA context and launch kernels on torch's current stream.
+
+Order matters: torch must create (and make current) the device's primary context before any
+cuModule call, otherwise the driver answers CUDA_ERROR_INVALID_CONTEXT. Kernel arguments are
+passed with explicit ctypes types: a plain Python int would go in as 64 bits and a float as a
+double, which a kernel taking int/float reads as garbage, without any error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+import torch
+from cuda.bindings import driver
+
+from suite.cuda.compile import Program
+
+_lock = threading.Lock()
+_modules: dict[tuple[int, str], object] = {}
+_functions: dict[tuple[int, str, str], object] = {}
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+def _check(result, what: str):
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        raise CudaError(f"{what} failed: {name.decode() if name else err!r}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+@functools.cache
+def has_gpu() -> bool:
+    """Checked once, before any driver call (a failed driver call can leave cuda libraries stuck)."""
+    return torch.cuda.is_available()
+
+
+def device_arch(device: torch.device | int | None = None) -> str:
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def _ensure_context(index: int) -> None:
+    if not has_gpu():
+        raise CudaError("no CUDA device: the fused kernels need a GPU (the op falls back on CPU)")
+    torch.cuda.init()
+    with torch.cuda.device(index):
+        torch.empty(1, device=f"cuda:{index}")  # makes torch's primary context current here
+    _check(driver.cuInit(0), "cuInit")
+    ctx = _check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if int(ctx) == 0:  # a thread torch never used: bind the primary context torch owns
+        dev = _check(driver.cuDeviceGet(index), "cuDeviceGet")
+        ctx = _check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+        _check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
+def get_function(program: Program, name: str, index: int):
+    """The CUfunction for name expression `name` of `program` on device `index` (cached)."""
+    fkey = (index, program.key, name)
+    f = _functions.get(fkey)
+    if f is not None:
+        return f
+    with _lock:
+        _ensure_context(index)
+        mkey = (index, program.key)
+        mod = _modules.get(mkey)
+        if mod is None:
+            mod = _check(driver.cuModuleLoadData(program.cubin), f"cuModuleLoadData({program.arch})")
+            _modules[mkey] = mod
+        f = _check(driver.cuModuleGetFunction(mod, program.names[name].encode()),
+                   f"cuModuleGetFunction({name})")
+        _functions[fkey] = f
+    return f
+
+
+def max_blocks_per_sm(func, threads: int, smem: int = 0) -> int:
+    return int(_check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, smem),
+                      "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+
+
+@functools.cache
+def sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+# Typed kernel arguments: (value, ctypes type) pairs.
+def ptr(t: torch.Tensor | None):
+    return (0 if t is None else t.data_ptr(), ctypes.c_void_p)
+
+
+def i64(v: int):
+    return (int(v), ctypes.c_int64)
+
+
+def i32(v: int):
+    if not -(2**31) <= int(v) < 2**31:
+        raise OverflowError(f"kernel argument {v} does not fit in int32")
+    return (int(v), ctypes.c_int32)
+
+
+def f32(v: float):
+    return (float(v), ctypes.c_float)
+
+
+def launch(func, grid: tuple[int, int, int], block: int, args: list, smem: int = 0) -> None:
+    """Launch on torch.cuda.current_stream(), so the kernel orders with torch's own work."""
+    if min(grid) <= 0:
+        return
+    stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
+    values = tuple(a[0] for a in args)
+    types = tuple(a[1] for a in args)
+    _check(driver.cuLaunchKernel(func, grid[0], grid[1], grid[2], block, 1, 1, smem, stream,
+                                 (values, types), 0), "cuLaunchKernel")

@@ -1,0 +1,183 @@
+"""Fused AdaLN as a torch.library custom op:  y = LayerNorm(x, eps) * (1 + scale) + shift.
+
+    from suite.ops import adaln, AdaLN
+    y = adaln(x, scale, shift)                       # x [B, N, D]; scale/shift [B, D], [B, 1, D]
+                                                     # (strided views are fine) or [B, N, D]
+    y = adaln(x, scale, shift, out_dtype=torch.float32)   # official Wan numerics: fp32 output
+    y = adaln(x, scale, shift, backward="dtile")     # the paper's D-tile backward reduction
+    y = layer_norm_affine(x, weight, bias)           # plain affine LayerNorm (Wan's norm3)
+
+The op is `adaln::forward` / `adaln::backward` (custom_op + register_fake + register_autograd),
+so torch.compile traces it without a graph break and autograd saves only x, the modulation and
+fp32 mean/rstd per row. On CUDA it runs the NVRTC kernels (suite/ops/fused_cuda.py); anywhere
+else it runs suite/ops/reference.py, the same arithmetic in eager torch.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from suite.ops import reference as ref
+from suite.ops.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
+
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+BACKWARDS = ("fused", "dtile")
+
+
+def _use_cuda(x: Tensor) -> bool:
+    return x.is_cuda
+
+
+def _lastdim_contig(t: Tensor) -> Tensor:
+    return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
+
+
+@torch.library.custom_op("adaln::forward", mutates_args=())
+def adaln_forward(x: Tensor, scale: Tensor, shift: Tensor, eps: float, mode: int,
+                  out_dtype: torch.dtype, bwd_impl: str) -> tuple[Tensor, Tensor, Tensor]:
+    if _use_cuda(x):
+        from suite.ops import fused_cuda
+
+        x, scale, shift = (_lastdim_contig(t) for t in (x, scale, shift))
+        return fused_cuda.forward(x, scale, shift, eps, mode, out_dtype)
+    y, mean, rstd = ref.forward(x, scale, shift, eps, mode, out_dtype)
+    return y.contiguous(), mean.contiguous(), rstd.contiguous()
+
+
+@adaln_forward.register_fake
+def _(x, scale, shift, eps, mode, out_dtype, bwd_impl):
+    B, N, D = x.shape
+    stat = x.new_empty((B, N), dtype=torch.float32)
+    return x.new_empty((B, N, D), dtype=out_dtype), stat, torch.empty_like(stat)
+
+
+@torch.library.custom_op("adaln::backward", mutates_args=())
+def adaln_backward(dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, rstd: Tensor, mode: int,
+                   impl: str) -> tuple[Tensor, Tensor, Tensor]:
+    if _use_cuda(x):
+        from suite.ops import fused_cuda
+
+        x, scale = _lastdim_contig(x), _lastdim_contig(scale)
+        dx, dsc, dsh = fused_cuda.backward(dy.contiguous(), x, scale, mean, rstd, mode, impl)
+    else:
+        dx, dsc, dsh = ref.backward(dy, x, scale, mean, rstd, mode)
+    shape = scale.shape
+    return dx, dsc.to(scale.dtype).reshape(shape), dsh.to(scale.dtype).reshape(shape)
+
+
+@adaln_backward.register_fake
+def _(dy, x, scale, mean, rstd, mode, impl):
+    return torch.empty_like(x, memory_format=torch.contiguous_format), \
+        scale.new_empty(scale.shape), scale.new_empty(scale.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    x, scale, shift, eps, mode, out_dtype, bwd_impl = inputs
+    _, mean, rstd = output
+    ctx.save_for_backward(x, scale, mean, rstd)  # x-hat is recomputed, never stored
+    ctx.mode, ctx.impl = mode, bwd_impl
+    ctx.set_materialize_grads(True)
+
+
+def _backward(ctx, dy, _dmean, _drstd):
+    x, scale, mean, rstd = ctx.saved_tensors
+    dx, dsc, dsh = adaln_backward(dy, x, scale, mean, rstd, ctx.mode, ctx.impl)
+    return dx, dsc, dsh, None, None, None, None
+
+
+adaln_forward.register_autograd(_backward, setup_context=_setup_context)
+
+
+# ----------------------------------------------------------------------------- public API
+def _check(x: Tensor, out_dtype, backward: str) -> torch.dtype:
+    if x.dim() != 3:
+        raise ValueError(f"x must be [B, N, D], got shape {list(x.shape)}")
+    if x.dtype not in DTYPES:
+        raise TypeError(f"x must be float32, bfloat16 or float16, got {x.dtype}")
+    if backward not in BACKWARDS:
+        raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
+    out_dtype = x.dtype if out_dtype is None else out_dtype
+    if out_dtype not in DTYPES:
+        raise TypeError(f"out_dtype must be float32, bfloat16 or float16, got {out_dtype}")
+    if x.is_cuda:
+        from suite.ops.fused_cuda import check_d
+
+        check_d(x.shape[-1])
+    return out_dtype
+
+
+def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int]:
+    """[B, D] / [1, D] / [B, 1, D] -> per-sample [B, D] view; [B, N, D] / [1, N, D] -> per token."""
+    if t.dtype not in DTYPES:
+        raise TypeError(f"{name} must be float32, bfloat16 or float16, got {t.dtype}")
+    if t.dim() == 3 and t.shape[1] == 1:
+        t = t[:, 0, :]
+    if t.dim() == 2 and t.shape[-1] == D and t.shape[0] in (1, B):
+        return t.expand(B, D), MODE_SAMPLE
+    if t.dim() == 3 and t.shape[1:] == (N, D) and t.shape[0] in (1, B):
+        return t.expand(B, N, D), MODE_TOKEN
+    raise ValueError(f"{name} must be [B, D], [B, 1, D] or [B, N, D] with B={B}, N={N}, D={D}; "
+                     f"got {list(t.shape)}")
+
+
+def adaln(x: Tensor, scale: Tensor, shift: Tensor, eps: float = 1e-6,
+          out_dtype: torch.dtype | None = None, backward: str = "fused") -> Tensor:
+    """y = LayerNorm(x, eps) * (1 + scale) + shift, fused. Returns [B, N, D] in out_dtype
+    (default x's dtype; pass torch.float32 for the official Wan 2.1 numerics)."""
+    out_dtype = _check(x, out_dtype, backward)
+    B, N, D = x.shape
+    sc, m1 = _mod_view(scale, "scale", B, N, D)
+    sh, m2 = _mod_view(shift, "shift", B, N, D)
+    if m1 != m2 or sc.dtype != sh.dtype:
+        raise ValueError(f"scale and shift must have the same shape and dtype, got "
+                         f"{list(scale.shape)} {scale.dtype} and {list(shift.shape)} {shift.dtype}")
+    if x.is_cuda and sc.stride() != sh.stride():
+        sc, sh = sc.contiguous(), sh.contiguous()
+    return adaln_forward(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
+
+
+def layer_norm_affine(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-6,
+                      out_dtype: torch.dtype | None = None, backward: str = "fused") -> Tensor:
+    """Affine LayerNorm y = LN(x) * weight + bias with the same fused kernels (weight, bias [D])."""
+    out_dtype = _check(x, out_dtype, backward)
+    D = x.shape[-1]
+    if weight.shape != (D,) or bias.shape != (D,) or weight.dtype != bias.dtype:
+        raise ValueError(f"weight and bias must both be [{D}] of one dtype, got "
+                         f"{list(weight.shape)} {weight.dtype} and {list(bias.shape)} {bias.dtype}")
+    if weight.dtype not in DTYPES:
+        raise TypeError(f"weight must be float32, bfloat16 or float16, got {weight.dtype}")
+    return adaln_forward(x, weight.contiguous(), bias.contiguous(), float(eps), MODE_AFFINE,
+                         out_dtype, backward)[0]
+
+
+class AdaLN(nn.Module):
+    """Modulated LayerNorm without affine parameters (Wan's norm1/norm2 plus modulation)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, out_dtype: torch.dtype | None = None,
+                 backward: str = "fused"):
+        super().__init__()
+        self.dim, self.eps, self.out_dtype, self.backward = dim, eps, out_dtype, backward
+
+    def forward(self, x: Tensor, scale: Tensor, shift: Tensor) -> Tensor:
+        return adaln(x, scale, shift, self.eps, self.out_dtype, self.backward)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}, out_dtype={self.out_dtype}, backward={self.backward}"
+
+
+class FusedLayerNorm(nn.Module):
+    """Affine LayerNorm (Wan's norm3 before cross-attention) on the fused kernels."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, backward: str = "fused"):
+        super().__init__()
+        self.eps, self.backward = eps, backward
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm_affine(x, self.weight, self.bias, self.eps, None, self.backward)
+
+
+__all__ = ["AdaLN", "FusedLayerNorm", "adaln", "layer_norm_affine", "MODE_SAMPLE", "MODE_TOKEN",
+           "MODE_AFFINE"]

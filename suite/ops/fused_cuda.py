@@ -1,0 +1,205 @@
+"""The CUDA side of the fused AdaLN op: kernel configuration, NVRTC programs, launches.
+
+One NVRTC program per (x dtype, modulation dtype, output dtype, D, mode) holds every kernel that
+configuration needs (forward and backward, vector and scalar variants), so a model with a few
+widths compiles a handful of programs once; the CUBINs are cached on disk across processes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from suite.cuda.compile import Program, compile_program, read_sources
+
+MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
+MAX_D = 8192  # past this the row no longer fits in registers without spills
+CTYPE = {torch.float32: "float", torch.bfloat16: "bf16", torch.float16: "f16"}
+SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu"]
+DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    tx: str  # C++ element types: "float" | "bf16" | "f16"
+    tm: str
+    ty: str
+    D: int
+    mode: int
+
+    @property
+    def vec(self) -> int:  # elements of x in one 16-byte load
+        return 4 if self.tx == "float" else 8
+
+    @property
+    def rt(self) -> int:
+        """Threads per row: about 16 elements per thread (2 vectors of bf16, 4 of fp32), a power
+        of two below a warp (xor-shuffles stay inside the row), else a whole number of warps."""
+        nvec = -(-self.D // self.vec)
+        need = -(-nvec // (2 if self.vec == 8 else 4))
+        if need <= 32:
+            return max(4, 1 << (need - 1).bit_length())
+        return min(1024, -(-need // 32) * 32)
+
+    @property
+    def rows(self) -> int:  # rows per CTA, ~256 threads per CTA
+        return max(1, 256 // self.rt)
+
+    @property
+    def threads(self) -> int:
+        return self.rt * self.rows
+
+    def fwd(self, vector: bool) -> str:
+        return (f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
+                f"{self.mode}, {str(vector).lower()}>")
+
+    def bwd(self, vector: bool, accum: bool) -> str:
+        return (f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
+                f"{self.mode}, {str(vector).lower()}, {str(accum).lower()}>")
+
+    def dtile(self) -> str:
+        return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
+
+    def names(self) -> list[str]:
+        out = [self.fwd(v) for v in (True, False)]
+        accs = (False,) if self.mode == MODE_TOKEN else (True, False)
+        out += [self.bwd(v, a) for v in (True, False) for a in accs]
+        if self.mode != MODE_TOKEN:
+            out += [self.dtile(), "adaln_bwd_finalize"]
+        return out
+
+
+def check_d(D: int) -> None:
+    if not 1 <= D <= MAX_D:
+        raise ValueError(f"fused AdaLN supports 1 <= D <= {MAX_D} (the row is held in registers), got D={D}")
+
+
+def build(cfg: KernelConfig, arch: str, use_cache: bool = True) -> Program:
+    """Compile every kernel of `cfg` for `arch` (works without a GPU: NVRTC only)."""
+    check_d(cfg.D)
+    src = read_sources(SOURCES)
+    main = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
+    return compile_program(main, src, cfg.names(), arch, use_cache=use_cache)
+
+
+@functools.cache
+def _program(cfg: KernelConfig, arch: str) -> Program:
+    return build(cfg, arch)
+
+
+# ----------------------------------------------------------------------------- launches (GPU)
+def _aligned(*pairs) -> bool:
+    """Every (tensor, element strides...) starts on 16 bytes and every stride keeps it there."""
+    for t, *strides in pairs:
+        es = t.element_size()
+        if t.data_ptr() % 16 or any((s * es) % 16 for s in strides):
+            return False
+    return True
+
+
+def _fn(cfg: KernelConfig, name: str, index: int):
+    from suite.cuda.launch import device_arch, get_function
+
+    return get_function(_program(cfg, device_arch(index)), name, index)
+
+
+def _grid_cap(cfg: KernelConfig, func, index: int) -> int:
+    from suite.cuda.launch import max_blocks_per_sm, sm_count
+
+    return sm_count(index) * max(1, max_blocks_per_sm(func, cfg.threads))
+
+
+def config_for(x: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype) -> KernelConfig:
+    return KernelConfig(CTYPE[x.dtype], CTYPE[scale.dtype], CTYPE[out_dtype], x.shape[-1], mode)
+
+
+def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
+    if mode == MODE_SAMPLE:
+        return scale.stride(0), 0
+    if mode == MODE_TOKEN:
+        return scale.stride(0), scale.stride(1)
+    return 0, 0
+
+
+def forward(x, scale, shift, eps: float, mode: int, out_dtype):
+    """x [B, N, D] (last dim contiguous), scale/shift as `mode` says (last dim contiguous).
+    Returns y [B, N, D] contiguous in out_dtype, mean and rstd [B, N] fp32."""
+    from suite.cuda.launch import f32, i64, launch, ptr
+
+    B, N, D = x.shape
+    cfg = config_for(x, scale, mode, out_dtype)
+    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
+    mean = torch.empty((B, N), dtype=torch.float32, device=x.device)
+    rstd = torch.empty((B, N), dtype=torch.float32, device=x.device)
+    rows = B * N
+    if rows == 0:
+        return y, mean, rstd
+    smb, smn = mod_strides(scale, mode)
+    vector = D % cfg.vec == 0 and _aligned(
+        (x, x.stride(0), x.stride(1)), (scale, smb, smn), (shift, smb, smn), (y,))
+    if shift.stride()[: scale.dim()] != scale.stride():
+        raise ValueError("scale and shift must have the same strides (e.g. both chunks of one tensor)")
+    idx = x.device.index
+    func = _fn(cfg, cfg.fwd(vector), idx)
+    grid = min(-(-rows // cfg.rows), _grid_cap(cfg, func, idx))
+    launch(func, (grid, 1, 1), cfg.threads, [
+        ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(scale), ptr(shift), i64(smb), i64(smn),
+        ptr(y), ptr(mean), ptr(rstd), i64(rows), i64(N), f32(eps)])
+    return y, mean, rstd
+
+
+def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
+    """Returns dx [B, N, D] in x.dtype, and fp32 dscale, dshift: [B, D] (sample), [D] (affine) or
+    [B, N, D] in scale.dtype (token)."""
+    from suite.cuda.launch import i32, i64, launch, ptr
+
+    B, N, D = x.shape
+    cfg = config_for(x, scale, mode, dy.dtype)
+    dev, idx = x.device, x.device.index
+    dx = torch.empty((B, N, D), dtype=x.dtype, device=dev)
+    groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
+    if mode == MODE_TOKEN:
+        dsc = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
+        dsh = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
+    else:
+        dsc = torch.empty((groups, D), dtype=torch.float32, device=dev)
+        dsh = torch.empty((groups, D), dtype=torch.float32, device=dev)
+    if B * N == 0:
+        return dx, dsc.zero_(), dsh.zero_()
+    smb, smn = mod_strides(scale, mode)
+    vector = D % cfg.vec == 0 and _aligned(
+        (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,))
+    accum = impl == "fused" and mode != MODE_TOKEN
+    func = _fn(cfg, cfg.bwd(vector, accum), idx)
+    # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
+    # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
+    cap = _grid_cap(cfg, func, idx)
+    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.rows * 8))))
+    slots = chunks * cfg.rows
+    if accum:
+        part_s = torch.empty((groups, slots, D), dtype=torch.float32, device=dev)
+        part_h = torch.empty_like(part_s)
+    else:
+        part_s = part_h = None
+    tok = mode == MODE_TOKEN
+    launch(func, (chunks, groups, 1), cfg.threads, [
+        ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(dy), ptr(scale), i64(smb), i64(smn),
+        ptr(mean), ptr(rstd), ptr(dx), ptr(dsc if tok else None), ptr(dsh if tok else None),
+        ptr(part_s), ptr(part_h), i64(R), i64(N)])
+    if tok:
+        return dx, dsc, dsh
+    if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
+        n_tiles = -(-R // DTILE_NTILE)
+        part_s = torch.empty((groups, n_tiles, D), dtype=torch.float32, device=dev)
+        part_h = torch.empty_like(part_s)
+        f = _fn(cfg, cfg.dtile(), idx)
+        launch(f, (-(-D // DTILE_TD), n_tiles, groups), DTILE_TD * DTILE_TR, [
+            ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(dy), ptr(mean), ptr(rstd),
+            ptr(part_s), ptr(part_h), i64(R), i64(N), i32(D), i32(DTILE_NTILE)])
+        slots = n_tiles
+    fin = _fn(cfg, "adaln_bwd_finalize", idx)
+    launch(fin, (-(-D // 256), groups, 1), 256, [
+        ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)])
+    return dx, dsc, dsh

@@ -1,0 +1,180 @@
+"""CPU tests of the fused AdaLN op: the eager fallback's semantics against float64, the API's
+errors, torch.compile, and NVRTC compilation of every kernel variant (no GPU needed)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from suite.cuda.compile import CompileError, compile_program, kernel_source_dir
+from suite.ops import AdaLN, FusedLayerNorm, adaln, layer_norm_affine
+from suite.ops.fused_cuda import KernelConfig, build
+
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}  # relative L2 (METHOD.md)
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def ref64(x, scale, shift, eps=1e-6, affine=False):
+    """Independent float64 reference: F.layer_norm in float64, modulation broadcast by shape."""
+    y = F.layer_norm(x.double(), (x.shape[-1],), eps=eps)
+    s, h = scale.double(), shift.double()
+    if affine:
+        return y * s + h
+    if s.dim() == 3 and s.shape[1] == 1 or s.dim() == 2:
+        s, h = s.reshape(s.shape[0], 1, -1), h.reshape(h.shape[0], 1, -1)
+    return y * (1 + s) + h
+
+
+def make(B, N, D, dtype, mod_dtype, per_token=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(B, N, D, generator=g) * 2 + 0.5).to(dtype)
+    shape = (B, N, D) if per_token else (B, D)
+    scale = (torch.randn(shape, generator=g) * 0.5).to(mod_dtype)
+    shift = torch.randn(shape, generator=g).to(mod_dtype)
+    return x, scale, shift
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("per_token", [False, True])
+@pytest.mark.parametrize("B,N,D", [(1, 1, 64), (2, 33, 1000), (3, 7, 1536), (1, 5, 4100)])
+def test_forward_backward_vs_float64(dtype, per_token, B, N, D):
+    x, scale, shift = make(B, N, D, dtype, torch.float32, per_token, seed=B * N + D)
+    for t in (x, scale, shift):
+        t.requires_grad_(True)
+    for out_dtype in (None, torch.float32):
+        y = adaln(x, scale, shift, out_dtype=out_dtype)
+        assert y.dtype == (out_dtype or dtype) and y.shape == x.shape
+        yr = ref64(x, scale, shift)
+        assert rel(y, yr) < TOL[y.dtype]
+        dy = torch.randn(y.shape, dtype=torch.float64).to(y.dtype)
+        got = torch.autograd.grad(y, (x, scale, shift), dy)
+        want = torch.autograd.grad(yr, (x, scale, shift), dy.double())
+        for gg, ww in zip(got, want):
+            assert gg.shape == ww.shape and gg.dtype in (dtype, torch.float32)
+            assert rel(gg, ww) < max(TOL[dtype], 1e-4), (gg.dtype, rel(gg, ww))
+
+
+def test_wan_strided_views_of_b6d():
+    """Wan passes e[:, k:k+1, :] chunks of an fp32 [B, 6, D] tensor: no copy, right grads."""
+    B, N, D = 2, 9, 256
+    x = torch.randn(B, N, D, dtype=torch.bfloat16, requires_grad=True)
+    e = torch.randn(B, 6, D, requires_grad=True)
+    shift, scale = e[:, 0:1], e[:, 1:2]
+    y = adaln(x, scale, shift, out_dtype=torch.float32)
+    yr = ref64(x, scale, shift)
+    assert rel(y, yr) < 1e-2
+    dy = torch.randn_like(y)
+    (ge,) = torch.autograd.grad(y, e, dy)
+    (gr,) = torch.autograd.grad(yr, e, dy.double())
+    assert rel(ge, gr) < 1e-4 and ge[:, 2:].abs().sum() == 0
+
+
+def test_noncontiguous_x_and_b_gt_1_uses_each_samples_modulation():
+    B, N, D = 3, 10, 128
+    base = torch.randn(N, B, D)
+    x = base.transpose(0, 1)  # [B, N, D], not contiguous
+    scale, shift = torch.randn(B, D), torch.randn(B, D)
+    y = adaln(x, scale, shift)
+    assert rel(y, ref64(x, scale, shift)) < 1e-5
+    y1 = adaln(x[1:2], scale[1:2], shift[1:2])
+    torch.testing.assert_close(y[1:2], y1)
+
+
+def test_affine_layer_norm_and_modules():
+    B, N, D = 2, 6, 320
+    x = torch.randn(B, N, D, requires_grad=True)
+    w, b = torch.randn(D, requires_grad=True), torch.randn(D, requires_grad=True)
+    y = layer_norm_affine(x, w, b)
+    yr = ref64(x, w, b, affine=True)
+    assert rel(y, yr) < 1e-5
+    dy = torch.randn_like(y)
+    for gg, ww in zip(torch.autograd.grad(y, (x, w, b), dy),
+                      torch.autograd.grad(yr, (x, w, b), dy.double())):
+        assert rel(gg, ww) < 1e-4
+    m = FusedLayerNorm(D)
+    assert rel(m(x), F.layer_norm(x.double(), (D,), eps=1e-6)) < 1e-5
+    mod = AdaLN(D, out_dtype=torch.float32, backward="dtile")
+    assert mod(x.bfloat16(), torch.zeros(B, D), torch.zeros(B, D)).dtype == torch.float32
+
+
+def test_nan_inf_propagate_like_reference():
+    x, scale, shift = make(2, 4, 64, torch.float32, torch.float32)
+    x[0, 1, 3] = float("nan")
+    x[1, 2, 5] = float("inf")
+    y = adaln(x, scale, shift)
+    yr = ref64(x, scale, shift)
+    assert torch.equal(torch.isnan(y), torch.isnan(yr))
+    assert torch.isfinite(y[0, 0]).all() and torch.isnan(y[0, 1]).all()
+
+
+@pytest.mark.parametrize("bad,match", [
+    (lambda x, s, h: adaln(x[0], s, h), r"x must be \[B, N, D\]"),
+    (lambda x, s, h: adaln(x.double(), s, h), "x must be float32"),
+    (lambda x, s, h: adaln(x, s[:, :5], h), r"scale must be \[B, D\]"),
+    (lambda x, s, h: adaln(x, s, h.half()), "same shape and dtype"),
+    (lambda x, s, h: adaln(x, s, h, backward="atomic"), "backward must be one of"),
+    (lambda x, s, h: layer_norm_affine(x, s, h), "weight and bias must both be"),
+])
+def test_clear_errors(bad, match):
+    x, s, h = make(2, 3, 16, torch.float32, torch.float32)
+    with pytest.raises((ValueError, TypeError), match=match):
+        bad(x, s, h)
+
+
+def test_torch_compile_fullgraph_cpu():
+    x, s, h = make(2, 5, 64, torch.float32, torch.float32)
+    x.requires_grad_(True)
+    f = torch.compile(lambda x, s, h: adaln(x, s, h) * 2, fullgraph=True)
+    y = f(x, s, h)
+    torch.testing.assert_close(y, adaln(x, s, h) * 2)
+    y.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+# ----------------------------------------------------------------------------- NVRTC (no GPU)
+COMBOS = [("bf16", "float", "bf16"), ("float", "float", "float")]
+OTHER = [("bf16", "float", "float"), ("f16", "f16", "f16"), ("bf16", "bf16", "bf16")]
+VARIANTS = ([(c, D, m) for c in COMBOS for D in (64, 1000, 1536, 4100, 5120, 8192) for m in (0, 1, 2)]
+            + [(c, D, m) for c in OTHER for D in (1536, 4100) for m in (0, 1, 2)])
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("combo,D,mode", VARIANTS, ids=lambda v: str(v))
+def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
+    cfg = KernelConfig(*combo, D, mode)
+    prog = build(cfg, arch)
+    assert prog.cubin and set(prog.names) == set(cfg.names())
+    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
+                        prog.log)
+    assert len(frames) == len(cfg.names()), prog.log  # one resource report per kernel
+    assert all(f == ("0", "0", "0") for f in frames), prog.log
+
+
+def test_compile_error_carries_log_and_cache_recovers(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADAPTIVELOAD_CUBIN_CACHE", str(tmp_path))
+    with pytest.raises(CompileError, match="undefined_thing"):
+        compile_program('__global__ void k() { undefined_thing(); }', {}, [], "sm_90")
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.f; }'
+    p1 = compile_program(src, {}, ["k"], "sm_90")
+    assert not p1.from_cache and compile_program(src, {}, ["k"], "sm_90").from_cache
+    (tmp_path / f"{p1.key}.cubin").write_bytes(b"garbage")  # corrupt entry: recompiled
+    p3 = compile_program(src, {}, ["k"], "sm_90")
+    assert not p3.from_cache and p3.cubin == p1.cubin
+    with pytest.raises(ValueError, match="real architecture"):
+        compile_program(src, {}, ["k"], "compute_90")
+
+
+def test_kernel_sources_found():
+    assert (kernel_source_dir() / "adaln_fwd.cu").is_file()
+
+
+def test_d_too_large_is_a_clear_error():
+    with pytest.raises(ValueError, match="D <= 8192"):
+        build(KernelConfig("bf16", "float", "bf16", 16384, 0), "sm_90")
