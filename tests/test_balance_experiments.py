@@ -12,7 +12,8 @@ from suite.experiments import costmodel as cm
 from suite.rundir import RunContext, RunDir
 
 GLOBAL_KEYS = {"rank_cv_global_sim", "step_cv_global_sim", "maxmean_global_sim_16",
-               "maxmean_global_sim_1024", "planner_ms"}
+               "maxmean_global_sim_1024", "planner_ms", "mean_delay_global_sim",
+               "throughput_gain_global_8_sim", "throughput_gain_global_16_sim"}
 
 
 @pytest.fixture(scope="module")

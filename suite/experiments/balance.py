@@ -12,6 +12,9 @@ Tables:
     balance_steps    policy, mix, ranks, noise, step, step_s, tokens, max_s, mean_s, rank_cv (all)
     balance_buckets  policy, mix, S, count, share, B (each policy's bucket table)
     balance_setup    one row per policy: m_mem, m_comp, p, s_cross, cost_source, noise_cv
+    balance_planner  global policy only: policy, ranks, mix, noise, mean_delay_steps,
+                     deferred_share, planner_ms (median planning time per step, this machine)
+In balance_ranks the global policy's rows have S = 0 (a rank's batch mixes lengths).
 CPU budget: about 10 s of the cpu profile (the scaling sweep dominates; CSV writing included).
 """
 
@@ -34,6 +37,8 @@ NEEDS = "cpu"
 
 NOISE_CV = 0.05
 SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
+PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "mean_delay_steps", "deferred_share",
+                   "planner_ms"]
 CORPUS_SIZE = 100_000
 
 
@@ -64,7 +69,8 @@ def policies(cost: CostModel, buckets: pd.DataFrame) -> dict:
         from suite.balance.global_policy import GlobalPolicy
     except ImportError:
         return pols
-    pols["global"] = GlobalPolicy(m_mem=m_mem)
+    if buckets["S"].max() <= m_mem:  # the global planner needs every sample to fit a micro-batch
+        pols["global"] = GlobalPolicy(m_mem=m_mem)
     return pols
 
 
@@ -74,7 +80,7 @@ def simulate_tables(cost: CostModel, source: str, steps: int = 1000, seed: int =
     mixes = {m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
              for m in ("default", "long-video")}
     pols = policies(cost, mixes["default"])
-    ranks, steps_t, buckets = [], [], []
+    ranks, steps_t, buckets, extras = [], [], [], []
     runs = [("default", 8, NOISE_CV, True), ("default", 16, NOISE_CV, True),
             ("default", 16, 0.0, True), ("long-video", 16, NOISE_CV, True)]
     runs += [("default", r, NOISE_CV, False) for r in scales if r not in (8, 16)]
@@ -90,6 +96,8 @@ def simulate_tables(cost: CostModel, source: str, steps: int = 1000, seed: int =
             steps_t.append(res.step_frame().assign(**tag))
             if keep_ranks:
                 ranks.append(res.rank_frame().assign(**tag))
+            if res.extra:
+                extras.append({"policy": name, "ranks": R, **tag, **res.extra})
     setup = pd.DataFrame([{
         "policy": name, "m_mem": cost.m_mem, "m_comp": getattr(pol, "m_comp", np.nan),
         "p": cost.p, "s_cross": cost.s_cross, "cost_source": source, "noise_cv": NOISE_CV,
@@ -100,6 +108,7 @@ def simulate_tables(cost: CostModel, source: str, steps: int = 1000, seed: int =
         "balance_steps": _front(pd.concat(steps_t, ignore_index=True), order),
         "balance_buckets": _front(pd.concat(buckets, ignore_index=True), ["policy", "mix"]),
         "balance_setup": setup,
+        "balance_planner": pd.DataFrame(extras, columns=PLANNER_COLUMNS),
     }
 
 
@@ -185,11 +194,11 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         add("C9", "floor_gain_sim", 100 * (duw["floor_p5"] / eqw["floor_p5"] - 1), "%",
             cond("long-video") + "; 5th-percentile step throughput "
             f"{eqw['floor_p5']:.0f} -> {duw['floor_p5']:.0f} tokens/s")
-    rows += _global_rows(get, cond, ev)
+    rows += _global_rows(get, cond, ev, tables.get("balance_planner"))
     return metric_rows(rows)
 
 
-def _global_rows(get, cond, ev) -> list[dict]:
+def _global_rows(get, cond, ev, planner: pd.DataFrame | None) -> list[dict]:
     """Extra alternatives for the coordinated global policy (issue 7), when it was simulated."""
     g, eq = get("global"), get("equal-token")
     if not g or not eq:
@@ -207,4 +216,24 @@ def _global_rows(get, cond, ev) -> list[dict]:
         rows.append({"claim": "C4", "metric": "maxmean_global_sim_1024", "value": g1k["maxmean"],
                      "baseline": eq1k["maxmean"], "unit": "x",
                      "conditions": cond(R=1024) + "; global policy"})
+    for R, claim in ((8, "C7"), (16, "C8")):
+        gr, er = get("global", R=R), get("equal-token", R=R)
+        if gr and er:
+            rows.append({"claim": claim, "metric": f"throughput_gain_global_{R}_sim",
+                         "value": 100 * (gr["throughput"] / er["throughput"] - 1), "unit": "%",
+                         "conditions": cond(R=R) + f"; global policy; {er['throughput']:.0f} -> "
+                                                   f"{gr['throughput']:.0f} tokens/s"})
+    if planner is not None and not planner.empty:
+        pl = planner[(planner["policy"] == "global") & (planner["noise"] == "noisy")]
+        top = pl[pl["ranks"] == pl["ranks"].max()]
+        if not top.empty:
+            R = int(top["ranks"].iloc[0])
+            rows.append({"claim": "C6", "metric": "planner_ms", "value": top["planner_ms"].iloc[0],
+                         "unit": "ms", "conditions": f"median planning time per step, {R} ranks, "
+                         "one CPU core of the machine that ran the suite; global policy"})
+        d16 = pl[(pl["ranks"] == 16) & (pl["mix"] == "default")]
+        if not d16.empty:
+            rows.append({"claim": "C6", "metric": "mean_delay_global_sim",
+                         "value": d16["mean_delay_steps"].iloc[0], "unit": "steps",
+                         "conditions": cond() + "; global policy, bounded deferral (1 step)"})
     return [dict(r, evidence=ev) for r in rows]
