@@ -38,14 +38,14 @@ def latent_shape(frames: int, height: int, width: int) -> tuple[int, int, int, i
     return (LATENT_CHANNELS, (frames - 1) // 4 + 1, height // 8, width // 8)
 
 
-def load_corpus(n: int, mix: str = "default", seed: int = 0, manifest: str | None = None) -> pd.DataFrame:
+def load_corpus(n: int, mix: str | pd.DataFrame = "default", seed: int = 0, manifest: str | None = None) -> pd.DataFrame:
     """Columns frames, height, width, tokens (one row per sample)."""
     if manifest:
         df = read_manifest(manifest)
         if "frames" not in df.columns:
             df["frames"] = 1
         return df
-    return sample_corpus(n, TINY_MIX if mix == "tiny" else mix, seed=seed)
+    return sample_corpus(n, TINY_MIX if isinstance(mix, str) and mix == "tiny" else mix, seed=seed)
 
 
 def _generator(device: torch.device, seed: int, index: int) -> torch.Generator:

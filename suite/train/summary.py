@@ -1,0 +1,191 @@
+"""Metrics of the training experiment from its raw tables alone (pandas/numpy, no torch).
+
+Definitions (the ledger's keys; every percentage is in %):
+- C1/C2 r_tokens_steps, r_bs2_steps (+ spearman_*): Pearson R between each rank-batch's measured
+  compute time (forward + backward) and its tokens B*S or B*S^2, over the equal-token baseline's
+  rank-batches on the default mix (16 emulated ranks); 95% bootstrap CI.
+- C5 rank_cv_emulated: per-step std/mean of rank compute, averaged over steps, 16 ranks (dual;
+  baseline equal-token). C4 cv_reduction_emulated = 1 - CV_dual / CV_equal-token.
+- C6 step_cv_emulated: std/mean across steps of the composed step time (max rank compute +
+  gradient all-reduce + optimizer), 16 ranks.
+- C7/C8 throughput_gain_{8,16}_emulated: total tokens / total step time, dual over equal-token;
+  CI by resampling steps (2000 bootstrap resamples). 8-rank steps: halves of the 16-rank steps.
+- C9 floor_gain_emulated: 5th percentile of per-step tokens/s, long-video mix, 16 ranks.
+- C10 peak_vram_util_gain: mean over rank-batches of peak allocated bytes, dual over equal-token
+  (relative %); _reserved: the same with max reserved; _pp: the difference in % of device memory.
+- C14 max_seq_gain: longest single-sample S within the Wan path's peak at the reference length,
+  fused over Wan; max_seq_tokens_fused: that S.
+- C15 loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
+  loss_final_rel_diff_policy: |MA10(dual) - MA10(equal-token)| / MA10(equal-token) at the last step.
+- C17 fused_throughput_gain: dual + fused over dual + Wan (same policy and data).
+- C18 overall_throughput_gain: dual + fused over equal-token + Wan.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from suite.experiments import metric_rows
+from suite.stats import pearson_ci, spearman_ci
+from suite.train.logs import step_table, summary_table
+
+N_BOOT = 2000
+
+
+def regroup(rows: pd.DataFrame, world: int) -> pd.DataFrame:
+    """Split each R-rank step into R/world steps of `world` ranks and recompose the step times."""
+    R = int(rows["world"].iloc[0])
+    if R % world:
+        raise ValueError(f"cannot split {R} ranks into steps of {world}")
+    k = R // world
+    r = rows.copy()
+    r["step"] = r["step"] * k + r["rank"] // world
+    r["rank"] = r["rank"] % world
+    r["world"] = world
+    coll = 2 * (world - 1) / world * r["grad_bytes"] / (r["busbw_gbps"] * 1e9) + 30e-6 if world > 1 else 0.0
+    slowest = r.groupby(["run", "step"])["compute_s"].transform("max")
+    r["collective_s"] = coll
+    r["collective_wait_s"] = slowest - r["compute_s"] + coll
+    r["step_s"] = slowest + coll + r["optimizer_s"]
+    return r
+
+
+def _steps(ranks: pd.DataFrame, run: str, world: int) -> pd.DataFrame:
+    r = ranks[ranks["run"] == run]
+    if r.empty:
+        return pd.DataFrame()
+    if world != int(r["world"].iloc[0]):
+        r = regroup(r, world)
+    return step_table(r, keys=["run"])
+
+
+def _gain(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0) -> tuple[float, float, float]:
+    """(gain %, CI low, CI high) of throughput b over a; CI by resampling each run's steps."""
+    thr = lambda d: d.tokens.sum() / d.step_s.sum()  # noqa: E731
+    g = 100 * (thr(b) / thr(a) - 1)
+    rng = np.random.default_rng(seed)
+    ta, sa, tb, sb = (d[c].to_numpy(float) for d in (a, b) for c in ("tokens", "step_s"))
+    ia = rng.integers(0, len(a), (N_BOOT, len(a)))
+    ib = rng.integers(0, len(b), (N_BOOT, len(b)))
+    boot = 100 * ((tb[ib].sum(1) / sb[ib].sum(1)) / (ta[ia].sum(1) / sa[ia].sum(1)) - 1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float(g), float(lo), float(hi)
+
+
+def _ma(x: pd.Series, w: int = 10) -> np.ndarray:
+    return x.rolling(w, min_periods=1).mean().to_numpy()
+
+
+def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    ranks, info = tables.get("training_ranks"), tables.get("training_info")
+    if ranks is None or info is None or ranks.empty:
+        return metric_rows([])
+    i = info.iloc[0]
+    S = ranks["S"]
+    cond = (f"{i['model']} width D={i['dim']}, {i['layers']} layers, {i['dtype']}, S {int(S.min())}-"
+            f"{int(S.max())}, {{R}} ranks emulated on one {i['device']}; M_mem={i['m_mem']:.0f}, "
+            f"M_comp={i['m_comp']:.3g}, p={i['p']:.2f} ({i['budget_source']})")
+    R = int(ranks["world"].max())
+    base, dual = "default/equal-token/wan", "default/dual/wan"
+    fused = "default/dual/fused"
+    rows: list[dict] = []
+    ev = "training_ranks; figure training_rank_cv"
+
+    b = ranks[ranks["run"] == base]
+    for claim, key, x in (("C1", "tokens", b.tokens), ("C2", "bs2", b.B * b.S.astype(float) ** 2)):
+        for stat, fn in (("r", pearson_ci), ("spearman", spearman_ci)):
+            v, lo, hi = fn(x.to_numpy(float), b.compute_s.to_numpy(float), seed=0)
+            rows.append({"claim": claim, "metric": f"{stat}_{key}_steps", "value": v, "ci_low": lo,
+                         "ci_high": hi, "unit": "R", "evidence": "training_ranks; figure training_latency",
+                         "conditions": "per rank-batch compute time of the equal-token run, "
+                         + cond.format(R=R)})
+
+    summ = {}
+    for world in sorted({R, 8} & set(range(1, R + 1))):
+        for run in ranks["run"].unique():
+            st = _steps(ranks, run, world)
+            if not st.empty:
+                summ[(run, world)] = (st, summary_table(st, keys=["run"]).iloc[0])
+    if (base, R) in summ and (dual, R) in summ:
+        e, d = summ[(base, R)][1], summ[(dual, R)][1]
+        c = cond.format(R=R)
+        rows += [
+            {"claim": "C4", "metric": "cv_reduction_emulated", "value": 100 * (1 - d.rank_cv / e.rank_cv),
+             "unit": "%", "conditions": c, "evidence": ev},
+            {"claim": "C5", "metric": "rank_cv_emulated", "value": 100 * d.rank_cv,
+             "baseline": 100 * e.rank_cv, "unit": "%", "conditions": c, "evidence": ev},
+            {"claim": "C6", "metric": "step_cv_emulated", "value": 100 * d.step_cv,
+             "baseline": 100 * e.step_cv, "unit": "%", "conditions": c,
+             "evidence": "training_ranks; figure training_step_time"},
+        ]
+        for claim, world in (("C7", 8), ("C8", 16)):
+            if (base, world) in summ and (dual, world) in summ:
+                g, lo, hi = _gain(summ[(base, world)][0], summ[(dual, world)][0])
+                rows.append({"claim": claim, "metric": f"throughput_gain_{world}_emulated", "value": g,
+                             "ci_low": lo, "ci_high": hi, "unit": "%", "conditions": cond.format(R=world) + f"; tokens/s dual "
+                             f"{summ[(dual, world)][1].throughput:.0f} vs {summ[(base, world)][1].throughput:.0f}",
+                             "evidence": "training_ranks; figure training_throughput"})
+        pe, pd_ = b.peak_mem_bytes.mean(), ranks[ranks["run"] == dual].peak_mem_bytes.mean()
+        if pe > 0:
+            re_ = b.peak_reserved_bytes.mean()
+            rd = ranks[ranks["run"] == dual].peak_reserved_bytes.mean()
+            cap = float(i["capacity_bytes"])
+            rows += [
+                {"claim": "C10", "metric": "peak_vram_util_gain", "value": 100 * (pd_ / pe - 1),
+                 "unit": "%", "evidence": "training_ranks",
+                 "conditions": f"mean peak allocated {pd_ / 2**30:.1f} vs {pe / 2**30:.1f} GiB; " + c},
+                {"claim": "C10", "metric": "peak_vram_util_gain_reserved", "value": 100 * (rd / re_ - 1),
+                 "unit": "%", "evidence": "training_ranks", "conditions": "max reserved; " + c},
+                {"claim": "C10", "metric": "peak_vram_util_gain_pp", "value": 100 * (pd_ - pe) / cap,
+                 "unit": "pp", "evidence": "training_ranks", "conditions": "% of device memory; " + c},
+            ]
+    lb, ld = ("long/equal-token/wan", R), ("long/dual/wan", R)
+    if lb in summ and ld in summ:
+        e, d = summ[lb][1], summ[ld][1]
+        rows.append({"claim": "C9", "metric": "floor_gain_emulated", "value": 100 * (d.floor_p5 / e.floor_p5 - 1),
+                     "unit": "%", "evidence": "training_ranks; figure training_throughput",
+                     "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}; " + cond.format(R=R)})
+    for claim, key, num, den in (("C17", "fused_throughput_gain", fused, dual),
+                                 ("C18", "overall_throughput_gain", fused, base)):
+        if (num, R) in summ and (den, R) in summ:
+            g, lo, hi = _gain(summ[(den, R)][0], summ[(num, R)][0])
+            rows.append({"claim": claim, "metric": key, "value": g, "ci_low": lo, "ci_high": hi,
+                         "unit": "%", "evidence": "training_ranks",
+                         "conditions": f"{num} over {den}; " + cond.format(R=R)})
+
+    ms = tables.get("training_maxseq")
+    if ms is not None and not ms.empty:
+        mx = ms[ms["kind"] == "max"].set_index("adaln")["S"]
+        if "wan" in mx and "fused" in mx:
+            rows += [
+                {"claim": "C14", "metric": "max_seq_gain", "value": 100 * (mx["fused"] / mx["wan"] - 1),
+                 "unit": "%", "evidence": "training_maxseq",
+                 "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
+                 f"{i['model']} D={i['dim']} L={i['layers']} {i['dtype']}"},
+                {"claim": "C14", "metric": "max_seq_tokens_fused", "value": float(mx["fused"]),
+                 "unit": "tokens", "evidence": "training_maxseq", "conditions": f"D={i['dim']} L={i['layers']}"},
+            ]
+    lo_ = tables.get("training_loss")
+    if lo_ is not None and not lo_.empty:
+        curves = {r: _ma(d.sort_values("step").loss.reset_index(drop=True)) for r, d in lo_.groupby("run")}
+        lc = f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data"
+        if "equal-token/fused" in curves and "equal-token/wan" in curves:
+            a, f = curves["equal-token/wan"], curves["equal-token/fused"]
+            rows.append({"claim": "C15", "metric": "loss_max_rel_diff", "value": 100 * float(np.max(np.abs(f - a) / a)),
+                         "unit": "%", "evidence": "training_loss; figure training_loss",
+                         "conditions": f"fused vs Wan-path AdaLN; {lc}"})
+        if "dual/wan" in curves and "equal-token/wan" in curves:
+            a, d = curves["equal-token/wan"], curves["dual/wan"]
+            rows.append({"claim": "C15", "metric": "loss_final_rel_diff_policy",
+                         "value": 100 * float(abs(d[-1] - a[-1]) / a[-1]), "unit": "%",
+                         "evidence": "training_loss; figure training_loss",
+                         "conditions": f"dual vs equal-token (different batches of the same data); {lc}"})
+        if "equal-token/eager" in curves and "equal-token/wan" in curves:
+            a, f = curves["equal-token/wan"], curves["equal-token/eager"]
+            rows.append({"claim": "C15", "metric": "loss_max_rel_diff_eager",
+                         "value": 100 * float(np.max(np.abs(f - a) / a)), "unit": "%",
+                         "evidence": "training_loss", "conditions": f"eager (bf16) vs Wan-path AdaLN; {lc}"})
+    out = metric_rows(rows)
+    out["value"] = out["value"].astype(float)
+    return out
