@@ -114,3 +114,25 @@ def test_token_weighted_loss_gives_the_data_parallel_gradient():
         for i in rank_samples:  # one micro-batch per sample here
             grad += torch.autograd.grad(float(weights[i]) * sample_loss(xs[i]), w)[0]
     assert torch.allclose(grad, ref, atol=1e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 5), st.integers(20, 300))
+def test_global_sampler_each_sample_once_same_plan_on_every_rank(R, seed, n):
+    from suite.balance.global_policy import GlobalBatchSampler
+
+    tokens = sample_corpus(n, seed=seed)["tokens"].to_numpy()
+    cost = default_cost_model()
+    ss = [GlobalBatchSampler(tokens, cost, cost.m_mem, rank=r, world_size=R, seed=seed)
+          for r in range(R)]
+    assert len({len(s) for s in ss}) == 1  # every rank runs the same number of steps
+    got = sorted(i for s in ss for batch in s for i in batch)
+    assert got == list(range(n))
+    for st_ in ss[0].plan():
+        assert st_.global_tokens == sum(tokens[i] for mbs in st_.ranks for mb in mbs for i in mb)
+        for mbs in st_.ranks:
+            assert all(tokens[mb].sum() <= cost.m_mem for mb in mbs)
+    s = ss[0]
+    full = list(s)
+    s.resume(1)
+    assert list(s) == full[1:]

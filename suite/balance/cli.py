@@ -203,6 +203,7 @@ def fit_cost_main(argv: list[str]) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--model", default="tiny", help="model config for the step function")
+    p.add_argument("--layers", type=int, default=None, help="layer-count override for --model")
     p.add_argument("--device", default="cpu")
     p.add_argument("--p", type=float, default=None, help="fix the exponent p (default: fit it)")
     p.add_argument("--capacity-gb", type=float, default=None,
@@ -245,7 +246,7 @@ def _get_sweep(a) -> pd.DataFrame:
         except ImportError as e:
             raise ValueError(f"no step function to time ({e}); pass --sweep CSV or --synthetic"
                              ) from None
-        fn = make_step_fn(model=a.model, device=a.device)
+        fn = make_step_fn(a.model, a.layers, device=a.device)
     return sweep(fn, shapes, warmup=a.warmup, repeats=a.repeats,
                  meta={"device": a.device, "model": "synthetic" if a.synthetic else a.model})
 

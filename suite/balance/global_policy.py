@@ -190,3 +190,94 @@ def time_planner(ranks: int = 1024, repeats: int = 50, seed: int = 0) -> float:
         plan_step(S, np.zeros(n, np.int64), ranks, cost.a, cost.b, cost.p, cost.m_mem)
         times.append(time.perf_counter() - t0)
     return 1e3 * float(np.median(times))
+
+
+def micro_batches(indices, tokens, m_mem: float) -> list[list[int]]:
+    """First-fit decreasing packing of one rank's samples into micro-batches of <= m_mem tokens."""
+    bins: list[list[int]] = []
+    room: list[float] = []
+    for i in sorted(indices, key=lambda j: -tokens[j]):
+        for k, r in enumerate(room):
+            if tokens[i] <= r:
+                bins[k].append(int(i))
+                room[k] -= tokens[i]
+                break
+        else:
+            bins.append([int(i)])
+            room.append(m_mem - tokens[i])
+    return bins
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    ranks: list  # per rank: list of micro-batches (lists of sample indices)
+    global_tokens: int  # normalise the loss by this (see loss_weights)
+
+
+class GlobalBatchSampler:
+    """The global policy as a torch-compatible batch sampler (duck typing, no torch import).
+
+    Every rank builds the same plan from (seed, epoch): the epoch's shuffled stream is cut into steps
+    of equal predicted cost, each step is planned with `plan_step`, deferred samples go to the front
+    of the next step. `__iter__` yields this rank's sample indices per step (possibly an empty list
+    when a rank gets nothing); `plan()` gives every rank's micro-batches and the step's global
+    token count for loss normalisation. Every sample runs exactly once per epoch.
+    """
+
+    def __init__(self, tokens, cost, m_mem: float, *, rank: int = 0, world_size: int = 1,
+                 seed: int = 0, samples_per_rank: float | None = None, max_defer: int = 1,
+                 defer_above: float = 1.0) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
+        self.tokens = np.asarray(tokens, np.int64)
+        if self.tokens.max() > m_mem:
+            raise ValueError(f"a sample of {self.tokens.max()} tokens exceeds M_mem = {m_mem:.0f}")
+        self.cost, self.m_mem, self.rank, self.world_size = cost, float(m_mem), rank, world_size
+        self.seed, self.max_defer, self.defer_above = seed, max_defer, defer_above
+        per_rank = samples_per_rank or self.m_mem / self.tokens.mean()
+        self.n = max(1, int(round(per_rank * world_size)))
+        self.epoch, self.start_step, self._cache = 0, 0, None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.start_step = int(epoch), 0
+
+    def resume(self, step: int) -> None:
+        self.start_step = int(step)
+
+    def _cost(self, S):
+        a, b, p = float(self.cost.fixed_s), float(self.cost.b), float(self.cost.p)
+        return b * S.astype(float) ** p + a * S / self.m_mem
+
+    def plan(self) -> list[StepPlan]:
+        """Every step of the epoch, for every rank (cached per epoch)."""
+        if self._cache is not None and self._cache[0] == self.epoch:
+            return self._cache[1]
+        R, a, b, p = self.world_size, float(self.cost.fixed_s), float(self.cost.b), self.cost.p
+        q = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.tokens))
+        age = np.zeros(len(q), np.int64)
+        budget = self.n * float(self._cost(self.tokens).mean())
+        steps = []
+        while len(q):
+            c = self._cost(self.tokens[q])
+            c[deferrable(c, age, budget / R, self.max_defer, self.defer_above)] = 0
+            take = min(int(np.searchsorted(np.cumsum(c), budget)) + 1, len(q))
+            if take == len(q):  # the epoch's last step: nothing may be deferred past the end
+                age[:] = self.max_defer
+            idx, a_idx, q, age = q[:take], age[:take], q[take:], age[take:]
+            pl = plan_step(self.tokens[idx], a_idx, R, a, b, p, self.m_mem, self.max_defer,
+                           self.defer_above, target=budget / R)
+            run = idx[pl.run]
+            per_rank = [micro_batches(run[pl.owner == r], self.tokens, self.m_mem)
+                        for r in range(R)]
+            steps.append(StepPlan(per_rank, int(self.tokens[run].sum())))
+            q = np.concatenate([idx[pl.deferred], q])
+            age = np.concatenate([a_idx[pl.deferred] + 1, age])
+        self._cache = (self.epoch, steps)
+        return steps
+
+    def __iter__(self):
+        for st in self.plan()[self.start_step :]:
+            yield [i for mb in st.ranks[self.rank] for i in mb]
+
+    def __len__(self) -> int:
+        return max(0, len(self.plan()) - self.start_step)
