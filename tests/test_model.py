@@ -106,3 +106,16 @@ def test_checkpointing_gives_same_gradients():
         flow_matching_loss(m, x, ctx, torch.Generator().manual_seed(3)).backward()
         grads.append(m.blocks[0].ffn[0].weight.grad.clone())
     torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_fused_adaln_path_matches_eager_on_cpu_reference():
+    """On CPU suite.ops runs its reference arithmetic: the fused model path must agree with eager."""
+    pytest.importorskip("suite.ops")
+    torch.manual_seed(0)
+    m = WanDiT(get_config("tiny"), adaln="eager")
+    x, ctx = _inputs()
+    t = torch.tensor([100.0, 500.0])
+    a = m(x, t, ctx)
+    m.set_adaln("fused")
+    b = m(x, t, ctx)
+    torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)

@@ -24,16 +24,15 @@ ADALN_IMPLS = ("wan", "eager", "fused")
 
 
 def _fused_adaln():
-    """The fused op from suite.ops: f(x, shift, scale, eps) -> LN(x) * (1 + scale) + shift."""
+    """The fused op of suite.ops: adaln(x, scale, shift, eps) -> LN(x) * (1 + scale) + shift."""
     try:
         import suite.ops as ops
     except ImportError as e:  # pragma: no cover - depends on the kernel issue
         raise RuntimeError("adaln='fused' needs suite.ops (the fused AdaLN op); not importable") from e
-    for name in ("adaln", "fused_adaln", "adaln_fused", "layernorm_modulate", "ln_modulate"):
-        fn = getattr(ops, name, None)
-        if callable(fn):
-            return fn
-    raise RuntimeError("adaln='fused': suite.ops defines none of adaln/fused_adaln/layernorm_modulate")
+    fn = getattr(ops, "adaln", None)
+    if not callable(fn):
+        raise RuntimeError("adaln='fused': suite.ops defines no adaln(x, scale, shift, eps)")
+    return fn
 
 
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, impl: str, eps: float):
@@ -47,7 +46,7 @@ def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, impl: st
     if impl == "fused":
         dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
         with torch.autocast(x.device.type, enabled=False):
-            return _fused_adaln()(x.to(dt), shift, scale, eps)
+            return _fused_adaln()(x.to(dt), scale, shift, eps)
     raise ValueError(f"adaln must be one of {ADALN_IMPLS}, got {impl!r}")
 
 
