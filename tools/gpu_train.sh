@@ -28,7 +28,7 @@ if [ "$NGPU" -ge 2 ]; then
   exit 0
 fi
 
-timeout 120 python3 -m pytest -q -m gpu tests/test_train_gpu.py 2>&1 | tee "$OUT/pytest.log"
+timeout 90 python3 -m pytest -q -m gpu tests/test_train_gpu.py 2>&1 | tee "$OUT/pytest.log"
 run_exp() {  # run_exp NAME SECONDS: one experiment into $OUT/run, tables written as it finishes
   timeout "$2" python3 - "$1" "$PROFILE" "$OUT/run" <<'PY' 2>&1 | tee -a "$OUT/log"
 import sys, time
@@ -46,9 +46,9 @@ ctx.run.mark_done(name, {"seconds": time.time() - t})
 print(f"{name}: done in {time.time() - t:.1f} s")
 PY
 }
-run_exp shapes 120
+run_exp shapes 100
 run_exp costmodel 60
-run_exp training 400
+run_exp training 320
 tar czf "$OUT/run.tgz" -C "$OUT" run
 python3 - "$OUT/run" <<'PY' 2>&1 | tee "$OUT/metrics.txt"
 import sys
