@@ -136,3 +136,31 @@ def test_global_sampler_each_sample_once_same_plan_on_every_rank(R, seed, n):
     full = list(s)
     s.resume(1)
     assert list(s) == full[1:]
+
+
+def test_kk_hand_case_beats_lpt():
+    from suite.balance.global_policy import kk_partition
+
+    costs = np.array([8.0, 7, 6, 5, 4])
+    owner, loads = kk_partition(costs, 2)
+    assert sorted(loads.tolist()) == [14.0, 16.0]
+    assert np.allclose(np.bincount(owner, weights=costs, minlength=2), loads)
+    assert lpt_partition(costs, 2)[1].max() == 17.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0.01, 100), min_size=0, max_size=60), st.integers(1, 8))
+def test_kk_assigns_everything(costs, R):
+    from suite.balance.global_policy import kk_partition
+
+    costs = np.array(costs)
+    owner, loads = kk_partition(costs, R)
+    assert np.allclose(np.bincount(owner, weights=costs, minlength=R), loads)
+
+
+def test_kk_in_simulation():
+    cost = default_cost_model()
+    b = bucket_table(sample_corpus(20_000, seed=0).tokens)
+    m = simulate(b, GlobalPolicy(m_mem=cost.m_mem, method="kk"), cost,
+                 SimConfig(ranks=8, steps=50)).metrics()
+    assert m["rank_cv"] < 0.05
