@@ -186,21 +186,23 @@ def print_summary(verdicts: list, run_dir: Path) -> None:
 
     console = Console()
     if not console.is_terminal:
-        console = Console(width=160)
+        console = Console(width=172)
     table = Table(title=f"AdaptiveLoad claims: {run_dir}")
     short = {"no_wrap": True, "overflow": "ellipsis"}
     table.add_column("id", no_wrap=True, min_width=3)
     table.add_column("verdict", no_wrap=True, min_width=14)
     table.add_column("paper", **short, max_width=22)
     table.add_column("ours [95% CI]", no_wrap=True, min_width=22)
-    table.add_column("claim", **short, max_width=40)
+    wide = console.width >= 140
+    if wide:
+        table.add_column("claim", **short, max_width=40)
     table.add_column("note", **short, max_width=50)
     for v in verdicts:
         colour = COLOURS.get(v.verdict, "#666")
         ours = fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high)
-        table.add_row(v.id, f"[bold {colour}]{v.verdict}[/]", v.paper_text,
-                      f"{ours} {v.unit}" if ours != "–" else ours, v.claim,
-                      v.reason or v.conditions)
+        cells = [v.id, f"[bold {colour}]{v.verdict}[/]", v.paper_text,
+                 f"{ours} {v.unit}" if ours != "–" else ours]
+        table.add_row(*cells, *([v.claim] if wide else []), v.reason or v.conditions)
     console.print(table)
 
 
@@ -246,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from suite.report.build import build_report
 
+    print("building the report (figures, HTML, PDF) ...", file=sys.stderr, flush=True)
     result = build_report(run.root)
     print_summary(result.verdicts, run.root)
     failed = sorted(n for n, s in statuses.items() if s == "failed")

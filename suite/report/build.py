@@ -9,6 +9,7 @@ time shown is the run's own timestamp from env.json; stale figure files are remo
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import traceback
@@ -84,7 +85,7 @@ def experiment_states(run: RunDir) -> list[dict[str, Any]]:
             text = err.read_text(encoding="utf-8")
             state.update(status="failed", reason=f"failed: {_last_line(text)}", error=text)
         elif skip.exists():
-            reason = str(pd.read_json(skip, typ="series").get("reason", "not run"))
+            reason = str(json.loads(skip.read_text(encoding="utf-8")).get("reason", "not run"))
             state.update(status="not-run", reason=reason)
         states.append(state)
     return states
@@ -164,8 +165,14 @@ def draw_figures(run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataF
         while safe in used:
             safe, i = f"{base}-{i}", i + 1
         used.add(safe)
-        fig.savefig(run.figures / f"{safe}.svg", format="svg", metadata={"Date": None})
-        fig.savefig(run.figures / f"{safe}.png", format="png")
+        try:
+            fig.savefig(run.figures / f"{safe}.svg", format="svg", metadata={"Date": None})
+            fig.savefig(run.figures / f"{safe}.png", format="png")
+        except Exception:
+            errors.append({"where": f"saving figure {safe} ({exp})", "text": traceback.format_exc()})
+            notes.append(f"{exp}: figure {safe} could not be saved")
+            plt.close(fig)
+            continue
         out.append({"name": safe, "caption": str(caption), "experiment": exp, "fig": fig})
     return out, notes, errors
 
@@ -187,7 +194,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
     write_json(run.root / "claims.json", claims_json)
 
     env_path = run.root / "env.json"
-    env = pd.read_json(env_path, typ="series").to_dict() if env_path.exists() else {}
+    env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
     with mpl.rc_context(plots.RC):
         figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts)
         try:
