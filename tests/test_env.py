@@ -1,0 +1,47 @@
+"""env.capture: every field present, and a probe that fails records its error instead of raising."""
+
+from __future__ import annotations
+
+import json
+
+from suite import env
+
+
+def test_capture_has_every_field():
+    info = env.capture("cpu", 1)
+    for key in ("timestamp", "profile", "python", "platform", "hostname", "cpu_count",
+                "packages", "torch", "nvidia_smi", "nvml", "nvrtc", "git", "world_size"):
+        assert key in info, key
+    assert info["timestamp"].endswith("Z")
+    assert info["packages"]["pandas"] != "absent"
+    assert isinstance(info["git"], dict)
+    json.dumps(info)  # serialisable
+
+
+def test_failing_probes_are_recorded(monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("probe exploded")
+
+    monkeypatch.setattr(env, "git_info", boom)
+    monkeypatch.setattr(env, "torch_info", boom)
+    monkeypatch.setattr(env, "_run", boom)
+    info = env.capture()
+    assert info["git"] == {"error": "RuntimeError: probe exploded"}
+    assert info["torch"] == {"error": "RuntimeError: probe exploded"}
+    assert info["nvidia_smi"] == {"error": "RuntimeError: probe exploded"}
+
+
+def test_missing_nvidia_smi_is_absent(monkeypatch):
+    def missing(*a, **k):
+        raise FileNotFoundError("nvidia-smi")
+
+    monkeypatch.setattr(env, "_run", missing)
+    assert env.nvidia_smi() == "absent"
+
+
+def test_nvidia_smi_output_is_parsed(monkeypatch):
+    line = "NVIDIA H200, 570.86, 143771, 1980, 1980, 2619, 2619, 120.5, 700.0, Enabled, 31, P0, 9.0"
+    monkeypatch.setattr(env, "_run", lambda *a, **k: line)
+    (gpu,) = env.nvidia_smi()
+    assert gpu["name"] == "NVIDIA H200" and gpu["ecc.mode.current"] == "Enabled"
+    assert gpu["power.limit"] == "700.0"
