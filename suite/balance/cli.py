@@ -205,6 +205,7 @@ def fit_cost_main(argv: list[str]) -> int:
     p.add_argument("--model", default="tiny", help="model config for the step function")
     p.add_argument("--layers", type=int, default=None, help="layer-count override for --model")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default=None, help="fp32 or bf16 (default: fp32 on CPU, else bf16)")
     p.add_argument("--p", type=float, default=None, help="fix the exponent p (default: fit it)")
     p.add_argument("--capacity-gb", type=float, default=None,
                    help="device memory for M_mem (default: the Wan-14B-on-H200 budget)")
@@ -221,7 +222,7 @@ def fit_cost_main(argv: list[str]) -> int:
     if a.table:
         sweep.to_csv(a.table, index=False)
     lo, hi = cost.p_ci
-    print(f"fit {len(sweep)} rows: a = {cost.a:.4g} s, b = {cost.b:.4g}, p = {cost.p:.3f} "
+    print(f"fit {len(sweep)} rows ({cost.n} shapes, medians): a = {cost.a:.4g} s, b = {cost.b:.4g}, p = {cost.p:.3f} "
           f"[{lo:.3f}, {hi:.3f}], R^2 = {cost.r2:.4f}, leave-one-bucket-out {100 * cost.loo_err:.1f}%")
     print(f"M_mem = {cost.m_mem:.0f} tokens, M_comp = {cost.m_comp:.4g}; wrote {a.out}")
     return 0
@@ -246,7 +247,8 @@ def _get_sweep(a) -> pd.DataFrame:
         except ImportError as e:
             raise ValueError(f"no step function to time ({e}); pass --sweep CSV or --synthetic"
                              ) from None
-        fn = make_step_fn(a.model, a.layers, device=a.device)
+        dtype = a.dtype or ("fp32" if a.device == "cpu" else "bf16")
+        fn = make_step_fn(a.model, a.layers, device=a.device, dtype=dtype)
     return sweep(fn, shapes, warmup=a.warmup, repeats=a.repeats,
                  meta={"device": a.device, "model": "synthetic" if a.synthetic else a.model})
 

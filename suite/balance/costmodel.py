@@ -132,11 +132,26 @@ def _fit_norm(B, S, t, p_fixed=None):
     return popt, pcov
 
 
-def fit_cost(B, S, t, p: float | None = None, source: str = "") -> CostModel:
-    """Fit step_time ~ a + b * B * S^p (p free unless given). Needs >= 4 points and >= 3 distinct S."""
+def median_per_shape(B, S, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B, S, median t) per distinct (B, S): repeated timings collapse to their median, so one
+    slow outlier (a page fault, a neighbour's burst) does not drag the fit."""
+    B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
+    keys, inv = np.unique(np.column_stack([B, S]), axis=0, return_inverse=True)
+    med = np.array([np.median(t[inv.ravel() == k]) for k in range(len(keys))])
+    return keys[:, 0], keys[:, 1], med
+
+
+def fit_cost(B, S, t, p: float | None = None, source: str = "", aggregate: bool = True
+             ) -> CostModel:
+    """Fit step_time ~ a + b * B * S^p (p free unless given). Needs >= 4 shapes over >= 3 distinct S.
+
+    aggregate=True fits (and reports R^2 and n over) the per-shape medians of repeated timings.
+    """
     B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
     if not (B.shape == S.shape == t.shape) or B.ndim != 1:
         raise ValueError(f"B, S, t must be 1-D of one length, got {B.shape}, {S.shape}, {t.shape}")
+    if aggregate:
+        B, S, t = median_per_shape(B, S, t)
     if len(t) < 4 or len(np.unique(S)) < 3:
         raise ValueError(f"need >= 4 measurements over >= 3 sequence lengths, got {len(t)} "
                          f"over {len(np.unique(S))}")
@@ -164,9 +179,11 @@ def fit_cost(B, S, t, p: float | None = None, source: str = "") -> CostModel:
     return replace(model, r2=float(r2), loo_err=loo_error(B, S, t, p))
 
 
-def loo_error(B, S, t, p: float | None = None) -> float:
+def loo_error(B, S, t, p: float | None = None, aggregate: bool = True) -> float:
     """Leave-one-bucket-out: mean over buckets of the held-out bucket's mean |relative error|."""
     B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
+    if aggregate:
+        B, S, t = median_per_shape(B, S, t)
     errs = []
     for s in np.unique(S):
         held = S == s
