@@ -203,3 +203,30 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     launch(fin, (-(-D // 256), groups, 1), 256, [
         ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)])
     return dx, dsc, dsh
+
+
+def _build_one(args) -> str:
+    cfg, arch = args
+    build(cfg, arch)
+    return f"{cfg} {arch}"
+
+
+def prebuild(configs: list[KernelConfig], arch: str, workers: int = 8) -> int:
+    """Fill the on-disk CUBIN cache for `configs` in parallel processes (NVRTC is single-threaded
+    per program); later processes load the CUBINs instead of compiling."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers) as ex:
+        return len(list(ex.map(_build_one, [(c, arch) for c in configs])))
+
+
+def all_configs(widths=(64, 1000, 1536, 3072, 4100, 5120, 8192)) -> list[KernelConfig]:
+    """Every (dtype, modulation dtype, output dtype, D, mode) the tests and benchmark use."""
+    out = set()
+    for tx in ("bf16", "float", "f16"):
+        for tm in ("float", tx):
+            for ty in (tx, "float"):
+                for D in widths:
+                    for mode in (MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE):
+                        out.add(KernelConfig(tx, tm, ty, D, mode))
+    return sorted(out, key=str)

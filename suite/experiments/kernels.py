@@ -1,0 +1,136 @@
+"""Kernel benchmark (claims C11, C12): fused AdaLN forward/backward against eager, the official
+Wan 2.1 path and torch.compile of each, in GB/s against the copy bandwidth of the same run.
+
+Budget: the "quick" profile (bf16 at the three Wan widths, fp32 at D = 3072; N in {4096, 65536};
+B = 1) takes about 1.5-2.5 minutes of the H200 budget, most of it torch.compile; "full" is the
+whole grid (D in {1536, 3072, 5120}, N in {4096, 16384, 32760, 65536, 75600}, B in {1, 2}, bf16
+and fp32), about 5 minutes. The cpu profile cannot run it (NEEDS = "cuda").
+
+Timing: each repetition flushes L2 (writes a 512 MB buffer), then spins the GPU for ~0.3 ms so
+the host has queued the timed call before the GPU reaches it, then times the call alone between
+two CUDA events. The median over the repetitions is reported; every sample is kept.
+
+Bytes model (the fewest bytes each mode must move; the same model for every impl of a row):
+    fwd: read x (B*N*D*sx) + write y (B*N*D*sy) + modulation (2*B*D*sm) + stats (8*B*N)
+    bwd: read x, dy (B*N*D*(sx+sy)) + write dx (B*N*D*sx) + stats + modulation and its grads
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from suite.experiments import metric_rows
+
+NAME = "kernels"
+CLAIMS = ("C11", "C12")
+NEEDS = "cuda"
+
+WAN_WIDTHS = (1536, 3072, 5120)
+CLAIM_N = 65536
+FWD_IMPLS = ("fused", "fused-f32out", "eager", "wan-eager", "compile-eager", "compile-wan")
+BWD_IMPLS = ("fused", "fused-dtile", "fused-f32out", "fused-dtile-f32out", "eager", "wan-eager",
+             "compile-eager", "compile-wan")
+
+
+def grid(profile: str) -> list[tuple[int, int, int, str]]:
+    """(B, N, D, dtype) shapes of a profile."""
+    if profile == "full":
+        return [(B, N, D, dt) for dt in ("bfloat16", "float32") for D in WAN_WIDTHS
+                for B in (1, 2) for N in (4096, 16384, 32760, 65536, 75600)]
+    shapes = [(1, N, D, "bfloat16") for D in WAN_WIDTHS for N in (4096, CLAIM_N)]
+    return shapes + [(1, N, 3072, "float32") for N in (4096, CLAIM_N)]
+
+
+def bytes_model(op: str, B: int, N: int, D: int, sx: int, sy: int, sm: int = 4) -> int:
+    elems, rows = B * N * D, B * N
+    if op == "fwd":
+        return elems * (sx + sy) + 2 * B * D * sm + 8 * rows
+    return elems * (2 * sx + sy) + 8 * rows + 4 * B * D * sm
+
+
+def run(ctx) -> dict[str, pd.DataFrame]:
+    from suite.ops import bench
+
+    reps = 30 if ctx.profile == "quick" else 40
+    raw, rows = bench.measure(grid(ctx.profile), FWD_IMPLS, BWD_IMPLS, reps, ctx.log)
+    return {"kernels_timings": pd.DataFrame(rows), "kernels_samples": pd.DataFrame(raw)}
+
+
+# ----------------------------------------------------------------------------- summary
+def _speedup(t: pd.DataFrame, op: str, impl: str, base: str, out_dtype: str | None = None):
+    """Geometric mean over the Wan widths of median(base) / median(impl), bf16, B=1, N=65536."""
+    sel = t[(t.op == op) & (t.dtype == "bfloat16") & (t.N == CLAIM_N) & (t.B == 1)]
+    ratios = []
+    for D in WAN_WIDTHS:
+        a = sel[(sel.impl == impl) & (sel.D == D)]
+        b = sel[(sel.impl == base) & (sel.D == D)]
+        if a.empty or b.empty:
+            return math.nan, []
+        ratios.append(float(b.ms_median.iloc[0]) / float(a.ms_median.iloc[0]))
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)), ratios
+
+
+def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    t = tables.get("kernels_timings")
+    if t is None or t.empty:
+        return metric_rows([])
+    cond = (f"H200-class GPU, x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
+            f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed")
+    ev = "kernels_timings; figure kernels_speedup"
+    specs = [
+        ("C11", "fwd_speedup_wan", "fwd", "fused-f32out", "wan-eager",
+         "fused with fp32 output (the Wan path's exact semantics) vs the Wan 2.1 path"),
+        ("C11", "fwd_speedup_eager", "fwd", "fused", "eager", "fused (bf16 out) vs eager bf16"),
+        ("C11", "fwd_speedup_wan_bf16out", "fwd", "fused", "wan-eager",
+         "fused with bf16 output (fewer bytes) vs the Wan 2.1 path"),
+        ("C11", "fwd_speedup_compile_wan", "fwd", "fused-f32out", "compile-wan",
+         "fused fp32-out vs torch.compile of the Wan path"),
+        ("C11", "fwd_speedup_compile_eager", "fwd", "fused", "compile-eager",
+         "fused bf16-out vs torch.compile of eager"),
+        ("C12", "bwd_dtile_speedup_wan", "bwd", "fused-dtile-f32out", "wan-eager",
+         "paper's D-tile backward vs the Wan path's autograd backward, both with fp32 output/dy"),
+        ("C12", "bwd_fused_speedup_wan", "bwd", "fused-f32out", "wan-eager",
+         "single-pass persistent backward vs the Wan path's autograd backward, both fp32 dy"),
+        ("C12", "bwd_dtile_speedup_eager", "bwd", "fused-dtile", "eager",
+         "D-tile backward vs eager autograd backward"),
+        ("C12", "bwd_fused_speedup_compile_wan", "bwd", "fused-f32out", "compile-wan",
+         "single-pass backward vs torch.compile of the Wan path, both fp32 dy"),
+    ]
+    rows = []
+    for claim, metric, op, impl, base, what in specs:
+        value, ratios = _speedup(t, op, impl, base)
+        per_d = ", ".join(f"D={d}: {r:.2f}x" for d, r in zip(WAN_WIDTHS, ratios))
+        rows.append(dict(claim=claim, metric=metric, value=value, unit="x",
+                         conditions=f"{what}; {cond}; {per_d}", evidence=ev))
+    return metric_rows(rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m suite.experiments.kernels --profile full --out DIR: writes DIR/kernels.csv,
+    DIR/kernels_samples.csv and prints the metrics."""
+    import argparse
+    from pathlib import Path
+
+    from suite.rundir import RunContext, RunDir, atomic_write_text
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--profile", choices=("quick", "full"), default="quick")
+    p.add_argument("--out", type=Path, default=Path("reports/reference/h200"))
+    a = p.parse_args(argv)
+    ctx = RunContext(run=RunDir(a.out / ".run"), profile=a.profile, device="cuda")
+    ctx.log = print  # type: ignore[method-assign]
+    tables = run(ctx)
+    cols = ["impl", "op", "B", "N", "D", "dtype", "out_dtype", "ms_median", "gbps", "pct_copy_bw",
+            "copy_gbps"]
+    t = tables["kernels_timings"]
+    atomic_write_text(a.out / "kernels.csv", t[cols + [c for c in t.columns if c not in cols]]
+                      .to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(a.out / "kernels_samples.csv",
+                      tables["kernels_samples"].to_csv(index=False, lineterminator="\n"))
+    print(summarize(tables).to_string())
+
+
+if __name__ == "__main__":
+    main()

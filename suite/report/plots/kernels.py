@@ -1,0 +1,67 @@
+"""Figures of the kernels experiment: GB/s against N beside the copy-bandwidth roofline for every
+impl, and the C11/C12 speedups beside the paper's values."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+PAPER = {"fwd_speedup_wan": (3.21, 3.39), "bwd_dtile_speedup_wan": (1.42, 1.42)}
+STYLE = {"fused": "C0", "fused-f32out": "C9", "fused-dtile": "C1", "fused-dtile-f32out": "C5",
+         "eager": "C2", "wan-eager": "C3", "compile-eager": "C4", "compile-wan": "C6"}
+
+
+def bandwidth_figure(t: pd.DataFrame) -> Figure:
+    t = t[t.B == t.B.min()]
+    ops, dts, Ds = ["fwd", "bwd"], sorted(t.dtype.unique()), sorted(t.D.unique())
+    fig = Figure(figsize=(4 * len(Ds), 3.2 * len(ops) * len(dts)))
+    axes = np.atleast_2d(fig.subplots(len(ops) * len(dts), len(Ds), squeeze=False))
+    for i, (op, dt) in enumerate([(o, d) for o in ops for d in dts]):
+        for j, D in enumerate(Ds):
+            ax = axes[i, j]
+            sel = t[(t.op == op) & (t.dtype == dt) & (t.D == D)]
+            for impl, g in sel.groupby("impl"):
+                g = g.sort_values("N")
+                ax.plot(g.N, g.gbps, "o-", ms=3, lw=1, color=STYLE.get(impl), label=impl)
+            if not sel.empty:
+                ax.axhline(sel.copy_gbps.iloc[0], color="k", ls="--", lw=0.8, label="copy BW")
+            ax.set(xscale="log", title=f"{op} {dt} D={D}", xlabel="N (tokens)", ylabel="GB/s")
+            ax.set_ylim(bottom=0)
+    axes[0, 0].legend(fontsize=6, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def speedup_figure(metrics: pd.DataFrame) -> Figure:
+    m = metrics[metrics.claim.isin(["C11", "C12"])].dropna(subset=["value"])
+    fig = Figure(figsize=(8, 3.5))
+    ax = fig.subplots()
+    y = np.arange(len(m))
+    ax.barh(y, m.value, color=["C0" if c == "C11" else "C1" for c in m.claim])
+    for k, key in enumerate(m.metric):
+        if key in PAPER:
+            lo, hi = PAPER[key]
+            ax.plot([lo, hi], [k, k], "k|-", ms=12, label="paper" if k == 0 else None)
+    ax.set_yticks(y, [f"{c} {k}" for c, k in zip(m.claim, m.metric)], fontsize=7)
+    ax.axvline(1, color="grey", lw=0.8)
+    ax.set(xscale="log", xlabel="speedup (x, log scale); black: the paper's value")
+    fig.tight_layout()
+    return fig
+
+
+def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None):
+    out = []
+    t = tables.get("kernels_timings")
+    if t is not None and not t.empty:
+        out.append(("kernels_bandwidth", "AdaLN GB/s vs sequence length for every implementation "
+                    "(bytes model: read x, write y; bwd: read x and dy, write dx), dashed: device "
+                    "copy bandwidth measured in the same run.", bandwidth_figure(t)))
+    if metrics is not None and not metrics.empty and metrics.claim.isin(["C11", "C12"]).any():
+        out.append(("kernels_speedup", "C11/C12 speedups (bf16, N=65536, geometric mean over the "
+                    "Wan widths) beside the paper's values.", speedup_figure(metrics)))
+    return out
