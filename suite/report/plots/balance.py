@@ -14,14 +14,17 @@ COLOURS = {"equal-token": "#c0392b", "dual": "#2e86c1", "global": "#1b7f3b"}
 
 
 def policies_figure(steps: pd.DataFrame) -> Figure:
-    fig = Figure(figsize=(10, 4))
-    ax1, ax2 = fig.subplots(1, 2)
+    fig = Figure(figsize=(12, 4))
+    ax1, ax2, ax3 = fig.subplots(1, 3)
     sel = steps[(steps["mix"] == "default") & (steps["ranks"] == 16) & (steps["noise"] == "noisy")]
     names = [p for p in COLOURS if p in set(sel["policy"])]
     data_cv = [100 * sel.loc[sel["policy"] == p, "rank_cv"].to_numpy() for p in names]
     data_st = [sel.loc[sel["policy"] == p, "step_s"].to_numpy() for p in names]
+    data_pt = [1e6 * (g["step_s"] / g["tokens"]).to_numpy()
+               for g in (sel[sel["policy"] == p] for p in names)]
     for ax, data, label in ((ax1, data_cv, "per-step rank compute CV (%)"),
-                            (ax2, data_st, "step time (s)")):
+                            (ax2, data_st, "step time (s)"),
+                            (ax3, data_pt, "step time per million latent tokens (s)")):
         parts = ax.violinplot(data, showmedians=True)
         for body, p in zip(parts["bodies"], names):
             body.set_facecolor(COLOURS[p])
@@ -29,6 +32,9 @@ def policies_figure(steps: pd.DataFrame) -> Figure:
         ax.set_ylabel(label)
     ax1.set_title("rank compute CV per step, 16 ranks, default mix")
     ax2.set_title("synchronous step time, 16 ranks, default mix")
+    ax3.set_title("step time per token (policies move different work per step)")
+    for ax in (ax1, ax2, ax3):
+        ax.title.set_fontsize(8)
     fig.tight_layout()
     return fig
 
@@ -63,8 +69,8 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
     if steps is None or steps.empty:
         return []
     return [
-        ("balance_policies", "Per-policy distributions of the per-step rank compute CV and the "
-         "step time, 16 simulated ranks (C5, C6).", policies_figure(steps)),
+        ("balance_policies", "Per-policy distributions of the per-step rank compute CV, the "
+         "step time and the step time per token, 16 simulated ranks (C5, C6).", policies_figure(steps)),
         ("balance_scaling", "Simulated rank CV, max/mean, bubble and per-rank throughput from 8 "
          "to 1024 ranks for each policy.", scaling_figure(steps)),
     ]
