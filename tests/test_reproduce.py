@@ -221,7 +221,7 @@ def test_report_rebuild_is_byte_identical(fake, tmp_path):
     derived = ["report.html", "report.pdf", "claims.json", "metrics.csv"]
     derived += sorted(f"figures/{p.name}" for p in (run / "figures").iterdir())
     before = {f: (run / f).read_bytes() for f in derived}
-    copy = tmp_path / "b" / "run"
+    copy = tmp_path / "b" / "moved"  # the report does not depend on where the run lies
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report.*", "figures", "claims.json",
                                                              "metrics.csv"))
     (run / "figures" / "stale.svg").write_text("<svg/>")

@@ -226,10 +226,16 @@ def _context(run: RunDir, env: dict, states: list[dict], tables: dict[str, pd.Da
     timestamp = str(env.get("timestamp", "") or "unknown (env.json missing)")
     sha = str(git.get("sha", "unknown"))[:12]
     by_id = {c.id: c for c in claims}
+    # named from env.json, not the folder, so a run copied elsewhere rebuilds to the same bytes
+    run_name = f"{timestamp.replace(':', '')}-{profile}" if env else "unknown"
+    rank_groups = {}
+    for cid, note in sorted(ranks.items(), key=lambda kv: int(kv[0][1:])):
+        rank_groups.setdefault(note, []).append(cid)
     return {
-        "run_name": run.root.resolve().name, "profile": profile, "timestamp": timestamp,
+        "rank_groups": sorted(rank_groups.items()),
+        "run_name": run_name, "profile": profile, "timestamp": timestamp,
         "git_sha": sha, "git_dirty": bool(git.get("dirty")), "device": device,
-        "subtitle": f"run {run.root.resolve().name} · profile {profile} · {timestamp} · git {sha}"
+        "subtitle": f"run {run_name} · {timestamp} · git {sha}"
                     f"{' (dirty)' if git.get('dirty') else ''} · {device}",
         "counts": [(k, n) for k, n in counts if n], "claims": rows,
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
