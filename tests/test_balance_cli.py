@@ -63,3 +63,13 @@ def test_help_exits_zero():
         with pytest.raises(SystemExit) as e:
             fn(["--help"])
         assert e.value.code == 0
+
+
+def test_simulate_with_measured_latency_table(tmp_path, capsys):
+    lat = tmp_path / "lat.csv"
+    lat.write_text("B,S,step_s\n2,1560,1.0\n1,3120,1.5\n")
+    m = tmp_path / "m.csv"
+    m.write_text("height,width,frames\n480,832,1\n480,832,5\n")
+    assert simulate_main(["--policy", "equal-token", "--manifest", str(m), "--latency", str(lat),
+                          "--gpus", "2", "--steps", "50", "--json"]) == 2  # B=145 not measured
+    assert "no measurement for B=145, S=1560" in capsys.readouterr().err

@@ -98,13 +98,23 @@ def simulate_main(argv: list[str]) -> int:
                                       "(default: the synthetic mix)")
     p.add_argument("--mix", choices=("default", "long-video"), default="default",
                    help="synthetic mix when no manifest is given")
+    p.add_argument("--latency", help="measured per-shape latency CSV (B, S, step_s) to time the "
+                                     "batches with instead of the cost model (bucket policies)")
     _sim_args(p)
     a = p.parse_args(argv)
     try:
         cost = _load_cost(a.cost)
         buckets, data = _buckets(a.manifest, a.mix, a.seed)
         pol, cost = make_policy(a.policy, cost, buckets, a.gpus)
-        m = simulate(buckets, pol, cost, _config(a)).metrics()
+        timing = cost
+        if a.latency:
+            from suite.balance.simulator import LatencyTable
+
+            if a.policy == "global":
+                raise ValueError("--latency times whole bucket batches; the global policy needs "
+                                 "per-sample costs (use --cost)")
+            timing = LatencyTable(pd.read_csv(a.latency))
+        m = simulate(buckets, pol, timing, _config(a)).metrics()
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
     out = {"policy": a.policy, "gpus": a.gpus, "steps": a.steps, "data": data,
