@@ -73,3 +73,9 @@ def test_simulate_with_measured_latency_table(tmp_path, capsys):
     assert simulate_main(["--policy", "equal-token", "--manifest", str(m), "--latency", str(lat),
                           "--gpus", "2", "--steps", "50", "--json"]) == 2  # B=145 not measured
     assert "no measurement for B=145, S=1560" in capsys.readouterr().err
+    lat.write_text("B,S,step_s\n145,1560,1.0\n72,3120,3.0\n")
+    assert simulate_main(["--policy", "equal-token", "--manifest", str(m), "--latency", str(lat),
+                          "--gpus", "2", "--steps", "400", "--noise", "0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # two equally likely batches of 1 s and 3 s on 2 ranks: mean per-step max/mean = 1.25
+    assert out["maxmean"] == pytest.approx(1.25, abs=0.05)
