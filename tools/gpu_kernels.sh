@@ -28,7 +28,7 @@ if [ "$PROFILE" != "bench" ]; then
     tests/test_adaln_cpu.py -k "not nvrtc" 2>&1 | tail -40
   stamp "compute-sanitizer"
   for tool in memcheck racecheck initcheck; do
-    timeout 100 compute-sanitizer --tool $tool --kernel-name regex:adaln --error-exitcode 9 \
+    timeout 80 compute-sanitizer --tool $tool --kernel-name regex:adaln --error-exitcode 9 \
       python3 tools/adaln_sanitize.py > "$OUT/sanitize_$tool.log" 2>&1
     echo "$tool exit=$? $(tail -2 "$OUT/sanitize_$tool.log" | tr '\n' ' ')"
   done
