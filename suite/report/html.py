@@ -90,6 +90,15 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
+def rule_text(c: Claim) -> str:
+    """The verdict rule in a few words, e.g. "higher is better, ±5 %"."""
+    if c.rule == "threshold":
+        return f"{'above' if c.direction == 'higher' else 'at most'} {fmt_num(c.paper_value)}"
+    if c.direction == "match":
+        return f"within ±{fmt_num(c.tolerance)} {c.unit}"
+    return f"{c.direction} is better, ±{fmt_num(c.tolerance)} {c.unit}"
+
+
 def claim_rows(verdicts: list[Verdict], claims: list[Claim], figures_of: Mapping[str, list[str]],
                ranks: Mapping[str, str]) -> list[dict]:
     """What the summary and definitions sections show for each claim."""
@@ -124,6 +133,7 @@ def claim_rows(verdicts: list[Verdict], claims: list[Claim], figures_of: Mapping
             "evidence": evidence, "figures": figures_of.get(c.experiment, []),
             "experiment": c.experiment, "hardware": c.hardware, "rule": c.rule,
             "direction": c.direction, "tolerance": fmt_num(c.tolerance), "alternatives": alts,
+            "rule_text": rule_text(c),
             "ranks": ranks.get(v.id, ""),
             "depends": len({a["verdict"] for a in alts if a["verdict"]} | {v.verdict}) > 1,
         })
