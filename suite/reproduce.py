@@ -56,9 +56,10 @@ def default_profile() -> str:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m suite reproduce",
-        description="Run the AdaptiveLoad experiments into a run directory and write the report "
-        "(claims.json, figures/, report.html, report.pdf). A rerun with the same --out resumes: "
-        "finished experiments are skipped unless --force.",
+        description="Run the AdaptiveLoad experiments into a run directory and write the report\n"
+        "(claims.json, figures/, report.html, report.pdf). A rerun with the same --out resumes:\n"
+        "finished experiments are skipped unless --force. Exit status 1 when an experiment\n"
+        "failed (its traceback is in RUN/results/<name>.error.txt and in the report).",
         epilog="examples:\n  python -m suite reproduce                      # cpu profile without "
         "a GPU, quick with one\n  python -m suite reproduce --only C1,C11 --out reports/runs/x\n"
         "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8",
@@ -68,9 +69,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="cpu: CPU-only work, GPU claims not-run (default without CUDA); quick: "
                    "every claim in ~8 min on one H200 (default with CUDA); full: larger sweeps, "
                    "more steps and seeds")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="run directory (default: reports/runs/<UTC timestamp>-<profile>)")
-    p.add_argument("--only", default="",
+    p.add_argument("--only", default="", metavar="LIST",
                    help="comma-separated claim ids (C1,C11) and/or experiment names "
                    f"({','.join(experiments.REGISTRY)}); upstream experiments are added")
     p.add_argument("--force", action="store_true", help="rerun experiments already done")
