@@ -47,7 +47,8 @@ def asv_cmd(*args: str) -> list[str]:
 
 def run_at(commit: str, code_root: Path, args: argparse.Namespace, save: bool) -> None:
     """Run the benchmarks importing `suite` from code_root, labelled as `commit`."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code_root), str(ROOT)]))
+    # asv drops PYTHONPATH but honours ASV_PYTHONPATH for the benchmark processes
+    env = dict(os.environ, ASV_PYTHONPATH=os.pathsep.join([str(code_root), str(ROOT)]))
     cmd = asv_cmd("run", "--python=same", "--show-stderr", "--launch-method", "spawn")
     cmd += ["--machine", args.machine] if args.machine else []
     cmd += ["--bench", args.bench] if args.bench else []
