@@ -28,7 +28,6 @@ if [ "$NGPU" -ge 2 ]; then
   exit 0
 fi
 
-timeout 90 python3 -m pytest -q -m gpu tests/test_train_gpu.py 2>&1 | tee "$OUT/pytest.log"
 run_exp() {  # run_exp NAME SECONDS: one experiment into $OUT/run, tables written as it finishes
   timeout "$2" python3 - "$1" "$PROFILE" "$OUT/run" <<'PY' 2>&1 | tee -a "$OUT/log"
 import sys, time
@@ -38,7 +37,9 @@ name, profile, root = sys.argv[1:4]
 class P:
     t0 = time.time()
     def log(self, m): print(f"[{time.time() - self.t0:6.1f}s] {m}", flush=True)
-ctx = RunContext(RunDir(root), profile, "cuda", progress=P())
+import json, os
+opts = {"training": json.loads(os.environ.get("TRAINING_OPTS") or "{}")}
+ctx = RunContext(RunDir(root), profile, "cuda", progress=P(), options=opts)
 t = time.time()
 for k, v in load(name).run(ctx).items():
     ctx.run.write_table(k, v)
@@ -46,9 +47,19 @@ ctx.run.mark_done(name, {"seconds": time.time() - t})
 print(f"{name}: done in {time.time() - t:.1f} s")
 PY
 }
-run_exp shapes 100
-run_exp costmodel 60
-run_exp training 320
+if [ -n "$SEED_DIR" ]; then
+  # a training-only rerun on the tables of an earlier run (shapes_sweep, costmodel_fit, and the
+  # maxseq/loss tables when TRAINING_OPTS skips them), e.g.
+  # SEED_DIR=reports/reference/h200/train/run1 TRAINING_OPTS='{"layers": 1, "skip_loss": true}'
+  mkdir -p "$OUT/run/results" && cp "$SEED_DIR"/*.csv "$OUT/run/results/"
+  rm -f "$OUT"/run/results/training_ranks.csv "$OUT"/run/results/training_info.csv
+  run_exp training "${TRAIN_TIMEOUT:-320}"
+else
+  timeout 90 python3 -m pytest -q -m gpu tests/test_train_gpu.py 2>&1 | tee "$OUT/pytest.log"
+  run_exp shapes 100
+  run_exp costmodel 60
+  run_exp training 320
+fi
 tar czf "$OUT/run.tgz" -C "$OUT" run
 python3 - "$OUT/run" <<'PY' 2>&1 | tee "$OUT/metrics.txt"
 import sys

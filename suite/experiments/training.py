@@ -7,9 +7,12 @@ an 8-rank run over the same batch stream), 6 steps per policy on the default mix
 long-video mix; full: 4 layers, 30 and 15 steps. The cpu profile (tiny model) exists for tests.
 
 Method (same data order and seed for every run; a fresh model with the same initial weights):
-- budgets: p and s_cross from `costmodel_fit` (else a fit of `shapes_sweep`, else p = 2), M_mem =
-  min(costmodel M_mem, cap) with cap = 100k tokens in quick (so 16 virtual ranks' step stays a few
-  seconds), s_cross re-tuned by the foundation's simulator for that M_mem, M_comp = M_mem *
+- budgets: p from `costmodel_fit` (else a fit of `shapes_sweep`, else p = 2); M_mem =
+  min(costmodel M_mem, 3 x the longest sample = 226,800 tokens): the memory fit of a 2-layer model
+  would allow millions of tokens, far past what the 30-layer model holds (about 0.5M tokens on an
+  H200 with activation checkpointing), and a step of 16 virtual ranks must stay a few seconds.
+  (At M_mem = 100k, 1.3 x the longest sample, the tuned dual policy degenerates to equal-token:
+  the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's simulator for that M_mem, M_comp = M_mem *
   s_cross^(p-1). Equal-token uses M_tok = M_mem (the same memory cap).
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
   C18), long-video mix under equal-token/wan and dual/wan (C9);
@@ -42,14 +45,14 @@ TINY_LONG_MIX = pd.DataFrame(
 
 PROFILES = {
     "cpu": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX, ranks=16,
-                steps=3, long_steps=2, m_mem_cap=640, loss_steps=12, loss_max_S=80, loss_m_mem=160,
+                steps=3, long_steps=2, m_mem_factor=2, loss_steps=12, loss_max_S=80, loss_m_mem=160,
                 maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000),
     "quick": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
-                  ranks=16, steps=6, long_steps=4, m_mem_cap=100_000, loss_steps=40, loss_max_S=7800,
+                  ranks=16, steps=6, long_steps=4, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
                   loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
                   frame_tokens=1560, corpus=20_000),
     "full": dict(model="wan-1.3b", layers=4, dtype="bf16", mix="default", long_mix="long-video",
-                 ranks=16, steps=30, long_steps=15, m_mem_cap=151_200, loss_steps=200, loss_max_S=7800,
+                 ranks=16, steps=30, long_steps=15, m_mem_factor=3, loss_steps=200, loss_max_S=7800,
                  loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360, 62_400), maxseq_ref=48_360,
                  frame_tokens=1560, corpus=20_000),
 }
@@ -85,7 +88,7 @@ def _budgets(ctx: RunContext, corpus: pd.DataFrame, prof: dict):
     from suite.train.plan import Budgets
 
     cm, source = _cost_model(ctx)
-    m_mem = float(prof["m_mem_cap"])
+    m_mem = float(prof["m_mem_factor"] * corpus.tokens.max())
     if cm is not None and math.isfinite(getattr(cm, "m_mem", math.nan)):
         m_mem = min(m_mem, float(cm.m_mem))
     m_mem = max(m_mem, float(corpus.tokens.max()))
@@ -119,18 +122,24 @@ def _new_model(prof, adaln, device, seed):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
 
 
-def _warmup(prof, corpus, device, seed):
-    """Kernels, allocator and autotuning once, on a throwaway model (not timed)."""
+def _warmup(prof, jobs, device, seed):
+    """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and, per plan,
+    its most token-heavy, most attention-heavy and first batches (allocator growth, autotuning).
+    Without it the first timed run was ~10% slower than a later run of the very same batches."""
     from suite.train.data import make_batch
     from suite.train.trainer import forward_backward, noise_generator
 
-    model, _ = _new_model(prof, "wan", device, seed)
-    for s in (int(corpus.tokens.min()), int(corpus.tokens.max())):
-        idx = corpus.index[corpus.tokens == s][:2].tolist()
-        x0, ctx_, _ = make_batch(corpus, idx, text_len=model.cfg.text_len, text_dim=model.cfg.text_dim,
-                                 seed=seed, device=device)
-        forward_backward(model, x0, ctx_, noise_generator(device, seed, 0, 0), prof["dtype"])
-    del model
+    for adaln in sorted({j[2] for j in jobs}):
+        model, _ = _new_model(prof, adaln, device, seed)
+        for corpus, plan in {id(j[0]): (j[0], j[1]) for j in jobs if j[2] == adaln}.values():
+            flat = [b for step in plan for b in step]
+            tok = [int(corpus.tokens[b].sum()) for b in flat]
+            bs2 = [float(corpus.tokens[b[0]]) * t for b, t in zip(flat, tok)]
+            for k in {int(np.argmax(tok)), int(np.argmax(bs2)), 0}:
+                x0, ctx_, _ = make_batch(corpus, flat[k], text_len=model.cfg.text_len,
+                                         text_dim=model.cfg.text_dim, seed=seed, device=device)
+                forward_backward(model, x0, ctx_, noise_generator(device, seed, 0, 0), prof["dtype"])
+        del model
 
 
 def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
@@ -146,19 +155,28 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
              ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"])]
     corpora = {"default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
                "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)}
-    _warmup(prof, corpora["default"], dev, ctx.seed)
-    ranks, runs = [], []
+    runs, jobs = [], []
     for mix, policy, adaln, steps in specs:
         name = f"{mix}/{policy}/{adaln}"
         if adaln == "fused" and fused_reason:
             runs.append({"run": name, "status": f"skipped: {fused_reason}"})
             continue
+        plan = make_plan(corpora[mix], budgets.policy(policy), prof["ranks"], steps, ctx.seed)
+        jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps))
+    import time
+
+    t0 = time.perf_counter()
+    _warmup(prof, jobs, dev, ctx.seed)
+    ranks = []
+    for corpus, plan, adaln, name, mix, policy, steps in jobs:
+        if time.perf_counter() - t0 > prof.get("time_budget_s", math.inf):
+            runs.append({"run": name, "status": "skipped: time budget (options time_budget_s)"})
+            continue
         model, opt = _new_model(prof, adaln, dev, ctx.seed)
         gbytes = gradient_bytes(model)
         coll = collective_seconds(gbytes, prof["ranks"], busbw)
-        plan = make_plan(corpora[mix], budgets.policy(policy), prof["ranks"], steps, ctx.seed)
         ctx.log(f"training: {name}, {prof['ranks']} emulated ranks x {steps} steps")
-        rows = emulate(model, opt, corpora[mix], plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
+        rows = emulate(model, opt, corpus, plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
                        collective_s=coll, run_info={"run": name, "mix": mix})
         rows["grad_bytes"], rows["busbw_gbps"] = gbytes, busbw
         ranks.append(rows)
@@ -185,18 +203,21 @@ def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
         pts = []
         for s in prof["maxseq_probes"]:
             pts.append((s, step(1, s)[1]))
-            rows.append({"adaln": impl, "S": s, "peak_mem_bytes": pts[-1][1], "kind": "probe"})
+            rows.append({"adaln": impl, "S": s, "peak_mem_bytes": pts[-1][1], "kind": "probe",
+                         "layers": step.model.cfg.num_layers})
         if impl == "wan":
             ref_peak = dict(pts)[prof["maxseq_ref"]]
         m1, m0 = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
         s_max = int((ref_peak - m0) / m1 // ft * ft)
         for _ in range(4):  # verify the prediction with a real step; step down a frame if over
             peak = step(1, s_max)[1]
-            rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": peak, "kind": "verify"})
+            rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": peak, "kind": "verify",
+                         "layers": step.model.cfg.num_layers})
             if peak <= ref_peak:
                 break
             s_max -= ft
-        rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": ref_peak, "kind": "max"})
+        rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": ref_peak, "kind": "max",
+                     "layers": step.model.cfg.num_layers})
         del step
         torch.cuda.empty_cache()
     return pd.DataFrame(rows)
@@ -224,6 +245,7 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
         rows = emulate(model, opt, corpus, plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
                        collective_s=0.0)
         out.append(pd.DataFrame({"run": f"{policy}/{adaln}", "policy": policy, "adaln": adaln,
+                                 "layers": model.cfg.num_layers,
                                  "step": rows.step, "loss": rows.loss, "tokens": rows.tokens}))
     return pd.concat(out, ignore_index=True)
 
@@ -243,8 +265,9 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         budgets, s_cross = _budgets(ctx, corpus, prof)
         fused_reason = _fused_available(ctx.device)
         ranks, runs = _emulated_runs(ctx, prof, budgets, fused_reason, busbw)
-        maxseq = _maxseq(ctx, prof, fused_reason)
-        loss = _loss_runs(ctx, prof, budgets, fused_reason)
+        # skip_maxseq / skip_loss (options["training"]): keep those tables from an earlier run
+        maxseq = None if prof.get("skip_maxseq") else _maxseq(ctx, prof, fused_reason)
+        loss = None if prof.get("skip_loss") else _loss_runs(ctx, prof, budgets, fused_reason)
     finally:
         torch.set_num_threads(threads)
     cap = torch.cuda.get_device_properties(0).total_memory if ctx.device == "cuda" else math.nan
@@ -253,11 +276,14 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         "dim": int(ranks.dim.iloc[0]), "dtype": prof["dtype"], "ranks": prof["ranks"],
         "device": torch.cuda.get_device_name(0) if ctx.device == "cuda" else "cpu",
         "capacity_bytes": cap, "m_mem": budgets.m_mem, "m_comp": budgets.m_comp, "p": budgets.p,
-        "s_cross": s_cross, "budget_source": budgets.source, "m_mem_cap": prof["m_mem_cap"],
+        "s_cross": s_cross, "budget_source": budgets.source,
+        "m_mem_cap": prof["m_mem_factor"] * float(corpus.tokens.max()),
         "busbw_gbps": busbw, "maxseq_ref": prof["maxseq_ref"], "fused": fused_reason or "ok",
+        "steps": prof["steps"], "long_steps": prof["long_steps"],
     }])
-    return {"training_ranks": ranks, "training_runs": runs, "training_info": info,
-            "training_maxseq": maxseq, "training_loss": loss}
+    out = {"training_ranks": ranks, "training_runs": runs, "training_info": info,
+           "training_maxseq": maxseq, "training_loss": loss}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 from suite.train.summary import summarize  # noqa: E402,F401  (pure: pandas only, no torch)

@@ -157,19 +157,22 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ms = tables.get("training_maxseq")
     if ms is not None and not ms.empty:
         mx = ms[ms["kind"] == "max"].set_index("adaln")["S"]
+        ml = int(ms["layers"].iloc[0]) if "layers" in ms.columns else i["layers"]
         if "wan" in mx and "fused" in mx:
             rows += [
                 {"claim": "C14", "metric": "max_seq_gain", "value": 100 * (mx["fused"] / mx["wan"] - 1),
                  "unit": "%", "evidence": "training_maxseq",
                  "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
-                 f"{i['model']} D={i['dim']} L={i['layers']} {i['dtype']}"},
+                 f"{i['model']} D={i['dim']} L={ml} {i['dtype']}"},
                 {"claim": "C14", "metric": "max_seq_tokens_fused", "value": float(mx["fused"]),
-                 "unit": "tokens", "evidence": "training_maxseq", "conditions": f"D={i['dim']} L={i['layers']}"},
+                 "unit": "tokens", "evidence": "training_maxseq", "conditions": f"D={i['dim']} L={ml}"},
             ]
     lo_ = tables.get("training_loss")
     if lo_ is not None and not lo_.empty:
         curves = {r: _ma(d.sort_values("step").loss.reset_index(drop=True)) for r, d in lo_.groupby("run")}
-        lc = f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data"
+        ll = int(lo_["layers"].iloc[0]) if "layers" in lo_.columns else i["layers"]
+        lc = (f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data, "
+              f"S <= 7800, D={i['dim']} L={ll}")
         if "equal-token/fused" in curves and "equal-token/wan" in curves:
             a, f = curves["equal-token/wan"], curves["equal-token/fused"]
             rows.append({"claim": "C15", "metric": "loss_max_rel_diff", "value": 100 * float(np.max(np.abs(f - a) / a)),
