@@ -122,3 +122,33 @@ def test_stepfn_returns_seconds(tmp_path):
 def test_cli_help():
     p = subprocess.run([sys.executable, "-m", "suite.train", "--help"], capture_output=True, text=True)
     assert p.returncode == 0 and "--emulate-ranks" in p.stdout and "--policy" in p.stdout
+
+
+def test_shapes_and_training_experiments_on_cpu(tmp_path):
+    """The experiments' CPU paths (tiny model): tables, metric keys of the ledger, figures."""
+    from suite.experiments import shapes, training
+    from suite.report.plots import shapes as shapes_plots
+    from suite.report.plots import training as training_plots
+    from suite.rundir import RunContext, RunDir
+
+    ctx = RunContext(RunDir(tmp_path), "cpu", "cpu", options={
+        "shapes": {"S": (16, 64, 128), "B": (1, 2), "repeats": 2},
+        "training": {"steps": 2, "long_steps": 2, "loss_steps": 4, "corpus": 1500}})
+    sw = shapes.run(ctx)["shapes_sweep"]
+    assert list(sw.columns[:11]) == ["B", "S", "tokens", "bs2", "repeat", "step_s", "peak_mem_bytes",
+                                     "device", "model", "layers", "dim"]
+    assert len(sw) == 6 * 2 and shapes.summarize({"shapes_sweep": sw}).empty
+    ctx.run.write_table("shapes_sweep", sw)
+    tables = training.run(ctx)
+    for k, v in tables.items():
+        ctx.run.write_table(k, v)
+    m = training.summarize(ctx.run.tables())
+    keys = set(m["metric"])
+    assert {"r_tokens_steps", "r_bs2_steps", "cv_reduction_emulated", "rank_cv_emulated",
+            "step_cv_emulated", "throughput_gain_8_emulated", "throughput_gain_16_emulated",
+            "floor_gain_emulated", "loss_final_rel_diff_policy"} <= keys
+    assert m.loc[m.metric == "rank_cv_emulated", "baseline"].notna().all()
+    assert (tables["training_ranks"].world == 16).all()
+    figs = training_plots.figures(ctx.run.tables(), m) + shapes_plots.figures({"shapes_sweep": sw})
+    assert {f[0] for f in figs} >= {"training_latency", "training_rank_cv", "training_throughput",
+                                    "training_loss", "shapes_sweep"}

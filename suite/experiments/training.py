@@ -78,7 +78,7 @@ def _cost_model(ctx: RunContext):
     try:
         sw = ctx.run.read_table("shapes_sweep")
         return fit_cost(sw.B, sw.S, sw.step_s, source="shapes_sweep"), "fit of shapes_sweep"
-    except FileNotFoundError:
+    except (FileNotFoundError, ValueError):
         return None, "none (p = 2)"
 
 
