@@ -6,6 +6,7 @@ Verdict rules (columns `rule`, `direction`, `tolerance`, `null` of claims.csv):
 - compare/higher: exceeded if value > paper_high + tol; reproduced if value >= paper_low - tol;
   partial if it still beats the null (no-effect) value; otherwise not-reproduced.
 - compare/lower: the mirror image.  compare/match: reproduced if |value - paper| <= tol.
+- compare: a value that does not beat the null value is not-reproduced, whatever the paper says.
 - threshold/higher: reproduced if value > paper_value, else not-reproduced (qualitative claims);
   threshold/lower: reproduced if value <= paper_value.
 `null` is a number, or "baseline" for the metric row's own measured before-value.
@@ -94,7 +95,13 @@ def judge(claim: Claim, value: float, baseline: float = math.nan) -> str:
         return "reproduced" if ok else "not-reproduced"
     if claim.direction == "match":
         return "reproduced" if abs(value - p) <= tol else "not-reproduced"
+    if claim.direction not in ("higher", "lower"):
+        raise ValueError(f"claims.csv: claim {claim.id} has unknown direction {claim.direction!r}")
     null = baseline if claim.null == "baseline" else _num(claim.null or "")
+    # a claim of improvement is never met by a value that does not beat the no-effect value,
+    # however close that value is to the paper's absolute number (e.g. CV 9.9% after vs 9.6% before)
+    if math.isfinite(null) and (value <= null if claim.direction == "higher" else value >= null):
+        return "not-reproduced"
     if claim.direction == "higher":
         if value > hi + tol:
             return "exceeded"
