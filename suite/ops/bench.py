@@ -7,38 +7,47 @@ overhead stays out of the number), then time the call alone between two CUDA eve
 
 from __future__ import annotations
 
+import functools
 import statistics
 
 import torch
 
 from suite.ops import adaln
-from suite.ops.baselines import compiled, eager_adaln, wan_adaln
+from suite.ops.baselines import eager_adaln, wan_adaln
 
 DT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 F32_OUT = ("fused-f32out", "fused-dtile-f32out", "wan-eager", "compile-wan")  # impls whose output is fp32
 NAMES = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "float16"}
 
 
-def _impl(name: str):
-    """name -> (fn(x, scale, shift) -> y). Compiled baselines mark N (dim 1) dynamic so one graph
-    serves every sequence length of a width (D stays static, as in a real model)."""
-    if name == "fused":
-        return lambda x, s, h: adaln(x, s, h)
-    if name == "fused-f32out":
-        return lambda x, s, h: adaln(x, s, h, out_dtype=torch.float32)
-    if name == "fused-dtile":
-        return lambda x, s, h: adaln(x, s, h, backward="dtile")
-    if name == "fused-dtile-f32out":
-        return lambda x, s, h: adaln(x, s, h, out_dtype=torch.float32, backward="dtile")
-    if name == "eager":
-        return eager_adaln
-    if name == "wan-eager":
-        return wan_adaln
-    base = {"compile-eager": "eager", "compile-wan": "wan"}[name]
+def _impl(name: str, static: bool = False):
+    """name -> fn(x, e) with e the Wan modulation tensor [B, 6, D] (shift = e[:, 0], scale =
+    e[:, 1], taken as strided [B, 1, D] views, as Wan does). Compiled baselines chunk e inside the
+    graph and mark N (dim 1) dynamic so one graph serves every sequence length of a width (D stays
+    static, as in a real model); `static` compiles for the exact shape instead."""
+    fused = {"fused": {}, "fused-f32out": {"out_dtype": torch.float32},
+             "fused-dtile": {"backward": "dtile"},
+             "fused-dtile-f32out": {"out_dtype": torch.float32, "backward": "dtile"}}
+    if name in fused:
+        kw = fused[name]
+        return lambda x, e: adaln(x, e[:, 1:2], e[:, 0:1], **kw)
+    if name in ("eager", "wan-eager"):
+        base = eager_adaln if name == "eager" else wan_adaln
+        return lambda x, e: base(x, e[:, 1:2], e[:, 0:1])
+    base = {"compile-eager": eager_adaln, "compile-wan": wan_adaln}[name]
+    if static:
+        return torch.compile(lambda x, e: base(x, e[:, 1:2], e[:, 0:1]), dynamic=False)
+    return _dynamic(name)
 
-    def f(x, s, h):
+
+@functools.cache
+def _dynamic(name: str):
+    base = {"compile-eager": eager_adaln, "compile-wan": wan_adaln}[name]
+    g = torch.compile(lambda x, e: base(x, e[:, 1:2], e[:, 0:1]), fullgraph=True)
+
+    def f(x, e):
         torch._dynamo.mark_dynamic(x, 1)
-        return compiled(base)(x, s, h)
+        return g(x, e)
 
     return f
 
@@ -76,6 +85,19 @@ def copy_bandwidth(timer: Timer, nbytes: int = 2 * 2**30) -> tuple[float, list[f
     return 2 * nbytes / (statistics.median(ms) * 1e-3) / 1e9, ms
 
 
+def _time_one(timer: Timer, fn, op: str, x, e) -> list[float]:
+    if op == "fwd":
+        return timer.time(lambda _: fn(x, e))
+    xg = x.detach().requires_grad_(True)
+    eg = e.detach().requires_grad_(True)
+
+    def setup():
+        y = fn(xg, eg)
+        return y, torch.full_like(y, 1e-3)
+
+    return timer.time(lambda arg: torch.autograd.grad(arg[0], (xg, eg), arg[1]), setup)
+
+
 def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
     from suite.experiments.kernels import bytes_model
 
@@ -91,24 +113,19 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
         g = torch.Generator(device="cuda").manual_seed(B * N + D)
         x = torch.randn(B, N, D, device="cuda", generator=g).to(dt)
         e = torch.randn(B, 6, D, device="cuda", generator=g) * 0.5  # Wan: fp32 [B, 6, D]
-        shift, scale = e[:, 0:1], e[:, 1:2]
         for op, impls in (("fwd", fwd_impls), ("bwd", bwd_impls)):
             for name in impls:
-                fn = _impl(name)
-                if op == "fwd":
-                    ms = timer.time(lambda _, fn=fn, x=x, s=scale, h=shift: fn(x, s, h))
-                else:
-                    xg = x.detach().requires_grad_(True)
-                    eg = e.detach().requires_grad_(True)
-
-                    def setup(fn=fn, xg=xg, eg=eg):
-                        y = fn(xg, eg[:, 1:2], eg[:, 0:1])
-                        return y, torch.ones_like(y) * 1e-3
-
-                    def back(arg, xg=xg, eg=eg):
-                        torch.autograd.grad(arg[0], (xg, eg), arg[1])
-
-                    ms = timer.time(back, setup)
+                ms, mode = None, "dynamic-N" if name.startswith("compile") else ""
+                for static in (False, True) if mode else (False,):
+                    try:
+                        ms = _time_one(timer, _impl(name, static), op, x, e)
+                        break
+                    except Exception as exc:  # a torch.compile failure must not end the sweep
+                        log(f"{op} {name} B={B} N={N} D={D} {dtn} failed ({'static' if static else mode}): "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                        mode = "static"
+                if ms is None:
+                    continue
                 out_dt = torch.float32 if name in F32_OUT else dt
                 sy = torch.empty((), dtype=out_dt).element_size()
                 nbytes = bytes_model(op, B, N, D, x.element_size(), sy)
@@ -118,9 +135,9 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
                 key = dict(impl=name, op=op, B=B, N=N, D=D, dtype=dtn, out_dtype=NAMES[out_dt])
                 rows.append(dict(**key, ms_median=med, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps,
                                  copy_gbps=copy_gbps, ms_p25=q[0], ms_p75=q[2], reps=len(ms),
-                                 bytes=nbytes))
+                                 bytes=nbytes, compile_mode=mode))
                 raw += [dict(**key, rep=i, ms=m) for i, m in enumerate(ms)]
-                log(f"{op} {name:14s} B={B} N={N:6d} D={D} {dtn:8s} {med * 1e3:9.1f} us "
+                log(f"{op} {name:18s} B={B} N={N:6d} D={D} {dtn:8s} {med * 1e3:9.1f} us "
                     f"{gbps:7.0f} GB/s {100 * gbps / copy_gbps:5.1f}% of copy")
         torch.cuda.empty_cache()
     return raw, rows

@@ -143,7 +143,9 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
         raise ValueError("scale and shift must have the same strides (e.g. both chunks of one tensor)")
     idx = x.device.index
     func = _fn(cfg, cfg.fwd(vector), idx)
-    grid = min(-(-rows // cfg.rows), _grid_cap(cfg, func, idx))
+    # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
+    # CTAs finish, instead of each CTA walking several rows one dependent load after another.
+    grid = min(-(-rows // cfg.rows), 2**31 - 1)
     launch(func, (grid, 1, 1), cfg.threads, [
         ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(scale), ptr(shift), i64(smb), i64(smn),
         ptr(y), ptr(mean), ptr(rstd), i64(rows), i64(N), f32(eps)])
@@ -200,7 +202,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
             ptr(part_s), ptr(part_h), i64(R), i64(N), i32(D), i32(DTILE_NTILE)])
         slots = n_tiles
     fin = _fn(cfg, "adaln_bwd_finalize", idx)
-    launch(fin, (-(-D // 256), groups, 1), 256, [
+    launch(fin, (-(-D // 32), groups, 1), 512, [
         ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)])
     return dx, dsc, dsh
 
