@@ -234,7 +234,8 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     corpus = corpus[corpus.tokens <= prof["loss_max_S"]].reset_index(drop=True)
     s_cross = (budgets.m_comp / budgets.m_mem) ** (1 / (budgets.p - 1)) if budgets.p != 1 else 1.0
     m = float(prof["loss_m_mem"])
-    small = Budgets(m, m * min(s_cross, m) ** (budgets.p - 1), budgets.p, "loss runs")
+    s_small = s_cross * m / budgets.m_mem  # the crossover scaled with the smaller memory budget
+    small = Budgets(m, m * s_small ** (budgets.p - 1), budgets.p, "loss runs")
     out = []
     specs = [("equal-token", "wan"), ("equal-token", "eager"), ("equal-token", "fused"), ("dual", "wan")]
     for policy, adaln in specs:

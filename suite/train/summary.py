@@ -73,6 +73,14 @@ def _gain(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0) -> tuple[float, float
     return float(g), float(lo), float(hi)
 
 
+def _same_batches(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """True when two runs trained on batches of identical tokens at every step and rank."""
+    cols = [c for c in ("step", "rank", "tokens") if c in a.columns]
+    ka = a[cols].sort_values(cols[:-1]).to_numpy()
+    kb = b[cols].sort_values(cols[:-1]).to_numpy()
+    return ka.shape == kb.shape and bool((ka == kb).all())
+
+
 def _ma(x: pd.Series, w: int = 10) -> np.ndarray:
     return x.rolling(w, min_periods=1).mean().to_numpy()
 
@@ -110,6 +118,9 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if (base, R) in summ and (dual, R) in summ:
         e, d = summ[(base, R)][1], summ[(dual, R)][1]
         c = cond.format(R=R)
+        same = _same_batches(ranks[ranks["run"] == base], ranks[ranks["run"] == dual])
+        flag = "DEGENERATE: both policies gave identical batches; " if same else ""
+        c = flag + c
         rows += [
             {"claim": "C4", "metric": "cv_reduction_emulated", "value": 100 * (1 - d.rank_cv / e.rank_cv),
              "unit": "%", "conditions": c, "evidence": ev},
@@ -123,7 +134,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             if (base, world) in summ and (dual, world) in summ:
                 g, lo, hi = _gain(summ[(base, world)][0], summ[(dual, world)][0])
                 rows.append({"claim": claim, "metric": f"throughput_gain_{world}_emulated", "value": g,
-                             "ci_low": lo, "ci_high": hi, "unit": "%", "conditions": cond.format(R=world) + f"; tokens/s dual "
+                             "ci_low": lo, "ci_high": hi, "unit": "%", "conditions": flag + cond.format(R=world) + f"; tokens/s dual "
                              f"{summ[(dual, world)][1].throughput:.0f} vs {summ[(base, world)][1].throughput:.0f}",
                              "evidence": "training_ranks; figure training_throughput"})
         pe, pd_ = b.peak_mem_bytes.mean(), ranks[ranks["run"] == dual].peak_mem_bytes.mean()
@@ -180,10 +191,12 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                          "conditions": f"fused vs Wan-path AdaLN; {lc}"})
         if "dual/wan" in curves and "equal-token/wan" in curves:
             a, d = curves["equal-token/wan"], curves["dual/wan"]
+            same = _same_batches(lo_[lo_["run"] == "dual/wan"], lo_[lo_["run"] == "equal-token/wan"])
+            flag = "DEGENERATE: both policies gave identical batches; " if same else ""
             rows.append({"claim": "C15", "metric": "loss_final_rel_diff_policy",
                          "value": 100 * float(abs(d[-1] - a[-1]) / a[-1]), "unit": "%",
                          "evidence": "training_loss; figure training_loss",
-                         "conditions": f"dual vs equal-token (different batches of the same data); {lc}"})
+                         "conditions": f"{flag}dual vs equal-token (batches of the same data); {lc}"})
         if "equal-token/eager" in curves and "equal-token/wan" in curves:
             a, f = curves["equal-token/wan"], curves["equal-token/eager"]
             rows.append({"claim": "C15", "metric": "loss_max_rel_diff_eager",
