@@ -208,7 +208,8 @@ def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
         if impl == "wan":
             ref_peak = dict(pts)[prof["maxseq_ref"]]
         m1, m0 = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
-        s_max = int((ref_peak - m0) / m1 // ft * ft)
+        # the baseline's own longest sequence is the reference length, by definition
+        s_max = prof["maxseq_ref"] if impl == "wan" else int(round((ref_peak - m0) / m1, 6) // ft * ft)
         for _ in range(4):  # verify the prediction with a real step; step down a frame if over
             peak = step(1, s_max)[1]
             rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": peak, "kind": "verify",
