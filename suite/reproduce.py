@@ -150,6 +150,7 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
         if writer:
             run.clear(name)
         started = time.time()
+        started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
         with progress.stage(name):
             tables = module.run(ctx)
         seconds = time.time() - started
@@ -164,7 +165,7 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
         run.mark_done(name, {
             "experiment": name, "profile": ctx.profile, "device": ctx.device,
             "world_size": ctx.world_size, "seed": ctx.seed, "seconds": round(seconds, 3),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "started": started_utc, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "tables": {t: len(df) for t, df in sorted(tables.items())},
         })
         progress.log(f"{name}: done in {seconds:.1f} s ({len(tables)} tables)")
