@@ -152,3 +152,11 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
     figs = training_plots.figures(ctx.run.tables(), m) + shapes_plots.figures({"shapes_sweep": sw})
     assert {f[0] for f in figs} >= {"training_latency", "training_rank_cv", "training_throughput",
                                     "training_loss", "shapes_sweep"}
+
+
+def test_fsdp2_trains_like_ddp(gloo_runs, tmp_path):
+    """fully_shard on gloo: same plan, same losses as the DDP run (to float tolerance)."""
+    _run([*COMMON, "--policy", "dual", "--fsdp", "--out", str(tmp_path)], nproc=2)
+    fsdp = step_table(read_logs(tmp_path))
+    ddp = step_table(read_logs(gloo_runs["dual"]))
+    np.testing.assert_allclose(fsdp.loss, ddp.loss, rtol=1e-4)
