@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import importlib
 import math
+import random
 import traceback
 from collections.abc import Iterable
 from types import ModuleType
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -58,7 +60,14 @@ def module_for(experiment: str) -> ModuleType | None:
 
 
 def draw(experiment: str, tables: dict, metrics) -> tuple[list[tuple[str, str, Figure]], str]:
-    """Figures of one experiment, and an error text ("" when fine). Never raises."""
+    """Figures of one experiment, and an error text ("" when fine). Never raises.
+
+    The global random generators are seeded first so jitter (e.g. seaborn stripplot) draws the
+    same figure every time; a plot module that bootstraps (seaborn errorbar="ci") must pass
+    `seed=` itself, or the rebuild is not byte-identical.
+    """
+    random.seed(0)
+    np.random.seed(0)
     try:
         mod = module_for(experiment)
         if mod is None:
