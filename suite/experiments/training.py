@@ -1,10 +1,13 @@
 """training: the reference trainer on one GPU with emulated ranks (C1/C2 on steps, C4-C10, C14,
 C15, C17, C18).
 
-Budget: quick <= ~3 min on one H200: wan-1.3b width (D = 1536, 12 heads, FFN 8960), 2 layers, bf16,
+Budget: quick <= ~3 min on one H200: wan-1.3b width (D = 1536, 12 heads, FFN 8960), 1 layer, bf16,
 16 virtual ranks (8-rank steps are the two halves of each 16-rank step: ranks 0-7 and 8-15, i.e.
-an 8-rank run over the same batch stream), 6 steps per policy on the default mix and 4 on the
-long-video mix; full: 4 layers, 30 and 15 steps. The cpu profile (tiny model) exists for tests.
+an 8-rank run over the same batch stream), 4 steps per policy on the default mix and 3 on the
+long-video mix, the emulated runs stopped at 150 s (a run that would end past it is skipped and
+says so in training_runs); full: 2 layers, 30 and 15 steps, 30 min. The cpu profile (tiny model)
+exists for tests. (Measured on an H200: 3 steps of the three default-mix runs plus 2 of one
+long-video run at 1 layer took 95 s; the sweep for the cost fit uses 2 layers.)
 
 Method (same data order and seed for every run; a fresh model with the same initial weights):
 - budgets: p from `costmodel_fit` (else a fit of `shapes_sweep`, else p = 2); M_mem =
@@ -47,12 +50,12 @@ PROFILES = {
     "cpu": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX, ranks=16,
                 steps=3, long_steps=2, m_mem_factor=2, loss_steps=12, loss_max_S=80, loss_m_mem=160,
                 maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000),
-    "quick": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
-                  ranks=16, steps=6, long_steps=4, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
+    "quick": dict(model="wan-1.3b", layers=1, dtype="bf16", mix="default", long_mix="long-video",
+                  ranks=16, steps=4, long_steps=3, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
                   loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
-                  frame_tokens=1560, corpus=20_000),
-    "full": dict(model="wan-1.3b", layers=4, dtype="bf16", mix="default", long_mix="long-video",
-                 ranks=16, steps=30, long_steps=15, m_mem_factor=3, loss_steps=200, loss_max_S=7800,
+                  frame_tokens=1560, corpus=20_000, time_budget_s=150),
+    "full": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
+                 ranks=16, steps=30, long_steps=15, time_budget_s=1800, m_mem_factor=3, loss_steps=200, loss_max_S=7800,
                  loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360, 62_400), maxseq_ref=48_360,
                  frame_tokens=1560, corpus=20_000),
 }
@@ -169,8 +172,12 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     _warmup(prof, jobs, dev, ctx.seed)
     ranks = []
     for corpus, plan, adaln, name, mix, policy, steps in jobs:
-        if time.perf_counter() - t0 > prof.get("time_budget_s", math.inf):
-            runs.append({"run": name, "status": "skipped: time budget (options time_budget_s)"})
+        elapsed = time.perf_counter() - t0
+        done = sum(len(r) for r in ranks)
+        est = elapsed / done * len(plan) * len(plan[0]) if done else 0.0  # s per rank-batch so far
+        if elapsed + est > prof.get("time_budget_s", math.inf):
+            runs.append({"run": name, "status": f"skipped: time budget ({elapsed:.0f} s spent, "
+                         f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})"})
             continue
         model, opt = _new_model(prof, adaln, dev, ctx.seed)
         gbytes = gradient_bytes(model)
