@@ -15,9 +15,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
 
 if [ "$NGPU" -ge 2 ]; then
-  # budgets as in the one-GPU run (pass M_MEM, M_COMP, P to reuse them)
-  B="--m-mem ${M_MEM:-100000} --m-comp ${M_COMP:-5e7} --p ${P:-1.3}"
-  COMMON="--model wan-1.3b --layers 2 --policy dual --steps ${STEPS:-12} --mix default $B"
+  # budgets of the one-GPU reference run 2 (reports/reference/h200/train/run2/training_info.csv)
+  B="--m-mem ${M_MEM:-226800} --m-comp ${M_COMP:-3685322} --p ${P:-1.279}"
+  COMMON="--model wan-1.3b --layers ${LAYERS:-1} --policy dual --steps ${STEPS:-12} --mix default $B"
   timeout 60 torchrun --nproc-per-node 2 -m suite.train.validate busbw --mbytes 256 --out "$OUT/busbw.json" 2>&1 | tee "$OUT/log"
   BW=$(python3 -c "import json; print(json.load(open('$OUT/busbw.json'))['busbw_gbps'])" || echo 350)
   timeout 150 torchrun --nproc-per-node 2 -m suite.train $COMMON --out "$OUT/real2" 2>&1 | tee -a "$OUT/log"
