@@ -118,6 +118,8 @@ def nvrtc_version() -> Any:
 
 
 def git_info() -> Any:
+    if not (REPO / ".git").exists():
+        return f"absent ({REPO} is not a git checkout)"
     sha = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
     dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO))
     return {"sha": sha, "dirty": dirty}
