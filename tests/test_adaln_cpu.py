@@ -178,3 +178,33 @@ def test_kernel_sources_found():
 def test_d_too_large_is_a_clear_error():
     with pytest.raises(ValueError, match="D <= 8192"):
         build(KernelConfig("bf16", "float", "bf16", 16384, 0), "sm_90")
+
+
+# ----------------------------------------------------------------------------- claims pipeline
+REF = kernel_source_dir().parent / "reports" / "reference" / "h200"
+
+
+@pytest.mark.skipif(not (REF / "kernels.csv").is_file(), reason="no committed H200 reference run")
+def test_claim_metrics_and_figures_from_committed_h200_run():
+    import pandas as pd
+
+    from suite.experiments import kernels, opmemory
+    from suite.report.plots import kernels as pk
+    from suite.report.plots import opmemory as po
+
+    t = pd.read_csv(REF / "kernels.csv")
+    assert {"impl", "op", "B", "N", "D", "dtype", "out_dtype", "ms_median", "gbps", "pct_copy_bw",
+            "copy_gbps"} <= set(t.columns)
+    m = kernels.summarize({"kernels_timings": t})
+    keys = {"fwd_speedup_wan", "fwd_speedup_eager", "fwd_speedup_compile_wan",
+            "fwd_speedup_compile_eager", "bwd_dtile_speedup_wan", "bwd_fused_speedup_wan",
+            "bwd_dtile_speedup_eager", "bwd_fused_speedup_compile_wan"}
+    assert keys <= set(m.metric) and m.value.notna().all()
+    tabs = {n: pd.read_csv(REF / f"{n}.csv") for n in ("opmemory_saved", "opmemory_kernels")}
+    m2 = opmemory.summarize(tabs)
+    assert {"saved_mem_reduction_wan", "saved_mem_reduction_eager", "saved_mem_gb_wan",
+            "kernels_fused_fwd", "kernels_wan_fwd", "kernels_eager_fwd",
+            "kernels_fused_bwd"} <= set(m2.metric)
+    figs = pk.figures({"kernels_timings": t}, m) + po.figures(tabs, m2)
+    assert [f[0] for f in figs] == ["kernels_bandwidth", "kernels_speedup", "opmemory_saved",
+                                    "opmemory_kernels"]

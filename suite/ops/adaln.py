@@ -77,10 +77,15 @@ def _setup_context(ctx, inputs, output):
     _, mean, rstd = output
     ctx.save_for_backward(x, scale, mean, rstd)  # x-hat is recomputed, never stored
     ctx.mode, ctx.impl = mode, bwd_impl
-    ctx.set_materialize_grads(True)
+    # mean/rstd are for backward only: without this, autograd would launch two fill kernels per
+    # call to materialize their (unused) zero gradients.
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, dy, _dmean, _drstd):
+    if dy is None:  # y did not reach the loss
+        return None, None, None, None, None, None, None
     x, scale, mean, rstd = ctx.saved_tensors
     dx, dsc, dsh = adaln_backward(dy, x, scale, mean, rstd, ctx.mode, ctx.impl)
     return dx, dsc, dsh, None, None, None, None
@@ -114,9 +119,9 @@ def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int
     if t.dim() == 3 and t.shape[1] == 1:
         t = t[:, 0, :]
     if t.dim() == 2 and t.shape[-1] == D and t.shape[0] in (1, B):
-        return t.expand(B, D), MODE_SAMPLE
+        return (t if t.shape[0] == B else t.expand(B, D)), MODE_SAMPLE  # stride 0 broadcasts
     if t.dim() == 3 and t.shape[1:] == (N, D) and t.shape[0] in (1, B):
-        return t.expand(B, N, D), MODE_TOKEN
+        return (t if t.shape[0] == B else t.expand(B, N, D)), MODE_TOKEN
     raise ValueError(f"{name} must be [B, D], [B, 1, D] or [B, N, D] with B={B}, N={N}, D={D}; "
                      f"got {list(t.shape)}")
 
