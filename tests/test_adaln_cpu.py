@@ -95,8 +95,9 @@ def test_affine_layer_norm_and_modules():
     yr = ref64(x, w, b, affine=True)
     assert rel(y, yr) < 1e-5
     dy = torch.randn_like(y)
-    for gg, ww in zip(torch.autograd.grad(y, (x, w, b), dy),
-                      torch.autograd.grad(yr, (x, w, b), dy.double())):
+    for gg, ww in zip(
+        torch.autograd.grad(y, (x, w, b), dy), torch.autograd.grad(yr, (x, w, b), dy.double())
+    ):
         assert rel(gg, ww) < 1e-4
     m = FusedLayerNorm(D)
     assert rel(m(x), F.layer_norm(x.double(), (D,), eps=1e-6)) < 1e-5
@@ -114,14 +115,17 @@ def test_nan_inf_propagate_like_reference():
     assert torch.isfinite(y[0, 0]).all() and torch.isnan(y[0, 1]).all()
 
 
-@pytest.mark.parametrize("bad,match", [
-    (lambda x, s, h: adaln(x[0], s, h), r"x must be \[B, N, D\]"),
-    (lambda x, s, h: adaln(x.double(), s, h), "x must be float32"),
-    (lambda x, s, h: adaln(x, s[:, :5], h), r"scale must be \[B, D\]"),
-    (lambda x, s, h: adaln(x, s, h.half()), "same shape and dtype"),
-    (lambda x, s, h: adaln(x, s, h, backward="atomic"), "backward must be one of"),
-    (lambda x, s, h: layer_norm_affine(x, s, h), "weight and bias must both be"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (lambda x, s, h: adaln(x[0], s, h), r"x must be \[B, N, D\]"),
+        (lambda x, s, h: adaln(x.double(), s, h), "x must be float32"),
+        (lambda x, s, h: adaln(x, s[:, :5], h), r"scale must be \[B, D\]"),
+        (lambda x, s, h: adaln(x, s, h.half()), "same shape and dtype"),
+        (lambda x, s, h: adaln(x, s, h, backward="atomic"), "backward must be one of"),
+        (lambda x, s, h: layer_norm_affine(x, s, h), "weight and bias must both be"),
+    ],
+)
 def test_clear_errors(bad, match):
     x, s, h = make(2, 3, 16, torch.float32, torch.float32)
     with pytest.raises((ValueError, TypeError), match=match):
@@ -141,8 +145,9 @@ def test_torch_compile_fullgraph_cpu():
 # ----------------------------------------------------------------------------- NVRTC (no GPU)
 COMBOS = [("bf16", "float", "bf16"), ("float", "float", "float")]
 OTHER = [("bf16", "float", "float"), ("f16", "f16", "f16"), ("bf16", "bf16", "bf16")]
-VARIANTS = ([(c, D, m) for c in COMBOS for D in (64, 1000, 1536, 4100, 5120, 8192) for m in (0, 1, 2)]
-            + [(c, D, m) for c in OTHER for D in (1536, 4100) for m in (0, 1, 2)])
+VARIANTS = [
+    (c, D, m) for c in COMBOS for D in (64, 1000, 1536, 4100, 5120, 8192) for m in (0, 1, 2)
+] + [(c, D, m) for c in OTHER for D in (1536, 4100) for m in (0, 1, 2)]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -151,8 +156,9 @@ def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
     cfg = KernelConfig(*combo, D, mode)
     prog = build(cfg, arch)
     assert prog.cubin and set(prog.names) == set(cfg.names())
-    frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads",
-                        prog.log)
+    frames = re.findall(
+        r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", prog.log
+    )
     assert len(frames) >= len(cfg.names()), prog.log  # a resource report per kernel
     assert all(f == ("0", "0", "0") for f in frames), prog.log
 
@@ -160,7 +166,7 @@ def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
 def test_compile_error_carries_log_and_cache_recovers(tmp_path, monkeypatch):
     monkeypatch.setenv("ADAPTIVELOAD_CUBIN_CACHE", str(tmp_path))
     with pytest.raises(CompileError, match="undefined_thing"):
-        compile_program('__global__ void k() { undefined_thing(); }', {}, [], "sm_90")
+        compile_program("__global__ void k() { undefined_thing(); }", {}, [], "sm_90")
     src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.f; }'
     p1 = compile_program(src, {}, ["k"], "sm_90")
     assert not p1.from_cache and compile_program(src, {}, ["k"], "sm_90").from_cache
@@ -193,18 +199,46 @@ def test_claim_metrics_and_figures_from_committed_h200_run():
     from suite.report.plots import opmemory as po
 
     t = pd.read_csv(REF / "kernels.csv")
-    assert {"impl", "op", "B", "N", "D", "dtype", "out_dtype", "ms_median", "gbps", "pct_copy_bw",
-            "copy_gbps"} <= set(t.columns)
+    assert {
+        "impl",
+        "op",
+        "B",
+        "N",
+        "D",
+        "dtype",
+        "out_dtype",
+        "ms_median",
+        "gbps",
+        "pct_copy_bw",
+        "copy_gbps",
+    } <= set(t.columns)
     m = kernels.summarize({"kernels_timings": t})
-    keys = {"fwd_speedup_wan", "fwd_speedup_eager", "fwd_speedup_compile_wan",
-            "fwd_speedup_compile_eager", "bwd_dtile_speedup_wan", "bwd_fused_speedup_wan",
-            "bwd_dtile_speedup_eager", "bwd_fused_speedup_compile_wan"}
+    keys = {
+        "fwd_speedup_wan",
+        "fwd_speedup_eager",
+        "fwd_speedup_compile_wan",
+        "fwd_speedup_compile_eager",
+        "bwd_dtile_speedup_wan",
+        "bwd_fused_speedup_wan",
+        "bwd_dtile_speedup_eager",
+        "bwd_fused_speedup_compile_wan",
+    }
     assert keys <= set(m.metric) and m.value.notna().all()
     tabs = {n: pd.read_csv(REF / f"{n}.csv") for n in ("opmemory_saved", "opmemory_kernels")}
     m2 = opmemory.summarize(tabs)
-    assert {"saved_mem_reduction_wan", "saved_mem_reduction_eager", "saved_mem_gb_wan",
-            "kernels_fused_fwd", "kernels_wan_fwd", "kernels_eager_fwd",
-            "kernels_fused_bwd"} <= set(m2.metric)
+    assert {
+        "saved_mem_reduction_wan",
+        "saved_mem_reduction_eager",
+        "saved_mem_gb_wan",
+        "kernels_fused_fwd",
+        "kernels_wan_fwd",
+        "kernels_eager_fwd",
+        "kernels_fused_bwd",
+    } <= set(m2.metric)
     figs = pk.figures({"kernels_timings": t}, m) + po.figures(tabs, m2)
-    assert [f[0] for f in figs] == ["kernels_bandwidth", "kernels_speedup", "opmemory_saved",
-                                    "opmemory_kernels"]
+    assert [f[0] for f in figs] == [
+        "kernels_bandwidth",
+        "kernels_speedup",
+        "opmemory_saved",
+        "opmemory_kernels",
+    ]

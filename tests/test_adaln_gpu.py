@@ -29,7 +29,9 @@ def rel(a, b) -> float:
 def poison(*tensors_like_bytes: int) -> None:
     """Fill freed allocator blocks with 0xFF (NaN in bf16, fp16 and fp32) so outputs the op
     allocates next start as NaN, not as stale valid numbers."""
-    bufs = [torch.full((n + 512,), 255, dtype=torch.uint8, device="cuda") for n in tensors_like_bytes]
+    bufs = [
+        torch.full((n + 512,), 255, dtype=torch.uint8, device="cuda") for n in tensors_like_bytes
+    ]
     del bufs
 
 
@@ -77,15 +79,21 @@ DS = [64, 1000, 1536, 3072, 4100, 5120, 8192]
 
 
 @pytest.mark.parametrize("D", DS)
-@pytest.mark.parametrize("dtype,mod,out", [
-    (torch.bfloat16, torch.float32, None), (torch.float32, torch.float32, None),
-    (torch.bfloat16, torch.float32, torch.float32)])
+@pytest.mark.parametrize(
+    "dtype,mod,out",
+    [
+        (torch.bfloat16, torch.float32, None),
+        (torch.float32, torch.float32, None),
+        (torch.bfloat16, torch.float32, torch.float32),
+    ],
+)
 def test_per_sample_widths(D, dtype, mod, out):
     B, N = 2, 37  # odd N: no tile divides it
     x = rand(B, N, D, dtype=dtype, scale=2.0, offset=0.5)
     check(x, rand(B, D, dtype=mod, scale=0.5), rand(B, D, dtype=mod), out_dtype=out)
-    check(x, rand(B, D, dtype=mod, scale=0.5), rand(B, D, dtype=mod), out_dtype=out,
-          backward="dtile")
+    check(
+        x, rand(B, D, dtype=mod, scale=0.5), rand(B, D, dtype=mod), out_dtype=out, backward="dtile"
+    )
 
 
 @pytest.mark.parametrize("D", [1000, 1536, 3072])
@@ -107,8 +115,12 @@ def test_sequence_lengths_and_batch(N, B):
 
 def test_n_75600_wan_720p():
     B, N, D = 1, 75600, 5120
-    check(rand(B, N, D, dtype=torch.bfloat16), rand(B, D, scale=0.5), rand(B, D),
-          out_dtype=torch.float32)
+    check(
+        rand(B, N, D, dtype=torch.bfloat16),
+        rand(B, D, scale=0.5),
+        rand(B, D),
+        out_dtype=torch.float32,
+    )
 
 
 def test_noncontiguous_x_and_wan_strided_modulation():
@@ -128,7 +140,7 @@ def test_misaligned_pointers_fall_back(D):
     xb = rand(B * N * D + 1, dtype=torch.bfloat16)
     x = xb[1:].view(B, N, D)  # 2-byte offset: not 16-byte aligned
     mb = rand(2 * B * D + 1)
-    check(x, mb[1:1 + B * D].view(B, D), mb[1 + B * D:].view(B, D))
+    check(x, mb[1 : 1 + B * D].view(B, D), mb[1 + B * D :].view(B, D))
 
 
 def test_nan_inf_propagate():

@@ -9,8 +9,13 @@ from suite.ops import adaln, layer_norm_affine
 
 def main() -> None:
     torch.manual_seed(0)
-    cases = [(2, 37, 1536, torch.bfloat16), (1, 5, 64, torch.float32), (2, 9, 1000, torch.float16),
-             (1, 17, 4100, torch.bfloat16), (1, 3, 8192, torch.float32)]
+    cases = [
+        (2, 37, 1536, torch.bfloat16),
+        (1, 5, 64, torch.float32),
+        (2, 9, 1000, torch.float16),
+        (1, 17, 4100, torch.bfloat16),
+        (1, 3, 8192, torch.float32),
+    ]
     for B, N, D, dt in cases:
         x = torch.randn(B, N, D, device="cuda").to(dt).requires_grad_(True)
         e = torch.randn(B, 6, D, device="cuda", requires_grad=True)

@@ -53,7 +53,8 @@ def kernel_source_dir() -> Path:
         if (c / "adaln_common.cuh").is_file():
             return c
     raise FileNotFoundError(
-        "CUDA kernel sources not found; looked in " + ", ".join(str(c) for c in candidates)
+        "CUDA kernel sources not found; looked in "
+        + ", ".join(str(c) for c in candidates)
         + " (set ADAPTIVELOAD_KERNELS to the folder holding adaln_common.cuh)"
     )
 
@@ -143,15 +144,20 @@ def compile_program(
 
     `names` are C++ name expressions ("adaln_fwd<float, ...>") to instantiate and fetch."""
     if not arch.startswith("sm_"):
-        raise ValueError(f"arch must be a real architecture like 'sm_90' (CUBIN, not PTX), got {arch!r}")
+        raise ValueError(
+            f"arch must be a real architecture like 'sm_90' (CUBIN, not PTX), got {arch!r}"
+        )
     key = _key(main, headers, names, arch, options)
     if use_cache:
         hit = _cache_read(key, arch)
         if hit is not None:
             return hit
     err, prog = nvrtc.nvrtcCreateProgram(
-        main.encode(), b"adaln.cu", len(headers),
-        [v.encode() for v in headers.values()], [k.encode() for k in headers]
+        main.encode(),
+        b"adaln.cu",
+        len(headers),
+        [v.encode() for v in headers.values()],
+        [k.encode() for k in headers],
     )
     _check(err, "nvrtcCreateProgram")
     try:

@@ -70,17 +70,25 @@ def get_function(program: Program, name: str, index: int):
         mkey = (index, program.key)
         mod = _modules.get(mkey)
         if mod is None:
-            mod = _check(driver.cuModuleLoadData(program.cubin), f"cuModuleLoadData({program.arch})")
+            mod = _check(
+                driver.cuModuleLoadData(program.cubin), f"cuModuleLoadData({program.arch})"
+            )
             _modules[mkey] = mod
-        f = _check(driver.cuModuleGetFunction(mod, program.names[name].encode()),
-                   f"cuModuleGetFunction({name})")
+        f = _check(
+            driver.cuModuleGetFunction(mod, program.names[name].encode()),
+            f"cuModuleGetFunction({name})",
+        )
         _functions[fkey] = f
     return f
 
 
 def max_blocks_per_sm(func, threads: int, smem: int = 0) -> int:
-    return int(_check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, smem),
-                      "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
+    return int(
+        _check(
+            driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, threads, smem),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        )
+    )
 
 
 @functools.cache
@@ -114,5 +122,9 @@ def launch(func, grid: tuple[int, int, int], block: int, args: list, smem: int =
     stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
     values = tuple(a[0] for a in args)
     types = tuple(a[1] for a in args)
-    _check(driver.cuLaunchKernel(func, grid[0], grid[1], grid[2], block, 1, 1, smem, stream,
-                                 (values, types), 0), "cuLaunchKernel")
+    _check(
+        driver.cuLaunchKernel(
+            func, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, (values, types), 0
+        ),
+        "cuLaunchKernel",
+    )

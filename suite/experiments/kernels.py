@@ -30,20 +30,35 @@ NEEDS = "cuda"
 WAN_WIDTHS = (1536, 3072, 5120)
 CLAIM_N = 65536
 FWD_IMPLS = ("fused", "fused-f32out", "eager", "wan-eager", "compile-eager", "compile-wan")
-BWD_IMPLS = ("fused", "fused-dtile", "fused-f32out", "fused-dtile-f32out", "eager", "wan-eager",
-             "compile-eager", "compile-wan")
+BWD_IMPLS = (
+    "fused",
+    "fused-dtile",
+    "fused-f32out",
+    "fused-dtile-f32out",
+    "eager",
+    "wan-eager",
+    "compile-eager",
+    "compile-wan",
+)
 
 
 def grid(profile: str) -> list[tuple[int, int, int, str]]:
     """(B, N, D, dtype) shapes of a profile."""
     Ns = (4096, 16384, 32760, 65536, 75600)
     if profile == "full":
-        return [(B, N, D, dt) for dt in ("bfloat16", "float32") for D in WAN_WIDTHS
-                for B in (1, 2) for N in Ns]
+        return [
+            (B, N, D, dt)
+            for dt in ("bfloat16", "float32")
+            for D in WAN_WIDTHS
+            for B in (1, 2)
+            for N in Ns
+        ]
     if profile == "reference":  # what fits one device call (~4 min): B=1, fp32 at 3 N, some B=2
-        return ([(1, N, D, "bfloat16") for D in WAN_WIDTHS for N in Ns]
-                + [(1, N, D, "float32") for D in WAN_WIDTHS for N in (4096, 65536, 75600)]
-                + [(2, 32760, D, "bfloat16") for D in WAN_WIDTHS])
+        return (
+            [(1, N, D, "bfloat16") for D in WAN_WIDTHS for N in Ns]
+            + [(1, N, D, "float32") for D in WAN_WIDTHS for N in (4096, 65536, 75600)]
+            + [(2, 32760, D, "bfloat16") for D in WAN_WIDTHS]
+        )
     shapes = [(1, N, D, "bfloat16") for D in WAN_WIDTHS for N in (4096, CLAIM_N)]
     return shapes + [(1, N, 3072, "float32") for N in (4096, CLAIM_N)]
 
@@ -81,34 +96,92 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     t = tables.get("kernels_timings")
     if t is None or t.empty:
         return metric_rows([])
-    cond = (f"H200-class GPU, x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
-            f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed")
+    cond = (
+        f"H200-class GPU, x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
+        f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed"
+    )
     ev = "kernels_timings; figure kernels_speedup"
     specs = [
-        ("C11", "fwd_speedup_wan", "fwd", "fused-f32out", "wan-eager",
-         "fused with fp32 output (the Wan path's exact semantics) vs the Wan 2.1 path"),
+        (
+            "C11",
+            "fwd_speedup_wan",
+            "fwd",
+            "fused-f32out",
+            "wan-eager",
+            "fused with fp32 output (the Wan path's exact semantics) vs the Wan 2.1 path",
+        ),
         ("C11", "fwd_speedup_eager", "fwd", "fused", "eager", "fused (bf16 out) vs eager bf16"),
-        ("C11", "fwd_speedup_wan_bf16out", "fwd", "fused", "wan-eager",
-         "fused with bf16 output (fewer bytes) vs the Wan 2.1 path"),
-        ("C11", "fwd_speedup_compile_wan", "fwd", "fused-f32out", "compile-wan",
-         "fused fp32-out vs torch.compile of the Wan path"),
-        ("C11", "fwd_speedup_compile_eager", "fwd", "fused", "compile-eager",
-         "fused bf16-out vs torch.compile of eager"),
-        ("C12", "bwd_dtile_speedup_wan", "bwd", "fused-dtile-f32out", "wan-eager",
-         "paper's D-tile backward vs the Wan path's autograd backward, both with fp32 output/dy"),
-        ("C12", "bwd_fused_speedup_wan", "bwd", "fused-f32out", "wan-eager",
-         "single-pass persistent backward vs the Wan path's autograd backward, both fp32 dy"),
-        ("C12", "bwd_dtile_speedup_eager", "bwd", "fused-dtile", "eager",
-         "D-tile backward vs eager autograd backward"),
-        ("C12", "bwd_fused_speedup_compile_wan", "bwd", "fused-f32out", "compile-wan",
-         "single-pass backward vs torch.compile of the Wan path, both fp32 dy"),
+        (
+            "C11",
+            "fwd_speedup_wan_bf16out",
+            "fwd",
+            "fused",
+            "wan-eager",
+            "fused with bf16 output (fewer bytes) vs the Wan 2.1 path",
+        ),
+        (
+            "C11",
+            "fwd_speedup_compile_wan",
+            "fwd",
+            "fused-f32out",
+            "compile-wan",
+            "fused fp32-out vs torch.compile of the Wan path",
+        ),
+        (
+            "C11",
+            "fwd_speedup_compile_eager",
+            "fwd",
+            "fused",
+            "compile-eager",
+            "fused bf16-out vs torch.compile of eager",
+        ),
+        (
+            "C12",
+            "bwd_dtile_speedup_wan",
+            "bwd",
+            "fused-dtile-f32out",
+            "wan-eager",
+            "paper's D-tile backward vs the Wan path's autograd backward, both with fp32 output/dy",
+        ),
+        (
+            "C12",
+            "bwd_fused_speedup_wan",
+            "bwd",
+            "fused-f32out",
+            "wan-eager",
+            "single-pass persistent backward vs the Wan path's autograd backward, both fp32 dy",
+        ),
+        (
+            "C12",
+            "bwd_dtile_speedup_eager",
+            "bwd",
+            "fused-dtile",
+            "eager",
+            "D-tile backward vs eager autograd backward",
+        ),
+        (
+            "C12",
+            "bwd_fused_speedup_compile_wan",
+            "bwd",
+            "fused-f32out",
+            "compile-wan",
+            "single-pass backward vs torch.compile of the Wan path, both fp32 dy",
+        ),
     ]
     rows = []
     for claim, metric, op, impl, base, what in specs:
         value, ratios = _speedup(t, op, impl, base)
         per_d = ", ".join(f"D={d}: {r:.2f}x" for d, r in zip(WAN_WIDTHS, ratios))
-        rows.append(dict(claim=claim, metric=metric, value=value, unit="x",
-                         conditions=f"{what}; {cond}; {per_d}", evidence=ev))
+        rows.append(
+            dict(
+                claim=claim,
+                metric=metric,
+                value=value,
+                unit="x",
+                conditions=f"{what}; {cond}; {per_d}",
+                evidence=ev,
+            )
+        )
     return metric_rows(rows)
 
 
@@ -127,13 +200,28 @@ def main(argv: list[str] | None = None) -> None:
     ctx = RunContext(run=RunDir(a.out / ".run"), profile=a.profile, device="cuda")
     ctx.log = print  # type: ignore[method-assign]
     tables = run(ctx)
-    cols = ["impl", "op", "B", "N", "D", "dtype", "out_dtype", "ms_median", "gbps", "pct_copy_bw",
-            "copy_gbps"]
+    cols = [
+        "impl",
+        "op",
+        "B",
+        "N",
+        "D",
+        "dtype",
+        "out_dtype",
+        "ms_median",
+        "gbps",
+        "pct_copy_bw",
+        "copy_gbps",
+    ]
     t = tables["kernels_timings"]
-    atomic_write_text(a.out / "kernels.csv", t[cols + [c for c in t.columns if c not in cols]]
-                      .to_csv(index=False, lineterminator="\n"))
-    atomic_write_text(a.out / "kernels_samples.csv",
-                      tables["kernels_samples"].to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(
+        a.out / "kernels.csv",
+        t[cols + [c for c in t.columns if c not in cols]].to_csv(index=False, lineterminator="\n"),
+    )
+    atomic_write_text(
+        a.out / "kernels_samples.csv",
+        tables["kernels_samples"].to_csv(index=False, lineterminator="\n"),
+    )
     print(summarize(tables).to_string())
 
 

@@ -26,8 +26,9 @@ IMPLS = ("eager", "wan-eager", "fused")
 def _fn(name):
     from suite.ops import adaln, eager_adaln, wan_adaln
 
-    return {"eager": eager_adaln, "wan-eager": wan_adaln,
-            "fused": lambda x, s, h: adaln(x, s, h)}[name]
+    return {"eager": eager_adaln, "wan-eager": wan_adaln, "fused": lambda x, s, h: adaln(x, s, h)}[
+        name
+    ]
 
 
 def saved_bytes(fn, x, s, h) -> tuple[int, int]:
@@ -75,19 +76,34 @@ def run(ctx) -> dict[str, pd.DataFrame]:
         for name in IMPLS:
             fn = _fn(name)
             nbytes, ntensors = saved_bytes(fn, x, s, h)
-            mem.append(dict(impl=name, B=1, N=N, D=D, dtype="bfloat16", saved_bytes=nbytes,
-                            saved_tensors=ntensors, x_bytes=x.numel() * x.element_size()))
+            mem.append(
+                dict(
+                    impl=name,
+                    B=1,
+                    N=N,
+                    D=D,
+                    dtype="bfloat16",
+                    saved_bytes=nbytes,
+                    saved_tensors=ntensors,
+                    x_bytes=x.numel() * x.element_size(),
+                )
+            )
             with torch.no_grad():
                 k_fwd = kernels_per_call(lambda fn=fn, a=(x, s, h): fn(*a))
             y = fn(x, s, h)
             dy = torch.ones_like(y)
             k_bwd = kernels_per_call(
-                lambda y=y, dy=dy, a=(x, s, h): torch.autograd.grad(y, a, dy, retain_graph=True))
-            cnt += [dict(impl=name, op="fwd", B=1, N=N, D=D, kernels=k_fwd),
-                    dict(impl=name, op="bwd", B=1, N=N, D=D, kernels=k_bwd)]
+                lambda y=y, dy=dy, a=(x, s, h): torch.autograd.grad(y, a, dy, retain_graph=True)
+            )
+            cnt += [
+                dict(impl=name, op="fwd", B=1, N=N, D=D, kernels=k_fwd),
+                dict(impl=name, op="bwd", B=1, N=N, D=D, kernels=k_bwd),
+            ]
             del y, dy
-            ctx.log(f"opmemory {name:10s} D={D} saved {nbytes / 1e9:.3f} GB, kernels fwd {k_fwd} "
-                    f"bwd {k_bwd}")
+            ctx.log(
+                f"opmemory {name:10s} D={D} saved {nbytes / 1e9:.3f} GB, kernels fwd {k_fwd} "
+                f"bwd {k_bwd}"
+            )
     return {"opmemory_saved": pd.DataFrame(mem), "opmemory_kernels": pd.DataFrame(cnt)}
 
 
@@ -98,31 +114,61 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         D = CLAIM_D if (m.D == CLAIM_D).any() else int(m.D.max())
         at = m[m.D == D].set_index("impl").saved_bytes
         N = int(m.N.iloc[0])
-        cond = (f"bf16 x, B=1, N={N}, D={D}, per-sample fp32 modulation; bytes of distinct storages "
-                f"saved for backward (saved_tensors_hooks), input x counted when saved")
+        cond = (
+            f"bf16 x, B=1, N={N}, D={D}, per-sample fp32 modulation; bytes of distinct storages "
+            f"saved for backward (saved_tensors_hooks), input x counted when saved"
+        )
         ev = "opmemory_saved; figure opmemory_saved"
-        for metric, base in (("saved_mem_reduction_wan", "wan-eager"),
-                             ("saved_mem_reduction_eager", "eager")):
-            rows.append(dict(claim="C13", metric=metric, value=100 * (1 - at["fused"] / at[base]),
-                             baseline=at[base] / 1e9, unit="%", conditions=cond, evidence=ev))
-        rows.append(dict(claim="C13", metric="saved_mem_gb_wan",
-                         value=(at["wan-eager"] - at["fused"]) / 1e9, baseline=at["wan-eager"] / 1e9,
-                         unit="GB", conditions=cond + "; GB saved vs the Wan path", evidence=ev))
+        for metric, base in (
+            ("saved_mem_reduction_wan", "wan-eager"),
+            ("saved_mem_reduction_eager", "eager"),
+        ):
+            rows.append(
+                dict(
+                    claim="C13",
+                    metric=metric,
+                    value=100 * (1 - at["fused"] / at[base]),
+                    baseline=at[base] / 1e9,
+                    unit="%",
+                    conditions=cond,
+                    evidence=ev,
+                )
+            )
+        rows.append(
+            dict(
+                claim="C13",
+                metric="saved_mem_gb_wan",
+                value=(at["wan-eager"] - at["fused"]) / 1e9,
+                baseline=at["wan-eager"] / 1e9,
+                unit="GB",
+                conditions=cond + "; GB saved vs the Wan path",
+                evidence=ev,
+            )
+        )
     k = tables.get("opmemory_kernels")
     if k is not None and not k.empty:
         D = int(k.D.max())
         kk = k[k.D == D].set_index(["impl", "op"]).kernels
         cond = f"CUDA kernels per call (torch.profiler), bf16 x, N={int(k.N.iloc[0])}, D={D}"
         ev = "opmemory_kernels; figure opmemory_kernels"
-        for metric, impl, op in (("kernels_fused_fwd", "fused", "fwd"),
-                                 ("kernels_wan_fwd", "wan-eager", "fwd"),
-                                 ("kernels_eager_fwd", "eager", "fwd"),
-                                 ("kernels_fused_bwd", "fused", "bwd")):
+        for metric, impl, op in (
+            ("kernels_fused_fwd", "fused", "fwd"),
+            ("kernels_wan_fwd", "wan-eager", "fwd"),
+            ("kernels_eager_fwd", "eager", "fwd"),
+            ("kernels_fused_bwd", "fused", "bwd"),
+        ):
             base = float(kk[("wan-eager", op)])
-            rows.append(dict(claim="C16", metric=metric, value=float(kk[(impl, op)]),
-                             baseline=base, unit="kernels",
-                             conditions=f"{cond}; {op}; baseline = Wan 2.1 path's count",
-                             evidence=ev))
+            rows.append(
+                dict(
+                    claim="C16",
+                    metric=metric,
+                    value=float(kk[(impl, op)]),
+                    baseline=base,
+                    unit="kernels",
+                    conditions=f"{cond}; {op}; baseline = Wan 2.1 path's count",
+                    evidence=ev,
+                )
+            )
     return metric_rows(rows)
 
 

@@ -34,8 +34,15 @@ def _lastdim_contig(t: Tensor) -> Tensor:
 
 
 @torch.library.custom_op("adaln::forward", mutates_args=())
-def adaln_forward(x: Tensor, scale: Tensor, shift: Tensor, eps: float, mode: int,
-                  out_dtype: torch.dtype, bwd_impl: str) -> tuple[Tensor, Tensor, Tensor]:
+def adaln_forward(
+    x: Tensor,
+    scale: Tensor,
+    shift: Tensor,
+    eps: float,
+    mode: int,
+    out_dtype: torch.dtype,
+    bwd_impl: str,
+) -> tuple[Tensor, Tensor, Tensor]:
     if _use_cuda(x):
         from suite.ops import fused_cuda
 
@@ -53,8 +60,9 @@ def _(x, scale, shift, eps, mode, out_dtype, bwd_impl):
 
 
 @torch.library.custom_op("adaln::backward", mutates_args=())
-def adaln_backward(dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, rstd: Tensor, mode: int,
-                   impl: str) -> tuple[Tensor, Tensor, Tensor]:
+def adaln_backward(
+    dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, rstd: Tensor, mode: int, impl: str
+) -> tuple[Tensor, Tensor, Tensor]:
     if _use_cuda(x):
         from suite.ops import fused_cuda
 
@@ -68,8 +76,11 @@ def adaln_backward(dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, rstd: Ten
 
 @adaln_backward.register_fake
 def _(dy, x, scale, mean, rstd, mode, impl):
-    return torch.empty_like(x, memory_format=torch.contiguous_format), \
-        scale.new_empty(scale.shape), scale.new_empty(scale.shape)
+    return (
+        torch.empty_like(x, memory_format=torch.contiguous_format),
+        scale.new_empty(scale.shape),
+        scale.new_empty(scale.shape),
+    )
 
 
 def _setup_context(ctx, inputs, output):
@@ -122,12 +133,20 @@ def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int
         return (t if t.shape[0] == B else t.expand(B, D)), MODE_SAMPLE  # stride 0 broadcasts
     if t.dim() == 3 and t.shape[1:] == (N, D) and t.shape[0] in (1, B):
         return (t if t.shape[0] == B else t.expand(B, N, D)), MODE_TOKEN
-    raise ValueError(f"{name} must be [B, D], [B, 1, D] or [B, N, D] with B={B}, N={N}, D={D}; "
-                     f"got {list(t.shape)}")
+    raise ValueError(
+        f"{name} must be [B, D], [B, 1, D] or [B, N, D] with B={B}, N={N}, D={D}; "
+        f"got {list(t.shape)}"
+    )
 
 
-def adaln(x: Tensor, scale: Tensor, shift: Tensor, eps: float = 1e-6,
-          out_dtype: torch.dtype | None = None, backward: str = "fused") -> Tensor:
+def adaln(
+    x: Tensor,
+    scale: Tensor,
+    shift: Tensor,
+    eps: float = 1e-6,
+    out_dtype: torch.dtype | None = None,
+    backward: str = "fused",
+) -> Tensor:
     """y = LayerNorm(x, eps) * (1 + scale) + shift, fused. Returns [B, N, D] in out_dtype
     (default x's dtype; pass torch.float32 for the official Wan 2.1 numerics)."""
     out_dtype = _check(x, out_dtype, backward)
@@ -135,32 +154,48 @@ def adaln(x: Tensor, scale: Tensor, shift: Tensor, eps: float = 1e-6,
     sc, m1 = _mod_view(scale, "scale", B, N, D)
     sh, m2 = _mod_view(shift, "shift", B, N, D)
     if m1 != m2 or sc.dtype != sh.dtype:
-        raise ValueError(f"scale and shift must have the same shape and dtype, got "
-                         f"{list(scale.shape)} {scale.dtype} and {list(shift.shape)} {shift.dtype}")
+        raise ValueError(
+            f"scale and shift must have the same shape and dtype, got "
+            f"{list(scale.shape)} {scale.dtype} and {list(shift.shape)} {shift.dtype}"
+        )
     if x.is_cuda and sc.stride() != sh.stride():
         sc, sh = sc.contiguous(), sh.contiguous()
     return adaln_forward(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
 
 
-def layer_norm_affine(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-6,
-                      out_dtype: torch.dtype | None = None, backward: str = "fused") -> Tensor:
+def layer_norm_affine(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    eps: float = 1e-6,
+    out_dtype: torch.dtype | None = None,
+    backward: str = "fused",
+) -> Tensor:
     """Affine LayerNorm y = LN(x) * weight + bias with the same fused kernels (weight, bias [D])."""
     out_dtype = _check(x, out_dtype, backward)
     D = x.shape[-1]
     if weight.shape != (D,) or bias.shape != (D,) or weight.dtype != bias.dtype:
-        raise ValueError(f"weight and bias must both be [{D}] of one dtype, got "
-                         f"{list(weight.shape)} {weight.dtype} and {list(bias.shape)} {bias.dtype}")
+        raise ValueError(
+            f"weight and bias must both be [{D}] of one dtype, got "
+            f"{list(weight.shape)} {weight.dtype} and {list(bias.shape)} {bias.dtype}"
+        )
     if weight.dtype not in DTYPES:
         raise TypeError(f"weight must be float32, bfloat16 or float16, got {weight.dtype}")
-    return adaln_forward(x, weight.contiguous(), bias.contiguous(), float(eps), MODE_AFFINE,
-                         out_dtype, backward)[0]
+    return adaln_forward(
+        x, weight.contiguous(), bias.contiguous(), float(eps), MODE_AFFINE, out_dtype, backward
+    )[0]
 
 
 class AdaLN(nn.Module):
     """Modulated LayerNorm without affine parameters (Wan's norm1/norm2 plus modulation)."""
 
-    def __init__(self, dim: int, eps: float = 1e-6, out_dtype: torch.dtype | None = None,
-                 backward: str = "fused"):
+    def __init__(
+        self,
+        dim: int,
+        eps: float = 1e-6,
+        out_dtype: torch.dtype | None = None,
+        backward: str = "fused",
+    ):
         super().__init__()
         self.dim, self.eps, self.out_dtype, self.backward = dim, eps, out_dtype, backward
 
@@ -184,5 +219,12 @@ class FusedLayerNorm(nn.Module):
         return layer_norm_affine(x, self.weight, self.bias, self.eps, None, self.backward)
 
 
-__all__ = ["AdaLN", "FusedLayerNorm", "adaln", "layer_norm_affine", "MODE_SAMPLE", "MODE_TOKEN",
-           "MODE_AFFINE"]
+__all__ = [
+    "AdaLN",
+    "FusedLayerNorm",
+    "adaln",
+    "layer_norm_affine",
+    "MODE_SAMPLE",
+    "MODE_TOKEN",
+    "MODE_AFFINE",
+]

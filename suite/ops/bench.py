@@ -18,7 +18,12 @@ from suite.ops import adaln
 from suite.ops.baselines import eager_adaln, wan_adaln
 
 DT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
-F32_OUT = ("fused-f32out", "fused-dtile-f32out", "wan-eager", "compile-wan")  # impls whose output is fp32
+F32_OUT = (
+    "fused-f32out",
+    "fused-dtile-f32out",
+    "wan-eager",
+    "compile-wan",
+)  # impls whose output is fp32
 NAMES = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "float16"}
 
 
@@ -27,9 +32,12 @@ def _impl(name: str, static: bool = False):
     e[:, 1], taken as strided [B, 1, D] views, as Wan does). Compiled baselines chunk e inside the
     graph and mark N (dim 1) dynamic so one graph serves every sequence length of a width (D stays
     static, as in a real model); `static` compiles for the exact shape instead."""
-    fused = {"fused": {}, "fused-f32out": {"out_dtype": torch.float32},
-             "fused-dtile": {"backward": "dtile"},
-             "fused-dtile-f32out": {"out_dtype": torch.float32, "backward": "dtile"}}
+    fused = {
+        "fused": {},
+        "fused-f32out": {"out_dtype": torch.float32},
+        "fused-dtile": {"backward": "dtile"},
+        "fused-dtile-f32out": {"out_dtype": torch.float32, "backward": "dtile"},
+    }
     if name in fused:
         kw = fused[name]
         return lambda x, e: adaln(x, e[:, 1:2], e[:, 0:1], **kw)
@@ -107,8 +115,10 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
     timer = Timer(reps)
     copy_gbps, copy_ms = copy_bandwidth(timer)
     log(f"copy bandwidth {copy_gbps:.0f} GB/s")
-    raw = [dict(impl="copy", op="copy", B=0, N=0, D=0, dtype="uint8", out_dtype="uint8", rep=i,
-                ms=m) for i, m in enumerate(copy_ms)]
+    raw = [
+        dict(impl="copy", op="copy", B=0, N=0, D=0, dtype="uint8", out_dtype="uint8", rep=i, ms=m)
+        for i, m in enumerate(copy_ms)
+    ]
     rows = []
     for B, N, D, dtn in shapes:
         dt = DT[dtn]
@@ -123,8 +133,10 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
                         ms = _time_one(timer, _impl(name, static), op, x, e)
                         break
                     except Exception as exc:  # a torch.compile failure must not end the sweep
-                        log(f"{op} {name} B={B} N={N} D={D} {dtn} failed ({'static' if static else mode}): "
-                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                        log(
+                            f"{op} {name} B={B} N={N} D={D} {dtn} failed ({'static' if static else mode}): "
+                            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                        )
                         mode = "static"
                 if ms is None:
                     continue
@@ -135,11 +147,24 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
                 q = statistics.quantiles(ms, n=4)
                 gbps = nbytes / (med * 1e-3) / 1e9
                 key = dict(impl=name, op=op, B=B, N=N, D=D, dtype=dtn, out_dtype=NAMES[out_dt])
-                rows.append(dict(**key, ms_median=med, gbps=gbps, pct_copy_bw=100 * gbps / copy_gbps,
-                                 copy_gbps=copy_gbps, ms_p25=q[0], ms_p75=q[2], reps=len(ms),
-                                 bytes=nbytes, compile_mode=mode))
+                rows.append(
+                    dict(
+                        **key,
+                        ms_median=med,
+                        gbps=gbps,
+                        pct_copy_bw=100 * gbps / copy_gbps,
+                        copy_gbps=copy_gbps,
+                        ms_p25=q[0],
+                        ms_p75=q[2],
+                        reps=len(ms),
+                        bytes=nbytes,
+                        compile_mode=mode,
+                    )
+                )
                 raw += [dict(**key, rep=i, ms=m) for i, m in enumerate(ms)]
-                log(f"{op} {name:18s} B={B} N={N:6d} D={D} {dtn:8s} {med * 1e3:9.1f} us "
-                    f"{gbps:7.0f} GB/s {100 * gbps / copy_gbps:5.1f}% of copy")
+                log(
+                    f"{op} {name:18s} B={B} N={N:6d} D={D} {dtn:8s} {med * 1e3:9.1f} us "
+                    f"{gbps:7.0f} GB/s {100 * gbps / copy_gbps:5.1f}% of copy"
+                )
         torch.cuda.empty_cache()
     return raw, rows

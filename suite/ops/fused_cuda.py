@@ -52,12 +52,16 @@ class KernelConfig:
         return self.rt * self.rows
 
     def fwd(self, vector: bool) -> str:
-        return (f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
-                f"{self.mode}, {str(vector).lower()}>")
+        return (
+            f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
+            f"{self.mode}, {str(vector).lower()}>"
+        )
 
     def bwd(self, vector: bool, accum: bool) -> str:
-        return (f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
-                f"{self.mode}, {str(vector).lower()}, {str(accum).lower()}>")
+        return (
+            f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
+            f"{self.mode}, {str(vector).lower()}, {str(accum).lower()}>"
+        )
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
@@ -73,7 +77,9 @@ class KernelConfig:
 
 def check_d(D: int) -> None:
     if not 1 <= D <= MAX_D:
-        raise ValueError(f"fused AdaLN supports 1 <= D <= {MAX_D} (the row is held in registers), got D={D}")
+        raise ValueError(
+            f"fused AdaLN supports 1 <= D <= {MAX_D} (the row is held in registers), got D={D}"
+        )
 
 
 def build(cfg: KernelConfig, arch: str, use_cache: bool = True) -> Program:
@@ -111,7 +117,9 @@ def _grid_cap(cfg: KernelConfig, func, index: int) -> int:
     return sm_count(index) * max(1, max_blocks_per_sm(func, cfg.threads))
 
 
-def config_for(x: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype) -> KernelConfig:
+def config_for(
+    x: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype
+) -> KernelConfig:
     return KernelConfig(CTYPE[x.dtype], CTYPE[scale.dtype], CTYPE[out_dtype], x.shape[-1], mode)
 
 
@@ -138,17 +146,37 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
         return y, mean, rstd
     smb, smn = mod_strides(scale, mode)
     vector = D % cfg.vec == 0 and _aligned(
-        (x, x.stride(0), x.stride(1)), (scale, smb, smn), (shift, smb, smn), (y,))
+        (x, x.stride(0), x.stride(1)), (scale, smb, smn), (shift, smb, smn), (y,)
+    )
     if shift.stride()[: scale.dim()] != scale.stride():
-        raise ValueError("scale and shift must have the same strides (e.g. both chunks of one tensor)")
+        raise ValueError(
+            "scale and shift must have the same strides (e.g. both chunks of one tensor)"
+        )
     idx = x.device.index
     func = _fn(cfg, cfg.fwd(vector), idx)
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
     grid = min(-(-rows // cfg.rows), 2**31 - 1)
-    launch(func, (grid, 1, 1), cfg.threads, [
-        ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(scale), ptr(shift), i64(smb), i64(smn),
-        ptr(y), ptr(mean), ptr(rstd), i64(rows), i64(N), f32(eps)])
+    launch(
+        func,
+        (grid, 1, 1),
+        cfg.threads,
+        [
+            ptr(x),
+            i64(x.stride(0)),
+            i64(x.stride(1)),
+            ptr(scale),
+            ptr(shift),
+            i64(smb),
+            i64(smn),
+            ptr(y),
+            ptr(mean),
+            ptr(rstd),
+            i64(rows),
+            i64(N),
+            f32(eps),
+        ],
+    )
     return y, mean, rstd
 
 
@@ -172,7 +200,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
         return dx, dsc.zero_(), dsh.zero_()
     smb, smn = mod_strides(scale, mode)
     vector = D % cfg.vec == 0 and _aligned(
-        (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,))
+        (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,)
+    )
     accum = impl == "fused" and mode != MODE_TOKEN
     func = _fn(cfg, cfg.bwd(vector, accum), idx)
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
@@ -186,10 +215,29 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
-    launch(func, (chunks, groups, 1), cfg.threads, [
-        ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(dy), ptr(scale), i64(smb), i64(smn),
-        ptr(mean), ptr(rstd), ptr(dx), ptr(dsc if tok else None), ptr(dsh if tok else None),
-        ptr(part_s), ptr(part_h), i64(R), i64(N)])
+    launch(
+        func,
+        (chunks, groups, 1),
+        cfg.threads,
+        [
+            ptr(x),
+            i64(x.stride(0)),
+            i64(x.stride(1)),
+            ptr(dy),
+            ptr(scale),
+            i64(smb),
+            i64(smn),
+            ptr(mean),
+            ptr(rstd),
+            ptr(dx),
+            ptr(dsc if tok else None),
+            ptr(dsh if tok else None),
+            ptr(part_s),
+            ptr(part_h),
+            i64(R),
+            i64(N),
+        ],
+    )
     if tok:
         return dx, dsc, dsh
     if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
@@ -197,13 +245,33 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
         part_s = torch.empty((groups, n_tiles, D), dtype=torch.float32, device=dev)
         part_h = torch.empty_like(part_s)
         f = _fn(cfg, cfg.dtile(), idx)
-        launch(f, (-(-D // DTILE_TD), n_tiles, groups), DTILE_TD * DTILE_TR, [
-            ptr(x), i64(x.stride(0)), i64(x.stride(1)), ptr(dy), ptr(mean), ptr(rstd),
-            ptr(part_s), ptr(part_h), i64(R), i64(N), i32(D), i32(DTILE_NTILE)])
+        launch(
+            f,
+            (-(-D // DTILE_TD), n_tiles, groups),
+            DTILE_TD * DTILE_TR,
+            [
+                ptr(x),
+                i64(x.stride(0)),
+                i64(x.stride(1)),
+                ptr(dy),
+                ptr(mean),
+                ptr(rstd),
+                ptr(part_s),
+                ptr(part_h),
+                i64(R),
+                i64(N),
+                i32(D),
+                i32(DTILE_NTILE),
+            ],
+        )
         slots = n_tiles
     fin = _fn(cfg, "adaln_bwd_finalize", idx)
-    launch(fin, (-(-D // 32), groups, 1), 512, [
-        ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)])
+    launch(
+        fin,
+        (-(-D // 32), groups, 1),
+        512,
+        [ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)],
+    )
     return dx, dsc, dsh
 
 

@@ -12,8 +12,16 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 PAPER = {"fwd_speedup_wan": (3.21, 3.39), "bwd_dtile_speedup_wan": (1.42, 1.42)}
-STYLE = {"fused": "C0", "fused-f32out": "C9", "fused-dtile": "C1", "fused-dtile-f32out": "C5",
-         "eager": "C2", "wan-eager": "C3", "compile-eager": "C4", "compile-wan": "C6"}
+STYLE = {
+    "fused": "C0",
+    "fused-f32out": "C9",
+    "fused-dtile": "C1",
+    "fused-dtile-f32out": "C5",
+    "eager": "C2",
+    "wan-eager": "C3",
+    "compile-eager": "C4",
+    "compile-wan": "C6",
+}
 
 
 def bandwidth_figure(t: pd.DataFrame) -> Figure:
@@ -58,10 +66,22 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None):
     out = []
     t = tables.get("kernels_timings")
     if t is not None and not t.empty:
-        out.append(("kernels_bandwidth", "AdaLN GB/s vs sequence length for every implementation "
-                    "(bytes model: read x, write y; bwd: read x and dy, write dx), dashed: device "
-                    "copy bandwidth measured in the same run.", bandwidth_figure(t)))
+        out.append(
+            (
+                "kernels_bandwidth",
+                "AdaLN GB/s vs sequence length for every implementation "
+                "(bytes model: read x, write y; bwd: read x and dy, write dx), dashed: device "
+                "copy bandwidth measured in the same run.",
+                bandwidth_figure(t),
+            )
+        )
     if metrics is not None and not metrics.empty and metrics.claim.isin(["C11", "C12"]).any():
-        out.append(("kernels_speedup", "C11/C12 speedups (bf16, N=65536, geometric mean over the "
-                    "Wan widths) beside the paper's values.", speedup_figure(metrics)))
+        out.append(
+            (
+                "kernels_speedup",
+                "C11/C12 speedups (bf16, N=65536, geometric mean over the "
+                "Wan widths) beside the paper's values.",
+                speedup_figure(metrics),
+            )
+        )
     return out

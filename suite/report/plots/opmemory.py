@@ -31,11 +31,20 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None):
         fig = Figure(figsize=(6, 3.5))
         ax = fig.subplots()
         _bars(ax, m, "saved_bytes", "D", 1e-9)
-        ax.set(xlabel="D", ylabel="GB saved for backward",
-               title=f"bf16 x, N={int(m.N.iloc[0])} (paper: ~4.8 GB, -61.9%)")
+        ax.set(
+            xlabel="D",
+            ylabel="GB saved for backward",
+            title=f"bf16 x, N={int(m.N.iloc[0])} (paper: ~4.8 GB, -61.9%)",
+        )
         fig.tight_layout()
-        out.append(("opmemory_saved", "Bytes saved for backward (saved_tensors_hooks, distinct "
-                    "storages) per implementation and width.", fig))
+        out.append(
+            (
+                "opmemory_saved",
+                "Bytes saved for backward (saved_tensors_hooks, distinct "
+                "storages) per implementation and width.",
+                fig,
+            )
+        )
     k = tables.get("opmemory_kernels")
     if k is not None and not k.empty:
         fig = Figure(figsize=(6, 3.5))
@@ -43,6 +52,11 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None):
         _bars(ax, k[k.D == k.D.max()], "kernels", "op")
         ax.set(ylabel="CUDA kernels per call", title="kernels launched (paper: 5-8 -> 1)")
         fig.tight_layout()
-        out.append(("opmemory_kernels", "CUDA kernels launched by one forward and one backward "
-                    "call (torch.profiler).", fig))
+        out.append(
+            (
+                "opmemory_kernels",
+                "CUDA kernels launched by one forward and one backward call (torch.profiler).",
+                fig,
+            )
+        )
     return out
