@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The reference run on one GPU node with no network, the way the README tells a user to do it:
+# install from a wheelhouse (.whl/: the suite's wheel + what the node lacks), then the offline nox
+# session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
+#   usage (device tool): SUITE_GIT_SHA=<sha> bash tools/gpu_reproduce.sh [quick|full] [seconds]
+set -uo pipefail
+profile=${1:-quick}
+limit=${2:-520}
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+exec > >(tee "$out/log") 2>&1
+
+echo "== install from the wheelhouse (no network)"
+if ! python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite; then
+  echo "wheelhouse install failed; falling back to --target /tmp/site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site
+fi
+python3 -m pip show adaptiveload-suite nox asv 2>/dev/null | grep -E "^(Name|Version)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,ecc.mode.current --format=csv
+
+echo "== reproduce --profile $profile (limit ${limit}s)"
+run=/tmp/run-$profile
+start=$(date +%s)
+timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run"
+echo "reproduce exit $? after $(( $(date +%s) - start )) s"
+tar czf "$out/run.tgz" -C /tmp "run-$profile"
+ls -la "$out"
