@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU regression benchmarks on a GPU node: pytest-benchmark kernels (JSON) and the asv GPU suite
 # saved under machine "h200" for the commit whose .git travels with the tree.
-#   usage (device tool, carry .whl and .git): bash tools/gpu_bench.sh
+#   usage (device tool; carry .whl and .gitbundle, made by `git bundle create .gitbundle/repo.bundle main`
+#   since .git itself cannot travel): bash tools/gpu_bench.sh
 set -uo pipefail
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -10,6 +11,10 @@ python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite
 timeout 120 python3 -m pytest -q tests/bench/test_bench_kernels.py --benchmark-enable \
   --benchmark-timer suite.timing.cuda_synced_perf_counter --benchmark-json "$out/bench_kernels.json" \
   --benchmark-columns median,iqr,rounds -p no:cacheprovider
-git config --global --add safe.directory "$PWD"
+# asv labels results with a commit of a real checkout: clone the bundle (same history, same SHA)
+if [ ! -d .git ] && [ -f .gitbundle/repo.bundle ]; then
+  git clone -q .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
+fi
+git log -1 --format='asv at %H'
 timeout 200 python3 -m benchmarks.run_asv --machine h200 --bench "bench_kernels"
 tar czf "$out/asv_results.tgz" .asv/results
