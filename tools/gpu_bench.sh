@@ -13,7 +13,7 @@ python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite
   --benchmark-columns median,iqr,rounds -p no:cacheprovider
 # asv labels results with a commit of a real checkout: clone the bundle (same history, same SHA)
 if ! git rev-parse -q --verify HEAD >/dev/null 2>&1 && [ -f .gitbundle/repo.bundle ]; then
-  git clone -q -b main .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
+  rm -rf /tmp/repo; git clone -q -b main .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
 fi
 git log -1 --format='asv at %H'
 timeout 200 python3 -m benchmarks.run_asv --machine h200 --bench "bench_kernels"
