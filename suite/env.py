@@ -118,16 +118,18 @@ def nvrtc_version() -> Any:
 
 
 def git_info() -> Any:
-    if not (REPO / ".git").exists():
-        # a copy of the tree (e.g. shipped to a GPU node) can be told its commit by the launcher
+    """SHA and dirty flag of the checkout; for a copy of the tree (e.g. shipped to a GPU node,
+    where .git may be missing or empty) the launcher can pass SUITE_GIT_SHA / SUITE_GIT_DIRTY."""
+    try:
+        sha = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
+        dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO))
+        return {"sha": sha, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
         if os.environ.get("SUITE_GIT_SHA"):
             return {"sha": os.environ["SUITE_GIT_SHA"],
                     "dirty": os.environ.get("SUITE_GIT_DIRTY", "unknown") == "1",
                     "source": "SUITE_GIT_SHA (the tree is a copy, not a checkout)"}
-        return f"absent ({REPO} is not a git checkout)"
-    sha = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
-    dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO))
-    return {"sha": sha, "dirty": dirty}
+        return f"absent ({REPO} is not a git checkout with a commit)"
 
 
 def capture(profile: str = "", world_size: int = 1) -> dict[str, Any]:

@@ -9,6 +9,7 @@ and an experiment is finished only when its `.done.json` marker exists (written 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
@@ -48,6 +49,9 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+GZIP_CELLS = 100_000  # tables larger than this (rows x columns) are stored as .csv.gz
+
+
 @dataclass
 class RunDir:
     """A run directory on disk. Tables are tidy long-format CSVs under results/."""
@@ -66,11 +70,18 @@ class RunDir:
         return self.root / "figures"
 
     def table_path(self, name: str) -> Path:
-        return self.results / f"{name}.csv"
+        """results/<name>.csv, or results/<name>.csv.gz where the table was stored compressed."""
+        gz = self.results / f"{name}.csv.gz"
+        return gz if gz.exists() else self.results / f"{name}.csv"
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        path = self.table_path(name)
-        atomic_write_text(path, df.to_csv(index=False, lineterminator="\n"))
+        """Write a table atomically; one over GZIP_CELLS cells is gzipped (mtime 0: same bytes
+        for the same table), so per-rank raw samples stay small enough to commit."""
+        text = df.to_csv(index=False, lineterminator="\n").encode("utf-8")
+        plain, gz = self.results / f"{name}.csv", self.results / f"{name}.csv.gz"
+        path, other = (gz, plain) if df.size > GZIP_CELLS else (plain, gz)
+        atomic_write_bytes(path, gzip.compress(text, mtime=0) if path is gz else text)
+        other.unlink(missing_ok=True)
         return path
 
     def read_table(self, name: str) -> pd.DataFrame:
@@ -80,7 +91,9 @@ class RunDir:
         """Every raw table of the run, by name."""
         if not self.results.exists():
             return {}
-        return {p.stem: pd.read_csv(p) for p in sorted(self.results.glob("*.csv"))}
+        paths = list(self.results.glob("*.csv")) + list(self.results.glob("*.csv.gz"))
+        named = {p.name.removesuffix(".gz").removesuffix(".csv"): p for p in paths}
+        return {name: pd.read_csv(named[name]) for name in sorted(named)}
 
     # -- experiment completion markers: an experiment is done only when its marker exists
     def done_path(self, experiment: str) -> Path:

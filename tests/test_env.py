@@ -45,3 +45,18 @@ def test_nvidia_smi_output_is_parsed(monkeypatch):
     (gpu,) = env.nvidia_smi()
     assert gpu["name"] == "NVIDIA H200" and gpu["ecc.mode.current"] == "Enabled"
     assert gpu["power.limit"] == "700.0"
+
+
+def test_git_sha_from_launcher_when_the_tree_has_no_commit(tmp_path, monkeypatch):
+    import subprocess as sp
+
+    from suite import env
+
+    sp.run(["git", "init", "-q", str(tmp_path)], check=True)  # a .git with no commit, as on a node
+    monkeypatch.setattr(env, "REPO", tmp_path)
+    monkeypatch.setenv("SUITE_GIT_SHA", "9ff09e2")
+    monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
+    info = env.git_info()
+    assert info["sha"] == "9ff09e2" and info["dirty"] is False
+    monkeypatch.delenv("SUITE_GIT_SHA")
+    assert env.git_info().startswith("absent")

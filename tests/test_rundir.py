@@ -112,3 +112,19 @@ def test_context_log_goes_to_progress(tmp_path):
     RunContext(RunDir(tmp_path), "cpu", "cpu").log("silent")  # no progress: no error
     RunContext(RunDir(tmp_path), "cpu", "cpu", progress=P()).log("hello")
     assert seen == ["hello"]
+
+
+def test_large_tables_are_gzipped_deterministically_and_read_back(tmp_path, monkeypatch):
+    import suite.rundir as rd
+
+    monkeypatch.setattr(rd, "GZIP_CELLS", 10)
+    run = rd.RunDir(tmp_path)
+    big = pd.DataFrame({"a": range(20), "b": range(20)})
+    path = run.write_table("big", big)
+    assert path.name == "big.csv.gz" and not (tmp_path / "results" / "big.csv").exists()
+    first = path.read_bytes()
+    run.write_table("big", big)
+    assert path.read_bytes() == first  # no timestamp in the gzip header
+    assert run.tables()["big"].equals(big) and run.read_table("big").equals(big)
+    run.write_table("big", big.head(2))  # small again: plain CSV replaces the .gz
+    assert run.table_path("big").name == "big.csv" and not path.exists()

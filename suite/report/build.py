@@ -246,9 +246,9 @@ def _context(run: RunDir, env: dict, states: list[dict], tables: dict[str, pd.Da
                      "hardware": by_id[r["id"]].hardware, "reason": r["reason"]}
                     for r in rows if r["verdict"] == "not-run"],
         "errors": errors,
-        "tables": [{"name": n, "rows": len(df), "columns": ", ".join(map(str, df.columns))}
-                   for n, df in sorted(tables.items())],
-        "table_names": set(tables), "figure_names": {f["name"] for f in figs},
+        "tables": [{"name": n, "file": run.table_path(n).name, "rows": len(df),
+                    "columns": ", ".join(map(str, df.columns))} for n, df in sorted(tables.items())],
+        "table_names": set(tables), "table_files": {n: run.table_path(n).name for n in tables}, "figure_names": {f["name"] for f in figs},
         "has_metrics": True,
     }
 
