@@ -32,6 +32,7 @@ ranks' gradients are averaged with equal weight (data-parallel mean), whatever B
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,10 @@ from suite.rundir import RunContext
 
 NAME = "training"
 CLAIMS = ("C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C14", "C15", "C17", "C18")
-NEEDS = "cuda"
+# SUITE_TRAINING_DEVICE=cpu (tests only): run on CPU with the tiny model (the cpu profile) so the
+# real-rank path can be tested with `torchrun --nproc-per-node 2 -m suite reproduce` on gloo.
+NEEDS = "cpu" if os.environ.get("SUITE_TRAINING_DEVICE") == "cpu" else "cuda"
+DISTRIBUTED = True  # under torchrun every rank runs it: the real-rank runs need all of them
 
 TINY_LONG_MIX = pd.DataFrame(
     [("image", 32, 32, 1, 1, 0.1), ("video", 128, 128, 9, 17, 0.9)],
@@ -49,15 +53,15 @@ TINY_LONG_MIX = pd.DataFrame(
 PROFILES = {
     "cpu": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX, ranks=16,
                 steps=3, long_steps=2, m_mem_factor=2, loss_steps=12, loss_max_S=80, loss_m_mem=160,
-                maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000),
+                maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000, real_steps_max=8),
     "quick": dict(model="wan-1.3b", layers=1, dtype="bf16", mix="default", long_mix="long-video",
                   ranks=16, steps=4, long_steps=3, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
                   loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
-                  frame_tokens=1560, corpus=20_000, time_budget_s=150),
+                  frame_tokens=1560, corpus=20_000, time_budget_s=150, real_steps_max=40),
     "full": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
                  ranks=16, steps=30, long_steps=15, time_budget_s=1800, m_mem_factor=3, loss_steps=200, loss_max_S=7800,
                  loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360, 62_400), maxseq_ref=48_360,
-                 frame_tokens=1560, corpus=20_000),
+                 frame_tokens=1560, corpus=20_000, real_steps_max=120),
 }
 
 
@@ -259,6 +263,26 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+def _real_ranks(ctx, prof, corpus, budgets):
+    """Under torchrun (world size K > 1): every rank trains the default mix's policies for real.
+    Returns (table or None, rank); rank 0 gets all ranks' rows; the process group is destroyed."""
+    import torch.distributed as dist
+
+    from suite.train.realranks import broadcast, init_group, real_runs, supported_policies
+
+    dev, rank, world = init_group(ctx.device, int(ctx.options.get("local_rank", 0)))
+    try:
+        budgets = broadcast(budgets if rank == 0 else None)  # rank 0's budgets on every rank
+        R = prof["ranks"]
+        steps = min(prof["steps"] * R // world, prof["real_steps_max"]) if R % world == 0 else prof["steps"]
+        real = real_runs(lambda d: _new_model(prof, "wan", d, ctx.seed), corpus, budgets,
+                         supported_policies(budgets), steps=steps, seed=ctx.seed,
+                         dtype=prof["dtype"], device=dev, log=ctx.log)
+    finally:
+        dist.destroy_process_group()
+    return real, rank
+
+
 def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     import torch
 
@@ -269,9 +293,14 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     threads = torch.get_num_threads()
     if ctx.device != "cuda":
         torch.set_num_threads(1)
+    real = None
     try:
         corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
         budgets, s_cross = _budgets(ctx, corpus, prof)
+        if ctx.world_size > 1:
+            real, rank = _real_ranks(ctx, prof, corpus, budgets)
+            if rank != 0:
+                return {}  # rank 0 writes; it goes on alone with the one-GPU emulation
         fused_reason = _fused_available(ctx.device)
         ranks, runs = _emulated_runs(ctx, prof, budgets, fused_reason, busbw)
         # skip_maxseq / skip_loss (options["training"]): keep those tables from an earlier run
@@ -289,10 +318,25 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         "m_mem_cap": prof["m_mem_factor"] * float(corpus.tokens.max()),
         "busbw_gbps": busbw, "maxseq_ref": prof["maxseq_ref"], "fused": fused_reason or "ok",
         "steps": prof["steps"], "long_steps": prof["long_steps"],
+        "real_world": ctx.world_size if real is not None else 1,
+        "real_steps": int(real["step"].max()) + 1 if real is not None else 0,
     }])
     out = {"training_ranks": ranks, "training_runs": runs, "training_info": info,
-           "training_maxseq": maxseq, "training_loss": loss}
+           "training_maxseq": maxseq, "training_loss": loss, "training_real": real}
     return {k: v for k, v in out.items() if v is not None}
 
 
-from suite.train.summary import summarize  # noqa: E402,F401  (pure: pandas only, no torch)
+def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The emulated metrics (suite.train.summary) plus the real-rank ones (suite.train.realranks);
+    pure: pandas only, no torch."""
+    from suite.experiments import METRIC_COLUMNS, metric_rows
+    from suite.train.realranks import real_metrics
+    from suite.train.summary import summarize as summarize_emulated
+
+    out = summarize_emulated(tables)
+    extra = real_metrics(tables)
+    if not extra:
+        return out
+    both = pd.concat([out.reindex(columns=METRIC_COLUMNS), metric_rows(extra)], ignore_index=True)
+    both["value"] = both["value"].astype(float)
+    return both

@@ -124,6 +124,12 @@ def ranks_notes(verdicts: list[Verdict], states: list[dict]) -> dict[str, str]:
             notes[v.id] = "ranks emulated on one GPU"
         elif v.metric.endswith("_sim"):
             notes[v.id] = "ranks simulated"
+        real_alts = [a["metric"] for a in v.alternatives
+                     if a["metric"].endswith("_real") and a["metric"] != v.metric]
+        if real_alts:  # e.g. torchrun with 2 GPUs: throughput_gain_real beside the emulated value
+            note = (f"real ranks (world size {world.get(by_exp[v.id], '?')}) in "
+                    f"{', '.join(real_alts)}")
+            notes[v.id] = f"{notes[v.id]}; {note}" if v.id in notes else note
     return notes
 
 

@@ -1,0 +1,204 @@
+"""Real data-parallel ranks inside `python -m suite reproduce` under torchrun (K > 1 processes).
+
+The training experiment (suite/experiments/training.py) calls `real_runs` on every rank: one
+process group (NCCL on GPUs, gloo on CPU, torchrun's env:// rendezvous), then per policy a fresh
+model with the same initial weights, wrapped in DistributedDataParallel, trained on the same
+batch plan as the one-GPU emulator (`make_plan(corpus, policy, K, steps)`: step k of a K-rank run
+trains on global batches k*K .. k*K + K - 1). Each step on each rank is instrumented exactly as in
+suite.train.trainer (compute under no_sync, then the gradient all_reduce, then AdamW), and rank 0
+gathers every rank's rows with `all_gather_object`; the process group is then destroyed, so rank 0
+can go on alone with the emulated runs while the other ranks leave.
+
+`real_metrics` (pure pandas) turns the gathered rows (table training_real) into the C7/C8 metrics:
+- throughput_gain_8_real (C7) / throughput_gain_16_real (C8) when K is 8 / 16, otherwise
+  throughput_gain_real under both C7 and C8 with K in the conditions; dual (and global, when the
+  trainer supports it) over equal-token, global tokens / total step time, bootstrap CI over steps.
+- emulation_error_pct (C7): the emulator's prediction for K ranks against the measured real steps.
+  The prediction regroups the 16-virtual-rank emulated run of the same policy into K-rank steps
+  (`summary.regroup`: global batch k*16 + r becomes step (k*16 + r) // K, rank (k*16 + r) % K), which
+  is the real run's plan exactly, and recomposes the step as slowest rank + all-reduce model for K
+  ranks + optimizer. The metric is the mean over matched steps (both policies) of
+  100 * |emulated step_s / real step_s - 1|; the signed total-time error is in the conditions.
+  Only steps whose per-step tokens match are compared (else the metric is not produced).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import numpy as np
+import pandas as pd
+
+REAL_RUN_POLICIES = ("equal-token", "dual", "global")
+
+
+def supported_policies(budgets) -> list[str]:
+    """The policies of REAL_RUN_POLICIES that suite.balance.policies.make_policy accepts."""
+    out = []
+    for name in REAL_RUN_POLICIES:
+        try:
+            budgets.policy(name)
+        except (ValueError, TypeError):
+            continue
+        out.append(name)
+    return out
+
+
+def init_group(device_type: str, local_rank: int):
+    """One process group for the experiment; a long timeout, because rank 0 runs the earlier
+    experiments alone while the others already wait here."""
+    import torch
+    import torch.distributed as dist
+
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo",
+                                timeout=datetime.timedelta(hours=2))
+    dev = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
+    return dev, dist.get_rank(), dist.get_world_size()
+
+
+def broadcast(obj):
+    """rank 0's object on every rank."""
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int, seed: int,
+              dtype: str, device, mix: str = "default", log=print) -> pd.DataFrame | None:
+    """Train each policy with the process group's ranks; rank 0 gets all ranks' rows, others None.
+
+    new_model(device) -> (model, optimizer) must give the same initial weights on every rank.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from suite.train.data import make_batch
+    from suite.train.instrument import PhaseTimer, peak_bytes, reset_peak
+    from suite.train.plan import make_plan
+    from suite.train.trainer import average_gradients, forward_backward, noise_generator
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    backend = dist.get_backend()
+    rows = []
+    for policy in policies:
+        name = f"{mix}/{policy}/wan"
+        plan = make_plan(corpus, budgets.policy(policy), world, steps, seed)
+        model, opt = new_model(device)
+        cfg = model.cfg
+        # warm-up on the bare model (kernel selection, allocator growth); no optimizer step
+        x0, tctx, _ = make_batch(corpus, plan[0][rank], text_len=cfg.text_len,
+                                 text_dim=cfg.text_dim, seed=seed, device=device)
+        forward_backward(model, x0, tctx, noise_generator(device, seed, 0, rank), dtype)
+        opt.zero_grad(set_to_none=True)
+        ids = [device.index] if device.type == "cuda" else None
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        params = [p for p in model.parameters() if p.requires_grad]
+        if rank == 0:
+            log(f"training: {name}, {world} real ranks ({backend}) x {steps} steps")
+        dist.barrier()
+        for step in range(steps):
+            t0 = time.perf_counter()
+            x0, tctx, info = make_batch(corpus, plan[step][rank], text_len=cfg.text_len,
+                                        text_dim=cfg.text_dim, seed=seed, device=device)
+            data_s = time.perf_counter() - t0
+            reset_peak(device)
+            timer = PhaseTimer(device)
+            timer.mark("start")
+            with ddp.no_sync():
+                loss = forward_backward(ddp, x0, tctx, noise_generator(device, seed, step, rank), dtype)
+            timer.mark("compute")
+            average_gradients(params, world)
+            timer.mark("collective")
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            timer.mark("optimizer")
+            timer.finish()
+            peak, reserved = peak_bytes(device)
+            rows.append({
+                "run": name, "mix": mix, "step": step, "rank": rank, "world": world, "policy": policy,
+                "adaln": model.adaln, "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim,
+                "emulated": False, "backend": backend, "B": info["B"], "S": info["S"],
+                "tokens": info["tokens"], "samples": info["B"], "bucket": info["S"], "loss": float(loss),
+                "data_s": data_s, "compute_s": timer.seconds("start", "compute"),
+                "collective_wait_s": timer.seconds("compute", "collective"),
+                "optimizer_s": timer.seconds("collective", "optimizer"),
+                "step_s": timer.seconds("start", "optimizer"),
+                "peak_mem_bytes": peak, "peak_reserved_bytes": reserved,
+            })
+        del ddp, model, opt
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, rows)
+    if rank != 0:
+        return None
+    out = pd.DataFrame([r for part in gathered for r in part])
+    return out.sort_values(["run", "step", "rank"]).reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------- metrics (pure)
+def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> list[dict]:
+    """C7/C8 metric rows from training_real (and training_ranks for the emulation error)."""
+    from suite.train.logs import step_table, summary_table
+    from suite.train.summary import _gain, regroup
+
+    real = tables.get("training_real")
+    if real is None or real.empty:
+        return []
+    K = int(real["world"].iloc[0])
+    backend = str(real["backend"].iloc[0]) if "backend" in real.columns else "?"
+    dev = "GPUs" if backend == "nccl" else "CPU processes"
+    i0 = real.iloc[0]
+    S = real["S"]
+    cond = (f"{K} real ranks ({backend}, {K} {dev}, DDP), {i0['model']} width D={int(i0['dim'])}, "
+            f"{int(i0['layers'])} layers, S {int(S.min())}-{int(S.max())}")
+    steps = {run: step_table(d, keys=["run"]) for run, d in real.groupby("run")}
+    base = "default/equal-token/wan"
+    rows: list[dict] = []
+    if base in steps:
+        e = summary_table(steps[base], keys=["run"]).iloc[0]
+        for pol, suffix in (("dual", ""), ("global", "_global")):
+            run = f"default/{pol}/wan"
+            if run not in steps:
+                continue
+            g, lo, hi = _gain(steps[base], steps[run])
+            d = summary_table(steps[run], keys=["run"]).iloc[0]
+            c = (f"{cond}; {len(steps[run])} steps; tokens/s {pol} {d.throughput:.0f} vs "
+                 f"{e.throughput:.0f}")
+            if suffix == "" and K in (8, 16):
+                targets = [("C7" if K == 8 else "C8", f"throughput_gain_{K}_real")]
+            else:
+                targets = [("C7", f"throughput_gain{suffix}_real"), ("C8", f"throughput_gain{suffix}_real")]
+            for claim, key in targets:
+                rows.append({"claim": claim, "metric": key, "value": g, "ci_low": lo, "ci_high": hi,
+                             "unit": "%", "conditions": c,
+                             "evidence": "training_real; figure training_throughput"})
+    emu = tables.get("training_ranks")
+    if emu is not None and not emu.empty:
+        errs, tot_r, tot_e = [], 0.0, 0.0
+        for run, st in steps.items():
+            er = emu[emu["run"] == run]
+            if er.empty or int(er["world"].iloc[0]) % K:
+                continue
+            pred = step_table(regroup(er, K) if K != int(er["world"].iloc[0]) else er, keys=["run"])
+            m = st.merge(pred, on="step", suffixes=("_real", "_emu"))
+            if m.empty or not (m.tokens_real == m.tokens_emu).all():
+                continue
+            errs += list(np.abs(m.step_s_emu / m.step_s_real - 1))
+            tot_r += float(m.step_s_real.sum())
+            tot_e += float(m.step_s_emu.sum())
+        if errs:
+            rows.append({"claim": "C7", "metric": "emulation_error_pct",
+                         "value": 100 * float(np.mean(errs)), "unit": "% error",
+                         "conditions": f"mean |emulated/real - 1| of the step time over {len(errs)} "
+                         f"matched steps (same batches); total-time error "
+                         f"{100 * (tot_e / tot_r - 1):+.1f}%; real: {cond}"
+                         + (f"; emulated: {cond_emulated}" if cond_emulated else ""),
+                         "evidence": "training_real, training_ranks"})
+    return rows

@@ -1,0 +1,97 @@
+"""The training experiment's real-rank path on CPU: `torchrun --nproc-per-node 2 -m suite reproduce
+--only training` on gloo (SUITE_TRAINING_DEVICE=cpu: the tiny model of the cpu profile)."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.rundir import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def run2(tmp_path_factory):
+    run = tmp_path_factory.mktemp("realranks") / "run"
+    env = {**os.environ, "SUITE_TRAINING_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
+           "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(30500 + os.getpid() % 1000), "-m", "suite", "reproduce",
+           "--profile", "cpu", "--only", "training", "--no-report", "--out", str(run)]
+    t0 = time.time()
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return run, time.time() - t0
+
+
+def test_two_real_ranks_write_gathered_tables(run2):
+    run, seconds = run2
+    assert seconds < 90, f"the two-rank CPU run took {seconds:.0f} s"
+    rd = RunDir(run)
+    assert rd.is_done("training") and not (run / "results" / "training.error.txt").exists()
+    real = rd.read_table("training_real")
+    assert set(real["run"]) == {"default/equal-token/wan", "default/dual/wan"}
+    assert (real["world"] == 2).all() and (real["backend"] == "gloo").all()
+    assert not real["emulated"].any()
+    per = real.groupby(["run", "step"])["rank"].apply(sorted)
+    assert all(r == [0, 1] for r in per)  # rank 0 gathered both ranks' rows of every step
+    parts = real.compute_s + real.collective_wait_s + real.optimizer_s
+    np.testing.assert_allclose(parts, real.step_s, rtol=1e-6, atol=1e-6)
+    # the emulated 16-rank runs still ran on rank 0, on the same plan's batches
+    emu = rd.read_table("training_ranks")
+    assert (emu["world"] == 16).all() and emu["emulated"].all()
+    info = rd.read_table("training_info").iloc[0]
+    assert info["real_world"] == 2 and info["real_steps"] == real["step"].max() + 1
+    done = rd.status()["training"]
+    assert done["world_size"] == 2
+
+
+def test_real_rank_metrics_and_report_note(run2):
+    from suite.claims import evaluate
+    from suite.experiments import training
+    from suite.report.build import ranks_notes
+
+    run, _ = run2
+    tables = {k: v for k, v in RunDir(run).tables().items() if k.startswith("training")}
+    m = training.summarize(tables)
+    keys = set(zip(m.claim, m.metric))
+    # world size 2: neither the 8- nor the 16-rank key, but the generic one with K in conditions
+    assert ("C7", "throughput_gain_real") in keys and ("C8", "throughput_gain_real") in keys
+    assert not any(k.startswith(("throughput_gain_8_real", "throughput_gain_16_real")) for _, k in keys)
+    row = m[(m.claim == "C7") & (m.metric == "throughput_gain_real")].iloc[0]
+    assert "2 real ranks (gloo" in row.conditions and row.ci_low <= row.value <= row.ci_high
+    err = m[m.metric == "emulation_error_pct"]
+    assert len(err) == 1 and np.isfinite(err.value.iloc[0]) and "matched steps" in err.conditions.iloc[0]
+    assert ("C7", "throughput_gain_8_emulated") in keys  # the one-GPU emulation is still there
+    verdicts = evaluate(m)
+    c7 = next(v for v in verdicts if v.id == "C7")
+    assert c7.metric == "throughput_gain_8_emulated"
+    assert {"throughput_gain_real", "emulation_error_pct"} <= {a["metric"] for a in c7.alternatives}
+    notes = ranks_notes(verdicts, [{"name": "training", "world_size": 2}])
+    assert "real ranks (world size 2) in throughput_gain_real" in notes["C7"]
+    assert notes["C7"].startswith("ranks emulated on one GPU")
+
+
+def test_eight_and_sixteen_real_ranks_use_the_claims_keys():
+    from suite.train.realranks import real_metrics
+
+    for K, claim in ((8, "C7"), (16, "C8")):
+        rows = []
+        for pol, t in (("equal-token", 1.0), ("dual", 0.8)):
+            for step in range(4):
+                for r in range(K):
+                    rows.append({"run": f"default/{pol}/wan", "step": step, "rank": r, "world": K,
+                                 "backend": "nccl", "model": "wan-1.3b", "dim": 1536, "layers": 1,
+                                 "S": 1560, "tokens": 1000, "samples": 1, "loss": 1.0,
+                                 "compute_s": t * (1 + 0.01 * r), "collective_wait_s": 0.0,
+                                 "optimizer_s": 0.01, "step_s": t * 1.2 + step * 0.01,
+                                 "peak_mem_bytes": 0, "peak_reserved_bytes": 0})
+        out = pd.DataFrame(real_metrics({"training_real": pd.DataFrame(rows)}))
+        assert list(zip(out.claim, out.metric)) == [(claim, f"throughput_gain_{K}_real")]
+        assert out.value.iloc[0] > 0 and f"{K} real ranks (nccl, {K} GPUs" in out.conditions.iloc[0]
