@@ -146,7 +146,8 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
     keys = set(m["metric"])
     assert {"r_tokens_steps", "r_bs2_steps", "cv_reduction_emulated", "rank_cv_emulated",
             "step_cv_emulated", "throughput_gain_8_emulated", "throughput_gain_16_emulated",
-            "floor_gain_emulated", "loss_final_rel_diff_policy"} <= keys
+            "floor_gain_emulated", "loss_final_rel_diff_policy", "rank_cv_global_emulated",
+            "throughput_gain_global_16_emulated"} <= keys
     assert m.loc[m.metric == "rank_cv_emulated", "baseline"].notna().all()
     assert (tables["training_ranks"].world == 16).all()
     figs = training_plots.figures(ctx.run.tables(), m) + shapes_plots.figures({"shapes_sweep": sw})

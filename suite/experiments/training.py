@@ -18,7 +18,9 @@ Method (same data order and seed for every run; a fresh model with the same init
   the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's simulator for that M_mem, M_comp = M_mem *
   s_cross^(p-1). Equal-token uses M_tok = M_mem (the same memory cap).
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
-  C18), long-video mix under equal-token/wan and dual/wan (C9);
+  C18), long-video mix under equal-token/wan and dual/wan (C9), and last, when the time budget
+  allows, default/global/wan (issue 7's global policy: per-step LPT over the 16 virtual ranks with
+  the run's cost model, micro-batches of <= M_mem tokens, loss weighted by global tokens);
   each run's rank rows go to training_ranks (one row per step and virtual rank).
 - C14 (training_maxseq): peak allocated memory of one sample's full step at a few S, per AdaLN
   path; a line through them gives the longest S (whole 480p frames) within the Wan path's peak at
@@ -153,13 +155,14 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     import torch
 
     from suite.train.data import load_corpus
-    from suite.train.emulate import collective_seconds, emulate, gradient_bytes
+    from suite.train.emulate import collective_seconds, emulate, emulate_global, gradient_bytes
     from suite.train.plan import make_plan
 
     dev = torch.device(ctx.device)
     specs = [("default", "equal-token", "wan", prof["steps"]), ("default", "dual", "wan", prof["steps"]),
              ("default", "dual", "fused", prof["steps"]),
-             ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"])]
+             ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"]),
+             ("default", "global", "wan", prof["steps"])]  # last: runs only when the budget allows
     corpora = {"default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
                "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)}
     runs, jobs = [], []
@@ -168,17 +171,24 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         if adaln == "fused" and fused_reason:
             runs.append({"run": name, "status": f"skipped: {fused_reason}"})
             continue
-        plan = make_plan(corpora[mix], budgets.policy(policy), prof["ranks"], steps, ctx.seed)
+        if policy == "global":
+            from suite.train.globalstep import global_plan, planner_cost
+
+            cm = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
+            plan = global_plan(corpora[mix], cm, budgets.m_mem, prof["ranks"], steps, ctx.seed)
+        else:
+            plan = make_plan(corpora[mix], budgets.policy(policy), prof["ranks"], steps, ctx.seed)
         jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps))
     import time
 
     t0 = time.perf_counter()
-    _warmup(prof, jobs, dev, ctx.seed)
+    _warmup(prof, [j for j in jobs if j[5] != "global"], dev, ctx.seed)  # same AdaLN paths
     ranks = []
     for corpus, plan, adaln, name, mix, policy, steps in jobs:
         elapsed = time.perf_counter() - t0
         done = sum(len(r) for r in ranks)
-        est = elapsed / done * len(plan) * len(plan[0]) if done else 0.0  # s per rank-batch so far
+        world = len(plan[0].ranks) if policy == "global" else len(plan[0])
+        est = elapsed / done * len(plan) * world if done else 0.0  # s per rank-batch so far
         if elapsed + est > prof.get("time_budget_s", math.inf):
             runs.append({"run": name, "status": f"skipped: time budget ({elapsed:.0f} s spent, "
                          f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})"})
@@ -187,8 +197,9 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         gbytes = gradient_bytes(model)
         coll = collective_seconds(gbytes, prof["ranks"], busbw)
         ctx.log(f"training: {name}, {prof['ranks']} emulated ranks x {steps} steps")
-        rows = emulate(model, opt, corpus, plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
-                       collective_s=coll, run_info={"run": name, "mix": mix})
+        run_ = emulate_global if policy == "global" else emulate
+        rows = run_(model, opt, corpus, plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
+                    collective_s=coll, run_info={"run": name, "mix": mix})
         rows["grad_bytes"], rows["busbw_gbps"] = gbytes, busbw
         ranks.append(rows)
         runs.append({"run": name, "status": "ok"})

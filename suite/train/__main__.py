@@ -23,6 +23,11 @@ outputs: OUT/config.json, OUT/rank<r>.jsonl (one line per step: compute_s, colle
 optimizer_s, step_s, peak_mem_bytes, tokens, samples, bucket, loss, ...), OUT/steps.csv and
 OUT/summary.csv (aggregated by suite.train.logs) written by rank 0 at the end.
 Loss: mean over the batch's latent tokens on each rank; ranks' gradients are averaged equally.
+--policy global: ranks run different numbers of micro-batches (or none); each one's loss is weighted
+by its tokens / the step's global tokens and gradients are summed, so the gradient equals standard
+data parallelism's over the whole global batch. Its rows carry B = samples, S = tokens / B,
+bucket = longest S, micro_batches, sub_batches, sum_s2, global_tokens.
+  torchrun --nproc-per-node 2 -m suite.train --model tiny --mix tiny --policy global --steps 5 --out runs/g
 """
 
 
@@ -32,8 +37,10 @@ def parse(argv: list[str] | None = None) -> TrainArgs:
                                  epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=list(CONFIGS), default="tiny", help="model configuration")
     ap.add_argument("--layers", type=int, help="override the number of DiT blocks")
-    ap.add_argument("--policy", choices=["equal-token", "dual"], default="equal-token",
-                    help="batch-size policy: B*S = M_mem, or the dual constraint (M_mem, M_comp, p)")
+    ap.add_argument("--policy", choices=["equal-token", "dual", "global"], default="equal-token",
+                    help="batch-size policy: B*S = M_mem, the dual constraint (M_mem, M_comp, p), or "
+                    "global (per-step LPT over ranks, micro-batches of <= M_mem tokens, gradient "
+                    "accumulation, loss normalised by the global token count; planner cost from --cost)")
     ap.add_argument("--steps", type=int, default=10, help="training steps")
     ap.add_argument("--out", required=True, help="output folder for the logs")
     ap.add_argument("--adaln", choices=list(ADALN_IMPLS), default="wan",

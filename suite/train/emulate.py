@@ -103,6 +103,56 @@ def emulate(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str, po
     return pd.concat(rows, ignore_index=True)
 
 
+def emulate_global(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str,
+                   collective_s: float, policy: str = "global", run_info: dict | None = None,
+                   log=None) -> pd.DataFrame:
+    """The global policy with virtual ranks (plan[step] = StepPlan of suite.balance): each virtual
+    rank's micro-batches run one after another and are timed together as its compute_s; loss
+    weights tokens / global tokens, so the accumulated gradient is the real run's all-reduced sum."""
+    from suite.train import globalstep as gs
+
+    device = next(model.parameters()).device
+    cfg = model.cfg
+    rows = []
+    for step, st in enumerate(plan):
+        R = len(st.ranks)
+        step_rows = []
+        for r, mbs in enumerate(st.ranks):
+            t0 = time.perf_counter()
+            batches = gs.rank_batches(corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim,
+                                      seed=seed, device=device)
+            data_s = time.perf_counter() - t0
+            reset_peak(device)
+            timer = PhaseTimer(device)
+            timer.mark("start")
+            info = gs.rank_backward(model, batches, seed=seed, step=step,
+                                    global_tokens=st.global_tokens, dtype=dtype)
+            timer.mark("compute")
+            timer.finish()
+            peak, reserved = peak_bytes(device)
+            step_rows.append({
+                "step": step, "rank": r, "world": R, "policy": policy, "adaln": model.adaln,
+                "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "emulated": True,
+                **gs.log_fields(info, mbs, corpus), "loss": info["loss"], "data_s": data_s,
+                "global_tokens": st.global_tokens, "compute_s": timer.seconds("start", "compute"),
+                "peak_mem_bytes": peak, "peak_reserved_bytes": reserved, **(run_info or {}),
+            })
+        timer = PhaseTimer(device)
+        timer.mark("start")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        timer.mark("optimizer")
+        timer.finish()
+        for row in step_rows:
+            row["optimizer_s"] = timer.seconds("start", "optimizer")
+        composed = compose_steps(pd.DataFrame(step_rows), collective_s)
+        if log is not None:
+            for rec in composed.to_dict("records"):
+                log(rec)
+        rows.append(composed)
+    return pd.concat(rows, ignore_index=True)
+
+
 def emulate_run(args: TrainArgs) -> Path:
     """The CLI path (--emulate-ranks R): writes OUT/rank{r}.jsonl for every virtual rank."""
     device = torch.device("cuda" if (args.device == "auto" and torch.cuda.is_available())
@@ -112,7 +162,13 @@ def emulate_run(args: TrainArgs) -> Path:
     model = build_model(args, device)
     corpus = load_corpus(args.corpus_size, args.mix, args.seed, args.manifest)
     budgets = budgets_for(corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p)
-    plan = make_plan(corpus, budgets.policy(args.policy), R, args.steps, args.seed)
+    if args.policy == "global":
+        from suite.train import globalstep as gs
+
+        plan = gs.global_plan(corpus, gs.planner_cost(args.cost, budgets.p), budgets.m_mem, R,
+                              args.steps, args.seed)
+    else:
+        plan = make_plan(corpus, budgets.policy(args.policy), R, args.steps, args.seed)
     coll = collective_seconds(gradient_bytes(model), R, args.collective_busbw_gbps)
     from suite.rundir import write_json
 
@@ -120,8 +176,9 @@ def emulate_run(args: TrainArgs) -> Path:
                                       "collective_s": coll})
     logs = [JsonlLog(out / f"rank{r}.jsonl") for r in range(R)]
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    emulate(model, opt, corpus, plan, seed=args.seed, dtype=args.dtype, policy=args.policy,
-            collective_s=coll, log=lambda rec: logs[rec["rank"]].write(rec))
+    run = emulate_global if args.policy == "global" else emulate
+    run(model, opt, corpus, plan, seed=args.seed, dtype=args.dtype, policy=args.policy,
+        collective_s=coll, log=lambda rec: logs[rec["rank"]].write(rec))
     for log in logs:
         log.close()
     return out

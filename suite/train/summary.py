@@ -10,6 +10,8 @@ Definitions (the ledger's keys; every percentage is in %):
   gradient all-reduce + optimizer), 16 ranks.
 - C7/C8 throughput_gain_{8,16}_emulated: total tokens / total step time, dual over equal-token;
   CI by resampling steps (2000 bootstrap resamples). 8-rank steps: halves of the 16-rank steps.
+- C5/C8 alternatives rank_cv_global_emulated, throughput_gain_global_16_emulated: the same for the
+  global policy's run (default/global/wan; baseline and reference equal-token), when it ran.
 - C9 floor_gain_emulated: 5th percentile of per-step tokens/s, long-video mix, 16 ranks.
 - C10 peak_vram_util_gain: mean over rank-batches of peak allocated bytes, dual over equal-token
   (relative %); _reserved: the same with max reserved; _pp: the difference in % of device memory.
@@ -151,6 +153,18 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 {"claim": "C10", "metric": "peak_vram_util_gain_pp", "value": 100 * (pd_ - pe) / cap,
                  "unit": "pp", "evidence": "training_ranks", "conditions": "% of device memory; " + c},
             ]
+    glob = "default/global/wan"
+    if (base, R) in summ and (glob, R) in summ:
+        e, g_ = summ[(base, R)][1], summ[(glob, R)][1]
+        c = "global policy; " + cond.format(R=R)
+        rows.append({"claim": "C5", "metric": "rank_cv_global_emulated", "value": 100 * g_.rank_cv,
+                     "baseline": 100 * e.rank_cv, "unit": "%", "conditions": c, "evidence": ev})
+        if R == 16:
+            g, lo, hi = _gain(summ[(base, R)][0], summ[(glob, R)][0])
+            rows.append({"claim": "C8", "metric": "throughput_gain_global_16_emulated", "value": g,
+                         "ci_low": lo, "ci_high": hi, "unit": "%", "evidence": "training_ranks",
+                         "conditions": c + f"; tokens/s global {g_.throughput:.0f} vs "
+                         f"{e.throughput:.0f}"})
     lb, ld = ("long/equal-token/wan", R), ("long/dual/wan", R)
     if lb in summ and ld in summ:
         e, d = summ[lb][1], summ[ld][1]

@@ -125,6 +125,49 @@ def average_gradients(params: list[torch.Tensor], world: int) -> None:
             bucket, size = [], 0
 
 
+def _global_step(args, d: Dist, wrapped, params, opt, corpus, st, step: int, cfg) -> dict:
+    """One step of the global policy on this rank (see suite.train.globalstep): this rank's
+    micro-batches with gradient accumulation, loss weights tokens / global tokens, gradients summed
+    (not averaged) across ranks."""
+    import contextlib
+
+    from suite.train import globalstep as gs
+
+    t0 = time.perf_counter()
+    mbs = st.ranks[d.rank]
+    batches = gs.rank_batches(corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim,
+                              seed=args.seed, device=d.device)
+    data_s = time.perf_counter() - t0
+    reset_peak(d.device)
+    timer = PhaseTimer(d.device)
+    timer.mark("start")
+    sync = wrapped.no_sync() if d.initialized else contextlib.nullcontext()
+    with sync:
+        info = gs.rank_backward(wrapped, batches, seed=args.seed, step=step,
+                                global_tokens=st.global_tokens, dtype=args.dtype)
+    timer.mark("compute")
+    if d.initialized:
+        gs.ensure_grads(params)
+        average_gradients(params, 1)  # all_reduce SUM: the loss weights already normalise
+    timer.mark("collective")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    timer.mark("optimizer")
+    timer.finish()
+    peak, reserved = peak_bytes(d.device)
+    return {
+        "step": step, "rank": d.rank, "world": d.world, "policy": args.policy, "adaln": args.adaln,
+        "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "emulated": False,
+        **gs.log_fields(info, mbs, corpus), "loss": info["loss"], "data_s": data_s,
+        "global_tokens": st.global_tokens,
+        "compute_s": timer.seconds("start", "compute"),
+        "collective_wait_s": timer.seconds("compute", "collective"),
+        "optimizer_s": timer.seconds("collective", "optimizer"),
+        "step_s": timer.seconds("start", "optimizer"),
+        "peak_mem_bytes": peak, "peak_reserved_bytes": reserved,
+    }
+
+
 def train(args: TrainArgs) -> Path:
     """Run the trainer; returns the folder holding rank*.jsonl."""
     d = setup_distributed(args.device)
@@ -134,7 +177,16 @@ def train(args: TrainArgs) -> Path:
         cfg = model.cfg
         corpus = load_corpus(args.corpus_size, args.mix, args.seed, args.manifest)
         budgets = budgets_for(corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p)
-        plan = make_plan(corpus, budgets.policy(args.policy), d.world, args.steps, args.seed)
+        if args.policy == "global":
+            from suite.train import globalstep as gs
+
+            if args.fsdp:
+                raise ValueError("--policy global runs different numbers of micro-batches per rank; "
+                                 "FSDP2's per-forward collectives need equal counts: use DDP")
+            cost = gs.planner_cost(args.cost, budgets.p)
+            plan = gs.global_plan(corpus, cost, budgets.m_mem, d.world, args.steps, args.seed)
+        else:
+            plan = make_plan(corpus, budgets.policy(args.policy), d.world, args.steps, args.seed)
         if d.rank == 0:
             from suite.rundir import write_json
 
@@ -157,6 +209,9 @@ def train(args: TrainArgs) -> Path:
         opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
         log = JsonlLog(out / f"rank{d.rank}.jsonl")
         for step in range(args.steps):
+            if args.policy == "global":
+                log.write(_global_step(args, d, wrapped, params, opt, corpus, plan[step], step, cfg))
+                continue
             t0 = time.perf_counter()
             idx = plan[step][d.rank]
             x0, ctx, info = make_batch(corpus, idx, text_len=cfg.text_len, text_dim=cfg.text_dim,

@@ -1,0 +1,132 @@
+"""The global policy in the trainer (issue 7), on CPU with gloo: gradient equality with one process,
+a two-process run that logs every rank, and the emulator's agreement with it."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import torch
+
+from suite.train.logs import read_logs, step_table
+
+COMMON = ["--model", "tiny", "--mix", "tiny", "--steps", "3", "--corpus-size", "400", "--dtype", "fp32"]
+
+WORKER = textwrap.dedent("""
+    import sys
+    import torch, torch.distributed as dist
+    from suite.train import globalstep as gs
+    from suite.train.data import load_corpus
+    from suite.train.trainer import TrainArgs, average_gradients, build_model
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    corpus = load_corpus(300, "tiny", 0)
+    plan = gs.global_plan(corpus, gs.planner_cost(None, 2.0), 640.0, 2, 6, seed=0)
+    step = next(k for k, st in enumerate(plan) if len(st.ranks[0]) != len(st.ranks[1]))
+    st = plan[step]
+    model = build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu"))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    cfg = model.cfg
+    batches = gs.rank_batches(corpus, st.ranks[rank], text_len=cfg.text_len, text_dim=cfg.text_dim,
+                              seed=0, device="cpu")
+    with ddp.no_sync():
+        gs.rank_backward(ddp, batches, seed=0, step=step, global_tokens=st.global_tokens, dtype="fp32")
+    params = [p for p in model.parameters() if p.requires_grad]
+    gs.ensure_grads(params)
+    average_gradients(params, 1)
+    if rank == 0:
+        torch.save({"step": step, "micro": [len(r) for r in st.ranks], "ranks": st.ranks,
+                    "grads": [p.grad for p in params]}, sys.argv[1])
+    dist.destroy_process_group()
+""")
+
+
+def _torchrun(args, nproc, timeout=180):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+           "--master-port", str(29000 + os.getpid() % 1000), *args]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+
+def test_global_gradient_equals_one_process(tmp_path):
+    """Two gloo ranks with uneven micro-batches, loss weights tokens / global tokens, gradients
+    summed: the same gradient as one process over the step's samples (one batch per length)."""
+    from suite.train import globalstep as gs
+    from suite.train.data import load_corpus, make_batch
+    from suite.train.trainer import TrainArgs, build_model
+
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    _torchrun([str(script), str(tmp_path / "grads.pt")], 2)
+    got = torch.load(tmp_path / "grads.pt")
+    assert got["micro"][0] != got["micro"][1]  # uneven micro-batch counts
+    torch.set_num_threads(1)
+    corpus = load_corpus(300, "tiny", 0)
+    model = build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu"))
+    idx = [i for r in got["ranks"] for mb in r for i in mb]
+    tokens = corpus.tokens.to_numpy()
+    total = int(tokens[idx].sum())
+    loss = 0.0
+    for S in sorted(set(tokens[idx].tolist())):  # standard data parallelism: one batch per S
+        grp = [i for i in idx if tokens[i] == S]
+        x0, ctx, _ = make_batch(corpus, grp, text_len=model.cfg.text_len,
+                                text_dim=model.cfg.text_dim, seed=0)
+        t, eps = gs.sample_noise(x0, grp, 0, got["step"])
+        loss = loss + gs.weighted_loss(model, x0, ctx, t, eps, "fp32") * (S * len(grp) / total)
+    loss.backward()
+    ref = [p.grad for p in model.parameters() if p.requires_grad]
+    assert len(ref) == len(got["grads"])
+    for a, b in zip(got["grads"], ref):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_two_rank_gloo_global_run_logs_every_rank_and_trains(tmp_path):
+    real, emu = tmp_path / "real", tmp_path / "emu"
+    _torchrun(["-m", "suite.train", *COMMON, "--policy", "global", "--out", str(real)], 2)
+    ranks = read_logs(real)
+    assert sorted(ranks["rank"].unique()) == [0, 1] and len(ranks) == 2 * 3
+    assert (ranks.policy == "global").all() and (ranks.world == 2).all()
+    assert {"micro_batches", "sub_batches", "global_tokens"} <= set(ranks.columns)
+    # every sample of the step runs on exactly one rank
+    assert (ranks.groupby("step").tokens.sum() == ranks.groupby("step").global_tokens.first()).all()
+    assert (ranks.bucket <= 320).all() and (ranks.samples == ranks.B).all()
+    parts = ranks.compute_s + ranks.collective_wait_s + ranks.optimizer_s
+    np.testing.assert_allclose(parts, ranks.step_s, rtol=1e-6, atol=1e-6)
+    steps = step_table(ranks)
+    assert np.isfinite(steps.loss).all() and len(steps) == 3
+    # the emulator (virtual ranks, same plan and loss weights) trains exactly like the real ranks
+    from suite.train.__main__ import main
+
+    torch.set_num_threads(1)
+    assert main([*COMMON, "--policy", "global", "--emulate-ranks", "2", "--out", str(emu)]) == 0
+    e = step_table(read_logs(emu))
+    np.testing.assert_array_equal(e.tokens, steps.tokens)
+    np.testing.assert_allclose(e.loss, steps.loss, rtol=1e-4)
+    assert steps.loss.iloc[0] != steps.loss.iloc[-1]  # parameters moved
+
+
+def test_global_plan_is_deterministic_and_covers_samples():
+    from suite.train import globalstep as gs
+    from suite.train.data import load_corpus
+
+    corpus = load_corpus(200, "tiny", 0)
+    cost = gs.planner_cost(None, 2.0)
+    a = gs.global_plan(corpus, cost, 400, 4, 5, seed=1)
+    b = gs.global_plan(corpus, cost, 400, 4, 5, seed=1)
+    assert [st.ranks for st in a] == [st.ranks for st in b]
+    tokens = corpus.tokens.to_numpy()
+    for st in a:
+        idx = [i for r in st.ranks for mb in r for i in mb]
+        assert len(idx) == len(set(idx)) and int(tokens[idx].sum()) == st.global_tokens
+        assert all(tokens[mb].sum() <= 400 for r in st.ranks for mb in r)
+        for r in st.ranks:
+            for mb in r:
+                groups = gs.sub_batches(mb, tokens)
+                assert sorted(i for g in groups for i in g) == sorted(mb)
+                assert all(len(set(tokens[g])) == 1 for g in groups)
