@@ -62,7 +62,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "failed (its traceback is in RUN/results/<name>.error.txt and in the report).",
         epilog="examples:\n  python -m suite reproduce                      # cpu profile without "
         "a GPU, quick with one\n  python -m suite reproduce --only C1,C11 --out reports/runs/x\n"
-        "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8",
+        "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8\n"
+        "  python -m suite reproduce --profile full --out R --budget 500   # repeat until exit 0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--profile", choices=PROFILES, default=None,
@@ -77,6 +78,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--force", action="store_true", help="rerun experiments already done")
     p.add_argument("--seed", type=int, default=0, help="seed passed to every experiment")
     p.add_argument("--no-report", action="store_true", help="run experiments only")
+    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                   help="this invocation's time budget: an experiment that supports it (training) "
+                   "stops before a piece of work that would end past it, keeps what it finished and "
+                   "fails with a note; rerun with the same --out to continue (for the full profile "
+                   "under a 10-minute limit per command, e.g. --budget 500)")
     return p.parse_args(argv)
 
 
@@ -209,6 +215,7 @@ def print_summary(verdicts: list, run_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.time()
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -233,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             write_json(run.root / "env.json", capture(profile, world))
     ctx = RunContext(run=run, profile=profile, device="cuda" if have_cuda else "cpu",
                      seed=args.seed, world_size=world, progress=progress,
-                     options={"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0"))})
+                     options={"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+                              "deadline": None if args.budget is None else started + args.budget})
     statuses: dict[str, str] = {}
     try:
         with progress.task("experiments", total=len(names)) as bar:

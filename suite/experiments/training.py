@@ -1,13 +1,34 @@
 """training: the reference trainer on one GPU with emulated ranks (C1/C2 on steps, C4-C10, C14,
-C15, C17, C18).
+C15, C17, C18), and under torchrun with K > 1 processes also with K real ranks (C7/C8).
 
-Budget: quick <= ~3 min on one H200: wan-1.3b width (D = 1536, 12 heads, FFN 8960), 1 layer, bf16,
-16 virtual ranks (8-rank steps are the two halves of each 16-rank step: ranks 0-7 and 8-15, i.e.
-an 8-rank run over the same batch stream), 4 steps per policy on the default mix and 3 on the
-long-video mix, the emulated runs stopped at 150 s (a run that would end past it is skipped and
-says so in training_runs); full: 2 layers, 30 and 15 steps, 30 min. The cpu profile (tiny model)
-exists for tests. (Measured on an H200: 3 steps of the three default-mix runs plus 2 of one
-long-video run at 1 layer took 95 s; the sweep for the cost fit uses 2 layers.)
+Budget, quick profile (about 4 min of the 8-minute H200 budget; the whole quick run about 6.5 min):
+wan-1.3b width (D = 1536, 12 heads, FFN 8960), 1 layer, bf16, 16 virtual ranks (8-rank steps are
+the two halves of each 16-rank step: ranks 0-7 and 8-15, i.e. an 8-rank run over the same batch
+stream), 9 steps per policy on the default mix and 3 on the long-video mix, the emulated runs
+stopped at 310 s (a run that would end past it is skipped and says so in training_runs).
+Arithmetic, from the H200 reference run (reports/reference/h200: reproduce.log, 242 s in all, and
+results/training_ranks.csv, 4 and 3 steps): per emulated step of 16 ranks, default mix equal-token
+9.2 s, dual 8.0 s, dual + fused 7.4 s (24.6 s per step of the three runs); long-video equal-token
+11.5 s, dual ~10 s (the runner's own estimate was 28 s for 3 steps) (21.5 s per step of the two);
+warm-up and model set-up ~7 s; C14 + C15 ~10 s; everything but training 92 s (shapes 29, balance
+10, kernels 33, report and start-up ~20). 9 + 3 steps: 7 + 9 x 24.6 + 3 x 21.5 = 293 s of emulated
+runs (the long-video dual run starts at ~263 s with ~27 s estimated, inside the 310 s budget), so
+training ~303 s and the quick run ~92 + 303 = 395 s = 6.6 min; 10 + 3 steps would give 420 s and
+leave too little margin under 480 s. Worst case (a slower GPU): the 310 s budget plus one run's
+overshoot of its estimate (~30 s) + 10 s + 92 s = 442 s. The global policy's run (last in the list)
+does not fit the quick budget and is skipped there. Real ranks (torchrun, K GPUs) add, before the
+emulation, min(9 x 16 / K, 40) steps per policy of the default mix: ~1 s per step, e.g. 2 x 18 s
+at K = 8.
+Full profile: 2 layers (~1.9x the 1-layer step), 20 and 10 steps, the global run included,
+time_budget_s 2700: about 20 x 47 + 10 x 41 + 20 x 15 (global) = 1650 s of emulated runs plus
+~4 min of C14/C15 (200 loss steps): ~32 min of training, with shapes (~2 min), balance (~1),
+kernels (~5) and a report per invocation about 45-50 min on one H200 (an estimate from the
+1-layer timings, not yet measured). It does not fit one 10-minute command: run it as
+`python -m suite reproduce --profile full --out R --budget 500`, repeated until it exits 0; each
+finished emulated run is kept in results/training_parts/ (atomic CSV + seconds) and reused, and a
+run that would end past the invocation's deadline is left to the next invocation (the experiment
+then fails with TrainingIncomplete and a note; finished experiments are skipped on the rerun).
+The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs it under reproduce.
 
 Method (same data order and seed for every run; a fresh model with the same initial weights):
 - budgets: p from `costmodel_fit` (else a fit of `shapes_sweep`, else p = 2); M_mem =
@@ -57,13 +78,16 @@ PROFILES = {
                 steps=3, long_steps=2, m_mem_factor=2, loss_steps=12, loss_max_S=80, loss_m_mem=160,
                 maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000, real_steps_max=8),
     "quick": dict(model="wan-1.3b", layers=1, dtype="bf16", mix="default", long_mix="long-video",
-                  ranks=16, steps=4, long_steps=3, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
+                  ranks=16, steps=9, long_steps=3, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
                   loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
-                  frame_tokens=1560, corpus=20_000, time_budget_s=150, real_steps_max=40),
+                  frame_tokens=1560, corpus=20_000, time_budget_s=310, real_steps_max=40,
+                  rank_batch_s_guess=0.6, tail_s_guess=15),
     "full": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
-                 ranks=16, steps=30, long_steps=15, time_budget_s=1800, m_mem_factor=3, loss_steps=200, loss_max_S=7800,
+                 ranks=16, steps=20, long_steps=10, time_budget_s=2700, m_mem_factor=3, loss_steps=200,
+                 loss_max_S=7800,
                  loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360, 62_400), maxseq_ref=48_360,
-                 frame_tokens=1560, corpus=20_000, real_steps_max=120),
+                 frame_tokens=1560, corpus=20_000, real_steps_max=120, rank_batch_s_guess=1.2,
+                 tail_s_guess=240),
 }
 
 
@@ -151,6 +175,60 @@ def _warmup(prof, jobs, device, seed):
         del model
 
 
+class TrainingIncomplete(RuntimeError):
+    """Raised when this invocation's deadline (`reproduce --budget`) would pass during the next
+    run; the finished runs are kept in results/training_parts/, a rerun with the same --out resumes."""
+
+
+class _Parts:
+    """Finished emulated runs of earlier invocations (results/training_parts/<key>.csv + .json),
+    so that the full profile's training can span several <= 10-minute invocations. Keyed by
+    profile, steps, ranks, seed and run name; removed when the experiment completes."""
+
+    def __init__(self, ctx, prof):
+        import time
+
+        self.dir = ctx.run.results / "training_parts"
+        self.tag = f"{prof['name']}-r{prof['ranks']}-seed{ctx.seed}"
+        self.deadline = ctx.options.get("deadline")
+        self.seconds = 0.0  # run time of the runs resumed from earlier invocations
+        self._time = time.time
+
+    def _path(self, name: str, steps: int, ext: str):
+        return self.dir / f"{self.tag}-s{steps}-{name.replace('/', '_')}.{ext}"
+
+    def load(self, name: str, steps: int):
+        import json
+
+        p = self._path(name, steps, "csv")
+        if not (p.exists() and self._path(name, steps, "json").exists()):
+            return None
+        self.seconds += float(json.loads(self._path(name, steps, "json").read_text())["seconds"])
+        return pd.read_csv(p)
+
+    def save(self, name: str, steps: int, rows: pd.DataFrame, seconds: float) -> None:
+        from suite.rundir import atomic_write_text, write_json
+
+        if self.deadline is None:
+            return  # one invocation: nothing to resume
+        self.dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self._path(name, steps, "csv"), rows.to_csv(index=False, lineterminator="\n"))
+        write_json(self._path(name, steps, "json"), {"seconds": seconds})
+
+    def check(self, what: str, need_s: float) -> None:
+        if self.deadline is not None and self._time() + need_s > self.deadline:
+            left = self.deadline - self._time()
+            raise TrainingIncomplete(
+                f"training: {what} needs ~{need_s:.0f} s but this invocation has {left:.0f} s left "
+                f"(--budget); finished runs are kept in {self.dir}; rerun the same command (same "
+                "--out) to continue")
+
+    def clear(self) -> None:
+        import shutil
+
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     import torch
 
@@ -182,10 +260,16 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     import time
 
     t0 = time.perf_counter()
+    parts = _Parts(ctx, prof)
     _warmup(prof, [j for j in jobs if j[5] != "global"], dev, ctx.seed)  # same AdaLN paths
     ranks = []
     for corpus, plan, adaln, name, mix, policy, steps in jobs:
-        elapsed = time.perf_counter() - t0
+        resumed = parts.load(name, steps)
+        if resumed is not None:  # finished in an earlier invocation (--budget)
+            ranks.append(resumed)
+            runs.append({"run": name, "status": "ok (resumed)"})
+            continue
+        elapsed = parts.seconds + time.perf_counter() - t0
         done = sum(len(r) for r in ranks)
         world = len(plan[0].ranks) if policy == "global" else len(plan[0])
         est = elapsed / done * len(plan) * world if done else 0.0  # s per rank-batch so far
@@ -193,6 +277,9 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
             runs.append({"run": name, "status": f"skipped: time budget ({elapsed:.0f} s spent, "
                          f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})"})
             continue
+        rate = elapsed / done if done else prof.get("rank_batch_s_guess", 0.0)
+        parts.check(f"the run {name}", rate * len(plan) * prof["ranks"])
+        t_run = time.perf_counter()
         model, opt = _new_model(prof, adaln, dev, ctx.seed)
         gbytes = gradient_bytes(model)
         coll = collective_seconds(gbytes, prof["ranks"], busbw)
@@ -202,11 +289,12 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
                     collective_s=coll, run_info={"run": name, "mix": mix})
         rows["grad_bytes"], rows["busbw_gbps"] = gbytes, busbw
         ranks.append(rows)
+        parts.save(name, steps, rows, time.perf_counter() - t_run)
         runs.append({"run": name, "status": "ok"})
         del model, opt
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    return pd.concat(ranks, ignore_index=True), pd.DataFrame(runs)
+    return pd.concat(ranks, ignore_index=True), pd.DataFrame(runs), parts
 
 
 def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
@@ -313,7 +401,8 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
             if rank != 0:
                 return {}  # rank 0 writes; it goes on alone with the one-GPU emulation
         fused_reason = _fused_available(ctx.device)
-        ranks, runs = _emulated_runs(ctx, prof, budgets, fused_reason, busbw)
+        ranks, runs, parts = _emulated_runs(ctx, prof, budgets, fused_reason, busbw)
+        parts.check("the C14/C15 runs", prof.get("tail_s_guess", 0.0))
         # skip_maxseq / skip_loss (options["training"]): keep those tables from an earlier run
         maxseq = None if prof.get("skip_maxseq") else _maxseq(ctx, prof, fused_reason)
         loss = None if prof.get("skip_loss") else _loss_runs(ctx, prof, budgets, fused_reason)
@@ -332,6 +421,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         "real_world": ctx.world_size if real is not None else 1,
         "real_steps": int(real["step"].max()) + 1 if real is not None else 0,
     }])
+    parts.clear()  # complete: the tables below replace the parts
     out = {"training_ranks": ranks, "training_runs": runs, "training_info": info,
            "training_maxseq": maxseq, "training_loss": loss, "training_real": real}
     return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,49 @@
+"""The training experiment across several invocations (`reproduce --budget`): finished emulated
+runs are kept in results/training_parts/ and reused; a run that would end past the deadline stops
+the experiment with TrainingIncomplete. CPU, tiny model, 1 step per run."""
+
+import time
+
+import pandas as pd
+import pytest
+
+from suite.experiments import training
+from suite.rundir import RunContext, RunDir
+
+SMALL = {"steps": 1, "long_steps": 1, "skip_maxseq": True, "skip_loss": True}
+
+
+def _ctx(tmp_path, deadline, **extra):
+    return RunContext(run=RunDir(tmp_path / "run"), profile="cpu", device="cpu",
+                      options={"deadline": deadline, "training": {**SMALL, **extra}})
+
+
+def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
+    ctx = _ctx(tmp_path, time.time() + 1e6)
+    parts_dir = ctx.run.results / "training_parts"
+    monkeypatch.setattr(training._Parts, "clear", lambda self: None)  # keep them for the rerun
+    first = training.run(ctx)
+    saved = sorted(p.name for p in parts_dir.glob("*.csv"))
+    assert saved and all(n.startswith("cpu-r16-seed0-s1-") for n in saved)
+    monkeypatch.undo()
+    # second invocation, almost no time left: every run comes from its part, nothing is trained
+    ctx2 = _ctx(tmp_path, time.time() + 30, rank_batch_s_guess=1e6)
+    second = training.run(ctx2)
+    assert (second["training_runs"].status.str.contains("resumed") | ~second["training_runs"].status.eq("ok")).all()
+    cols = ["run", "step", "rank", "tokens", "compute_s"]
+    pd.testing.assert_frame_equal(first["training_ranks"][cols].reset_index(drop=True),
+                                  second["training_ranks"][cols].reset_index(drop=True),
+                                  check_dtype=False)
+    assert not parts_dir.exists()  # complete: the parts are removed
+
+
+def test_deadline_stops_before_a_run_that_would_end_past_it(tmp_path):
+    ctx = _ctx(tmp_path, time.time() + 5, rank_batch_s_guess=10.0)  # 16 x 10 s > 5 s
+    with pytest.raises(training.TrainingIncomplete, match="rerun the same command"):
+        training.run(ctx)
+
+
+def test_without_budget_nothing_is_kept(tmp_path):
+    ctx = _ctx(tmp_path, None)
+    training.run(ctx)
+    assert not (ctx.run.results / "training_parts").exists()
