@@ -61,10 +61,11 @@ def run_at(commit: str, code_root: Path, args: argparse.Namespace, save: bool) -
         sys.exit(f"error: asv run at {commit[:8]} had failing benchmarks (exit {out.returncode})")
 
 
-def load_results(commit: str, machine: str) -> dict[str, float]:
-    """{benchmark name (+params): value} from asv's saved JSON for one commit."""
+def load_results(commit: str, machine: str) -> dict[str, tuple[float, float, float]]:
+    """{benchmark name (+params): (value, ci99_low, ci99_high)} from asv's JSON for one commit.
+    track_ benchmarks have no interval: their bounds are the value itself."""
     folder = RESULTS / machine
-    values: dict[str, float] = {}
+    values: dict[str, tuple[float, float, float]] = {}
     for path in sorted(folder.glob(f"{commit[:8]}-*.json")):
         data = json.loads(path.read_text())
         cols = data["result_columns"]
@@ -73,10 +74,13 @@ def load_results(commit: str, machine: str) -> dict[str, float]:
             results, params = rec.get("result"), rec.get("params") or []
             if results is None:
                 continue
-            combos = _param_combos(params)
-            for combo, v in zip(combos, results):
-                if v is not None and isinstance(v, (int, float)) and math.isfinite(v):
-                    values[name + combo] = float(v)
+            lows = rec.get("stats_ci_99_a") or [None] * len(results)
+            highs = rec.get("stats_ci_99_b") or [None] * len(results)
+            for combo, v, lo, hi in zip(_param_combos(params), results, lows, highs):
+                if isinstance(v, (int, float)) and math.isfinite(v):
+                    lo = lo if isinstance(lo, (int, float)) and math.isfinite(lo) else v
+                    hi = hi if isinstance(hi, (int, float)) and math.isfinite(hi) else v
+                    values[name + combo] = (float(v), float(lo), float(hi))
     return values
 
 
@@ -87,16 +91,19 @@ def _param_combos(params: list[list[str]]) -> list[str]:
     return combos
 
 
-def regressions(base: dict[str, float], head: dict[str, float], threshold: float) -> list[str]:
+def regressions(base: dict, head: dict, threshold: float) -> list[str]:
+    """Worse by more than `threshold` AND outside noise: the 99% intervals do not overlap (what
+    asv compare's '+' means). A noisy 1.37x with overlapping intervals is not a regression."""
     bad = []
     for name in sorted(set(base) & set(head)):
-        b, h = base[name], head[name]
+        (b, b_lo, b_hi), (h, h_lo, h_hi) = base[name], head[name]
         if b <= 0 or h <= 0:
             continue
         short = name.split(".")[-1]
         higher = short.startswith("track_") and any(w in short for w in HIGHER_IS_BETTER)
         ratio = b / h if higher else h / b
-        if ratio > threshold:
+        separated = h_hi < b_lo if higher else h_lo > b_hi
+        if ratio > threshold and separated:
             bad.append(f"{name}: {b:.4g} -> {h:.4g} ({ratio:.2f}x worse)")
     return bad
 
