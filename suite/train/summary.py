@@ -216,6 +216,27 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             rows.append({"claim": "C15", "metric": "loss_max_rel_diff_eager",
                          "value": 100 * float(np.max(np.abs(f - a) / a)), "unit": "%",
                          "evidence": "training_loss", "conditions": f"eager (bf16) vs Wan-path AdaLN; {lc}"})
+    rows += _validation_rows(tables)
     out = metric_rows(rows)
     out["value"] = out["value"].astype(float)
+    return out
+
+
+def _validation_rows(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """sim_step_error_pct (issue 7): the simulator's step-time error against this run's measured
+    steps (suite.balance.validate), when the run also has costmodel_fit; _sweep_fit: with the
+    sweep's fit scaled by one calibration factor instead of a refit on the baseline run."""
+    from suite.balance.validate import BASELINE_RUN, step_errors
+
+    errs = step_errors(tables)
+    out = []
+    for key, model, how in (("sim_step_error_pct", "refit", "a + b*B*S^p refit"),
+                            ("sim_step_error_pct_sweep_fit", "costmodel_fit_calibrated",
+                             "costmodel_fit's shape, one calibration factor")):
+        if model in errs:
+            out.append({"claim": "C6", "metric": key, "value": errs[model], "unit": "%",
+                        "evidence": "training_ranks, costmodel_fit, shapes_sweep",
+                        "conditions": f"mean |predicted - measured| / measured step time over the "
+                        f"steps of runs other than {BASELINE_RUN} (trace replay of the same batches, "
+                        f"per-sample noise from the sweep repeats); cost: {how} on {BASELINE_RUN}"})
     return out

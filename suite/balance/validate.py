@@ -1,0 +1,182 @@
+"""Trace-driven validation of the cluster simulator against a measured run (issue 7).
+
+Input: a run's `training_ranks` table (one row per step and rank: B, S, measured compute_s of that
+rank's batch, optimizer_s, collective_s, the composed step_s = max rank compute + collective +
+optimizer), its `costmodel_fit` and its `shapes_sweep` (for the noise model). For every measured
+step the same batches (B, S per rank) are replayed through the simulator's step model
+(suite.balance.simulator.noisy: rank compute = fixed part + variable part x the mean of B per-sample
+Gamma factors), `draws` Monte-Carlo times; the predicted step time is the mean over draws of
+max over ranks of the simulated compute, plus the step's collective and optimizer times (taken from
+the row: they are not what the simulator is asked to predict). Error: |predicted - measured| /
+measured per step, and its mean (MAPE) per cost model and run.
+
+Cost models (the sweep of a run may use another layer count than its training runs, so the fit's
+absolute scale need not carry over; each variant says what it assumes):
+- `costmodel_fit`: the run's fit a + b*B*S^p as is, scaled by layers_train / layers_fit
+  (both parts; a model of identical blocks);
+- `costmodel_fit_calibrated`: the fit's shape (p and a/b) with one scale factor, the ratio of measured
+  to predicted compute summed over the calibration run's rank-batches (the baseline run; what the
+  online calibration of the global policy does); the other runs are held out;
+- `refit`: a + b*B*S^p fitted (suite.balance.costmodel.fit_cost) to the calibration run's
+  rank-batches alone, predicting the other runs.
+Noise: per-sample CV from the sweep's repeats: per shape the relative deviation of each repeat's
+variable time (t - a) from the shape's median, times sqrt(B) (the mean of B per-sample factors has
+CV cv/sqrt(B)); the median over shapes.
+Rows of the global policy (mixed sequence lengths per rank) are left out: their rank rows do not
+carry per-sample lengths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from suite.balance.simulator import noisy
+
+BASELINE_RUN = "default/equal-token/wan"
+RESULT_COLUMNS = ["model", "run", "step", "ranks", "held_out", "measured_step_s", "predicted_step_s",
+                  "measured_compute_max_s", "predicted_compute_max_s", "signed_error_pct", "error_pct"]
+
+
+def noise_cv_from_sweep(sweep: pd.DataFrame, fixed_s: float = 0.0) -> float:
+    """Per-sample CV of compute around the per-shape median, from repeated sweep measurements."""
+    cvs = []
+    for (B, _S), d in sweep.groupby(["B", "S"]):
+        t = d["step_s"].to_numpy(float) - fixed_s
+        med = float(np.median(t))
+        if len(t) >= 2 and med > 0:
+            cvs.append(float(np.std(t / med - 1, ddof=1)) * np.sqrt(float(B)))
+    return float(np.median(cvs)) if cvs else 0.0
+
+
+class _Scaled:
+    """a + b*B*S^p times a factor (both parts), as the simulator's cost interface."""
+
+    def __init__(self, cost, factor: float) -> None:
+        self.cost, self.factor = cost, float(factor)
+        self.fixed_s = float(cost.a) * self.factor
+
+    def predict(self, B, S) -> np.ndarray:
+        return np.asarray(self.cost.predict(B, S), float) * self.factor
+
+
+def _trace(ranks: pd.DataFrame) -> pd.DataFrame:
+    r = ranks.copy()
+    if "run" not in r.columns:
+        r["run"] = r["policy"].astype(str)
+    if "policy" in r.columns:
+        r = r[r["policy"] != "global"]
+    for col in ("collective_s", "optimizer_s"):
+        if col not in r.columns:
+            r[col] = 0.0
+    return r
+
+
+def cost_models(ranks: pd.DataFrame, fit: pd.DataFrame, baseline: str = BASELINE_RUN) -> dict:
+    """{name: cost with predict(B, S) and fixed_s} for the three variants (see the module doc)."""
+    from suite.balance.costmodel import fit_cost
+    from suite.experiments.costmodel import model_from_fit
+
+    cm = model_from_fit(fit)
+    row = fit[fit["variant"] == "free"].iloc[0]
+    r = _trace(ranks)
+    layers_run = float(r["layers"].iloc[0]) if "layers" in r.columns else np.nan
+    layers_fit = float(row["layers"]) if "layers" in fit.columns else np.nan
+    ratio = layers_run / layers_fit if np.isfinite(layers_run) and np.isfinite(layers_fit) else 1.0
+    base = r[r["run"] == baseline] if (r["run"] == baseline).any() else r
+    factor = float(base["compute_s"].sum() / np.sum(cm.predict(base["B"], base["S"])))
+    out = {"costmodel_fit": _Scaled(cm, ratio), "costmodel_fit_calibrated": _Scaled(cm, factor)}
+    try:  # needs >= 4 shapes over >= 3 sequence lengths in the calibration run
+        out["refit"] = _Scaled(fit_cost(base["B"].to_numpy(float), base["S"].to_numpy(float),
+                                        base["compute_s"].to_numpy(float),
+                                        source=f"refit on {baseline}"), 1.0)
+    except ValueError:
+        pass
+    return out
+
+
+def validate(ranks: pd.DataFrame, fit: pd.DataFrame, sweep: pd.DataFrame | None = None, *,
+             noise_cv: float | None = None, draws: int = 400, seed: int = 0,
+             baseline: str = BASELINE_RUN) -> pd.DataFrame:
+    """Predicted vs measured step time per (cost model, run, step): RESULT_COLUMNS."""
+    r = _trace(ranks)
+    if r.empty:
+        return pd.DataFrame(columns=RESULT_COLUMNS)
+    models = cost_models(ranks, fit, baseline)
+    if noise_cv is None:
+        noise_cv = noise_cv_from_sweep(sweep, float(fit["a"].iloc[0])) if sweep is not None else 0.0
+    rows = []
+    for name, cost in models.items():
+        rng = np.random.default_rng(seed)
+        for (run, step), d in r.groupby(["run", "step"], sort=True):
+            B, S = d["B"].to_numpy(np.int64), d["S"].to_numpy(np.int64)
+            base = np.broadcast_to(cost.predict(B, S), (draws, len(d)))
+            comp = noisy(rng, base, cost.fixed_s, np.broadcast_to(B, (draws, len(d))), noise_cv)
+            pred_max = float(comp.max(axis=1).mean())
+            extra = float(d["collective_s"].max() + d["optimizer_s"].max())
+            measured = float(d["compute_s"].max()) + extra
+            pred = pred_max + extra
+            rows.append({"model": name, "run": run, "step": int(step), "ranks": len(d),
+                         "held_out": name == "costmodel_fit" or run != baseline,
+                         "measured_step_s": measured, "predicted_step_s": pred,
+                         "measured_compute_max_s": float(d["compute_s"].max()),
+                         "predicted_compute_max_s": pred_max,
+                         "signed_error_pct": 100 * (pred - measured) / measured,
+                         "error_pct": 100 * abs(pred - measured) / measured})
+    out = pd.DataFrame(rows, columns=RESULT_COLUMNS)
+    out.attrs["noise_cv"] = noise_cv
+    return out
+
+
+def error_summary(result: pd.DataFrame) -> pd.DataFrame:
+    """Mean absolute percentage error per (model, run) and over held-out steps per model."""
+    if result.empty:
+        return pd.DataFrame(columns=["model", "run", "steps", "mape_pct", "bias_pct", "max_error_pct"])
+    g = result.groupby(["model", "run"], sort=True)
+    agg = dict(steps=("step", "size"), mape_pct=("error_pct", "mean"),
+               bias_pct=("signed_error_pct", "mean"), max_error_pct=("error_pct", "max"))
+    per_run = g.agg(**agg).reset_index()
+    held = result[result["held_out"]].groupby("model", sort=True).agg(**agg).reset_index()
+    held["run"] = "held-out runs"
+    return pd.concat([per_run, held[per_run.columns]], ignore_index=True)
+
+
+def step_errors(tables: dict[str, pd.DataFrame], draws: int = 200) -> dict[str, float]:
+    """{cost model: MAPE (%) over its held-out steps} of a run's tables ({} without them)."""
+    ranks, fit = tables.get("training_ranks"), tables.get("costmodel_fit")
+    if ranks is None or fit is None or ranks.empty or fit.empty:
+        return {}
+    res = validate(ranks, fit, tables.get("shapes_sweep"), draws=draws)
+    if res.empty or (res["held_out"] & ~res["model"].eq("costmodel_fit")).sum() == 0:
+        return {}
+    held = res[res["held_out"]]
+    return {m: float(d["error_pct"].mean()) for m, d in held.groupby("model", sort=True)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m suite.balance.validate RUN_DIR [--out DIR]: writes validation.csv, errors.csv."""
+    import argparse
+    from pathlib import Path
+
+    from suite.rundir import RunDir
+
+    ap = argparse.ArgumentParser(prog="python -m suite.balance.validate", description=__doc__.split("\n")[0])
+    ap.add_argument("run", help="a run folder with results/training_ranks, costmodel_fit, shapes_sweep")
+    ap.add_argument("--out", help="output folder (default RUN/validation)")
+    ap.add_argument("--draws", type=int, default=400)
+    a = ap.parse_args(argv)
+    run = RunDir(Path(a.run))
+    tables = {k: run.read_table(k) for k in ("training_ranks", "costmodel_fit", "shapes_sweep")}
+    res = validate(tables["training_ranks"], tables["costmodel_fit"], tables["shapes_sweep"], draws=a.draws)
+    out = Path(a.out or Path(a.run) / "validation")
+    out.mkdir(parents=True, exist_ok=True)
+    res.round(6).to_csv(out / "validation.csv", index=False)
+    summ = error_summary(res)
+    summ.round(3).to_csv(out / "errors.csv", index=False)
+    print(f"noise_cv (per sample, from the sweep repeats) = {res.attrs['noise_cv']:.4f}")
+    print(summ.round(2).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
