@@ -36,7 +36,7 @@ def test_two_real_ranks_write_gathered_tables(run2):
     rd = RunDir(run)
     assert rd.is_done("training") and not (run / "results" / "training.error.txt").exists()
     real = rd.read_table("training_real")
-    assert set(real["run"]) == {"default/equal-token/wan", "default/dual/wan"}
+    assert set(real["run"]) == {"default/equal-token/wan", "default/dual/wan", "default/global/wan"}
     assert (real["world"] == 2).all() and (real["backend"] == "gloo").all()
     assert not real["emulated"].any()
     per = real.groupby(["run", "step"])["rank"].apply(sorted)
@@ -63,6 +63,7 @@ def test_real_rank_metrics_and_report_note(run2):
     keys = set(zip(m.claim, m.metric))
     # world size 2: neither the 8- nor the 16-rank key, but the generic one with K in conditions
     assert ("C7", "throughput_gain_real") in keys and ("C8", "throughput_gain_real") in keys
+    assert ("C7", "throughput_gain_global_real") in keys and ("C8", "throughput_gain_global_real") in keys
     assert not any(k.startswith(("throughput_gain_8_real", "throughput_gain_16_real")) for _, k in keys)
     row = m[(m.claim == "C7") & (m.metric == "throughput_gain_real")].iloc[0]
     assert "2 real ranks (gloo" in row.conditions and row.ci_low <= row.value <= row.ci_high
@@ -74,7 +75,7 @@ def test_real_rank_metrics_and_report_note(run2):
     assert c7.metric == "throughput_gain_8_emulated"
     assert {"throughput_gain_real", "emulation_error_pct"} <= {a["metric"] for a in c7.alternatives}
     notes = ranks_notes(verdicts, [{"name": "training", "world_size": 2}])
-    assert "real ranks (world size 2) in throughput_gain_real" in notes["C7"]
+    assert "real ranks (world size 2) in throughput_gain_real, throughput_gain_global_real" in notes["C7"]
     assert notes["C7"].startswith("ranks emulated on one GPU")
 
 

@@ -374,9 +374,15 @@ def _real_ranks(ctx, prof, corpus, budgets):
         budgets = broadcast(budgets if rank == 0 else None)  # rank 0's budgets on every rank
         R = prof["ranks"]
         steps = min(prof["steps"] * R // world, prof["real_steps_max"]) if R % world == 0 else prof["steps"]
+        cost = None
+        if rank == 0:
+            from suite.train.globalstep import planner_cost
+
+            cost = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
+        cost = broadcast(cost)  # the global policy's planner cost model, rank 0's
         real = real_runs(lambda d: _new_model(prof, "wan", d, ctx.seed), corpus, budgets,
-                         supported_policies(budgets), steps=steps, seed=ctx.seed,
-                         dtype=prof["dtype"], device=dev, log=ctx.log)
+                         supported_policies(budgets, cost), steps=steps, seed=ctx.seed,
+                         dtype=prof["dtype"], device=dev, log=ctx.log, global_cost=cost)
     finally:
         dist.destroy_process_group()
     return real, rank

@@ -11,8 +11,9 @@ can go on alone with the emulated runs while the other ranks leave.
 
 `real_metrics` (pure pandas) turns the gathered rows (table training_real) into the C7/C8 metrics:
 - throughput_gain_8_real (C7) / throughput_gain_16_real (C8) when K is 8 / 16, otherwise
-  throughput_gain_real under both C7 and C8 with K in the conditions; dual (and global, when the
-  trainer supports it) over equal-token, global tokens / total step time, bootstrap CI over steps.
+  throughput_gain_real under both C7 and C8 with K in the conditions: dual over equal-token,
+  global tokens / total step time, bootstrap CI over steps; throughput_gain_global_real (C7, C8):
+  the global policy (suite.train.globalstep, K-rank plan) over equal-token, any K.
 - emulation_error_pct (C7): the emulator's prediction for K ranks against the measured real steps.
   The prediction regroups the 16-virtual-rank emulated run of the same policy into K-rank steps
   (`summary.regroup`: global batch k*16 + r becomes step (k*16 + r) // K, rank (k*16 + r) % K), which
@@ -33,10 +34,15 @@ import pandas as pd
 REAL_RUN_POLICIES = ("equal-token", "dual", "global")
 
 
-def supported_policies(budgets) -> list[str]:
-    """The policies of REAL_RUN_POLICIES that suite.balance.policies.make_policy accepts."""
+def supported_policies(budgets, global_cost=None) -> list[str]:
+    """equal-token and dual (per-bucket policies of suite.balance.policies), and global when a
+    planner cost model is given (suite.train.globalstep: micro-batches planned per step)."""
     out = []
     for name in REAL_RUN_POLICIES:
+        if name == "global":
+            if global_cost is not None:
+                out.append(name)
+            continue
         try:
             budgets.policy(name)
         except (ValueError, TypeError):
@@ -70,10 +76,13 @@ def broadcast(obj):
 
 
 def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int, seed: int,
-              dtype: str, device, mix: str = "default", log=print) -> pd.DataFrame | None:
+              dtype: str, device, mix: str = "default", log=print,
+              global_cost=None) -> pd.DataFrame | None:
     """Train each policy with the process group's ranks; rank 0 gets all ranks' rows, others None.
 
     new_model(device) -> (model, optimizer) must give the same initial weights on every rank.
+    The global policy (global_cost: the planner's cost model) runs suite.train.trainer's global
+    step: per-rank micro-batches with gradient accumulation, gradients summed across ranks.
     """
     import torch
     import torch.distributed as dist
@@ -88,6 +97,10 @@ def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int,
     rows = []
     for policy in policies:
         name = f"{mix}/{policy}/wan"
+        if policy == "global":
+            rows += _global_run(new_model, corpus, budgets, global_cost, name, mix, steps=steps,
+                                seed=seed, dtype=dtype, device=device, log=log)
+            continue
         plan = make_plan(corpus, budgets.policy(policy), world, steps, seed)
         model, opt = new_model(device)
         cfg = model.cfg
@@ -142,6 +155,32 @@ def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int,
     return out.sort_values(["run", "step", "rank"]).reset_index(drop=True)
 
 
+def _global_run(new_model, corpus, budgets, cost, name, mix, *, steps, seed, dtype, device, log):
+    import torch
+    import torch.distributed as dist
+
+    from suite.train.globalstep import global_plan
+    from suite.train.trainer import Dist, TrainArgs, _global_step
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    plan = global_plan(corpus, cost, budgets.m_mem, world, steps, seed)
+    model, opt = new_model(device)
+    ids = [device.index] if device.type == "cuda" else None
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    params = [p for p in model.parameters() if p.requires_grad]
+    args = TrainArgs(policy="global", adaln=model.adaln, seed=seed, dtype=dtype)
+    d = Dist(rank, world, device, True)
+    if rank == 0:
+        log(f"training: {name}, {world} real ranks ({dist.get_backend()}) x {steps} steps")
+    dist.barrier()
+    rows = []
+    for step in range(steps):
+        row = _global_step(args, d, ddp, params, opt, corpus, plan[step], step, model.cfg)
+        rows.append({"run": name, "mix": mix, "backend": dist.get_backend(), **row})
+    del ddp, model, opt
+    return rows
+
+
 # ----------------------------------------------------------------------------- metrics (pure)
 def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> list[dict]:
     """C7/C8 metric rows from training_real (and training_ranks for the emulation error)."""
@@ -183,6 +222,8 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
     if emu is not None and not emu.empty:
         errs, tot_r, tot_e = [], 0.0, 0.0
         for run, st in steps.items():
+            if "/global/" in run:  # a 16-rank global plan is not a K-rank one: no regrouping
+                continue
             er = emu[emu["run"] == run]
             if er.empty or int(er["world"].iloc[0]) % K:
                 continue
