@@ -1,6 +1,6 @@
 """shapes: a (B, S) sweep of the real training step (forward + backward + AdamW): latency + memory.
 
-Budget: cpu profile <= 60 s on 2 cores (tiny model, fp32, S 16-1024); quick <= ~60 s on one H200
+Budget: cpu profile <= 60 s on 2 cores (tiny model, fp32, S 16-2048, 5 repeats); quick <= ~60 s on one H200
 (wan-1.3b width D = 1536, 2 layers, bf16, S from one 480p image (1,560) to one 720p 81-frame video
 (75,600), B*S up to ~100k tokens, 3 timed repeats after one warm-up per shape); full: 4 layers,
 5 repeats, B*S up to ~160k.
@@ -23,9 +23,9 @@ CLAIMS: tuple[str, ...] = ()
 NEEDS = "cpu"
 
 S_CUDA = (1560, 3120, 7800, 14040, 20280, 32760, 46800, 75600)
-S_CPU = (16, 64, 128, 256, 512, 1024)
+S_CPU = (16, 64, 128, 256, 512, 1024, 2048)
 PROFILES = {
-    "cpu": dict(model="tiny", layers=None, dtype="fp32", S=S_CPU, B=(1, 2, 4, 8), max_tokens=2048, repeats=3),
+    "cpu": dict(model="tiny", layers=None, dtype="fp32", S=S_CPU, B=(1, 2, 4, 8), max_tokens=4096, repeats=5),
     "quick": dict(model="wan-1.3b", layers=2, dtype="bf16", S=S_CUDA, B=(1, 2, 4, 8, 16, 32, 64),
                   max_tokens=100_000, repeats=3),
     "full": dict(model="wan-1.3b", layers=4, dtype="bf16", S=S_CUDA, B=(1, 2, 3, 4, 6, 8, 16, 32, 64, 96),
