@@ -163,6 +163,120 @@ def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
     assert all(f == ("0", "0", "0") for f in frames), prog.log
 
 
+# Benchmark variants (suite.ops.fused_cuda.VARIANTS): all of them in one NVRTC program per
+# (dtypes, D, mode), so CI pays one compile (cached on disk) per case, not one per variant.
+VARIANT_CASES = [
+    (("bf16", "float", "bf16"), 1536, 0),
+    (("bf16", "float", "float"), 5120, 0),
+    (("float", "float", "float"), 3072, 0),
+    (("bf16", "bf16", "bf16"), 1000, 1),
+    (("f16", "f16", "f16"), 4100, 2),
+]
+
+
+@pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
+def test_nvrtc_variants_compile_without_spills(combo, D, mode):
+    from suite.cuda.compile import read_sources, resources
+    from suite.ops.fused_cuda import SOURCES, VARIANTS
+
+    base = KernelConfig(*combo, D, mode)
+    names = sorted({n for v in VARIANTS for n in base.variant(v).names()})
+    main = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
+    prog = compile_program(main, read_sources(SOURCES), names, "sm_90")
+    res = resources(prog)
+    if not res:  # a cache entry written without ptxas -v: recompile to get the report
+        prog = compile_program(main, read_sources(SOURCES), names, "sm_90", use_cache=False)
+        res = resources(prog)
+    assert set(res) == set(names), prog.log
+    for name, r in res.items():
+        assert (r["stack"], r["spill_stores"], r["spill_loads"]) == (0, 0, 0), (name, r)
+        assert 0 < r["registers"] <= 255, (name, r)
+
+
+def test_default_variant_is_the_measured_kernel():
+    """Default fields give the 2026-12-01 name expressions (no extra template arguments)."""
+    from suite.ops.fused_cuda import VARIANTS
+
+    cfg = KernelConfig("bf16", "float", "bf16", 1536, 0)
+    assert cfg.fwd(True) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, true>"
+    assert cfg.bwd(True, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true>"
+    assert cfg.variant("default") == cfg and VARIANTS["default"] == {}
+    assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (192, 192, 192)
+    v = cfg.variant("fwd-e8r2")
+    assert v.fwd(True).endswith("1536, 192, 1, 0, true, 2>") and v.bwd(True, True) == cfg.bwd(
+        True, True
+    )
+    sm = cfg.variant("bwd-sm2")
+    assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, false, 2, true>")
+    # shared-memory column sums do not fit at D = 8192: that variant is the default kernel there
+    big = KernelConfig("bf16", "float", "bf16", 8192, 0)
+    assert big.variant("bwd-sm2").bwd(True, True) == big.bwd(True, True)
+
+
+def test_variant_selection_env_and_setter(monkeypatch):
+    import importlib
+
+    from suite.ops import fused_cuda
+
+    x, s = torch.zeros(1, 2, 1536, dtype=torch.bfloat16), torch.zeros(1, 1536)
+    prev = fused_cuda.set_variant("fwd-r2")
+    try:
+        cfg = fused_cuda.config_for(x, s, 0, torch.bfloat16)
+        assert cfg.fwd_rif == 2 and cfg.bwd_ept == 16
+        assert fused_cuda.set_variant("default") == "fwd-r2"
+        assert fused_cuda.config_for(x, s, 0, torch.bfloat16) == KernelConfig(
+            "bf16", "float", "bf16", 1536, 0
+        )
+        with pytest.raises(ValueError, match="unknown AdaLN kernel variant"):
+            fused_cuda.set_variant("nope")
+    finally:
+        fused_cuda.set_variant(prev)
+    monkeypatch.setenv(fused_cuda.VARIANT_ENV, "bwd-e8")
+    try:
+        mod = importlib.reload(fused_cuda)
+        assert mod.get_variant() == "bwd-e8"
+    finally:
+        monkeypatch.delenv(fused_cuda.VARIANT_ENV)
+        importlib.reload(fused_cuda)
+    assert fused_cuda.get_variant() == "default"
+
+
+def test_ptxas_resource_report_parser():
+    from suite.cuda.compile import Program, resources
+
+    log = (
+        "ptxas info    : Function properties for _Z1kv\n"
+        "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+        "ptxas info    : Used 96 registers, used 1 barriers, 8 bytes cumulative stack size, "
+        "41040 bytes smem\n"
+        "ptxas info    : Function properties for _Z1jv\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 40 registers\n"
+    )
+    p = Program(b"x", {"k": "_Z1kv", "j": "_Z1jv", "gone": "_Z4gonev"}, log, "sm_90", "key")
+    r = resources(p)
+    assert r["k"] == dict(stack=8, spill_stores=4, spill_loads=12, registers=96, smem=41040)
+    assert r["j"]["registers"] == 40 and r["j"]["smem"] == 0 and "gone" not in r
+
+
+def test_occupancy_and_bytes_in_flight_model():
+    from suite.ops import kernel_model as km
+
+    # the default bf16 forward at D = 1536: 56 registers, 192 threads -> 6 CTAs, 36 warps
+    occ = km.occupancy(56, 192)
+    assert (occ.ctas, occ.warps, occ.limit) == (6, 36, "registers")
+    assert km.bytes_in_flight(occ, km.bytes_per_thread("fwd", 16, 8, 2, 2)) == 36 * 32 * 32
+    assert km.occupancy(128, 192).warps == 12  # the default bf16 backward
+    assert km.occupancy(16, 1024) == km.Occupancy(2, 64, "threads")
+    assert km.occupancy(32, 64, smem=40 * 1024).limit == "smem"
+    assert km.bytes_per_thread("fwd", 8, 8, 2, 2, rif=2) == 32
+    assert km.bytes_per_thread("bwd", 16, 8, 2, 4) == 96
+    assert km.predict_fraction(0.5, 100, 150) == 0.75
+    assert km.predict_fraction(0.7, 100, 200) == km.CAP
+    with pytest.raises(ValueError):
+        km.bytes_per_thread("both", 16, 8, 2, 2)
+
+
 def test_compile_error_carries_log_and_cache_recovers(tmp_path, monkeypatch):
     monkeypatch.setenv("ADAPTIVELOAD_CUBIN_CACHE", str(tmp_path))
     with pytest.raises(CompileError, match="undefined_thing"):

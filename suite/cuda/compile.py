@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,3 +187,26 @@ def compile_program(
     if use_cache:
         _cache_write(p)
     return p
+
+
+_FUNC = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGS = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def resources(program: Program) -> dict[str, dict[str, int]]:
+    """ptxas's resource report per name expression of `program` (from the verbose log):
+    registers, shared memory, stack frame and spill bytes. Kernels the log does not describe
+    (e.g. a cached entry compiled without -v) are left out."""
+    by_lowered: dict[str, dict[str, int]] = {}
+    cur = None
+    for line in program.log.splitlines():
+        if m := _FUNC.search(line):
+            cur = by_lowered.setdefault(m.group(1), {})
+        elif cur is not None and (m := _FRAME.search(line)):
+            cur.update(stack=int(m[1]), spill_stores=int(m[2]), spill_loads=int(m[3]))
+        elif cur is not None and (m := _REGS.search(line)):
+            sm = _SMEM.search(line)
+            cur.update(registers=int(m[1]), smem=int(sm[1]) if sm else 0)
+    return {n: by_lowered[low] for n, low in program.names.items() if low in by_lowered}

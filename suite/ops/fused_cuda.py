@@ -8,7 +8,8 @@ widths compiles a handful of programs once; the CUBINs are cached on disk across
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -21,13 +22,32 @@ SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu"]
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
+def _threads_per_row(D: int, vec: int, ept: int) -> int:
+    """Threads per row for about `ept` elements per thread (a whole number of 16-byte vectors):
+    a power of two below a warp (xor-shuffles stay inside the row), else a whole number of warps."""
+    nvec = -(-D // vec)
+    need = -(-nvec // max(1, ept // vec))
+    if need <= 32:
+        return max(4, 1 << (need - 1).bit_length())
+    return min(1024, -(-need // 32) * 32)
+
+
 @dataclass(frozen=True)
 class KernelConfig:
+    """One NVRTC program. The last three fields select benchmark variants of the row kernels;
+    their defaults are the kernels measured on the H200 on 2026-12-01 (docs/perf-notes.md)."""
+
     tx: str  # C++ element types: "float" | "bf16" | "f16"
     tm: str
     ty: str
     D: int
     mode: int
+    fwd_ept: int = 16  # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32)
+    fwd_rif: int = 1  # forward: rows in flight per row group (loaded before the first reduction)
+    bwd_ept: int = 16  # backward: elements of a row per thread
+    bwd_packed: bool = False  # backward: keep x and dy as loaded words, recompute x-hat and g
+    bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
+    bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
@@ -35,13 +55,8 @@ class KernelConfig:
 
     @property
     def rt(self) -> int:
-        """Threads per row: about 16 elements per thread (2 vectors of bf16, 4 of fp32), a power
-        of two below a warp (xor-shuffles stay inside the row), else a whole number of warps."""
-        nvec = -(-self.D // self.vec)
-        need = -(-nvec // (2 if self.vec == 8 else 4))
-        if need <= 32:
-            return max(4, 1 << (need - 1).bit_length())
-        return min(1024, -(-need // 32) * 32)
+        """Threads per row of the default kernels: about 16 elements per thread."""
+        return _threads_per_row(self.D, self.vec, 16)
 
     @property
     def rows(self) -> int:  # rows per CTA, ~256 threads per CTA
@@ -51,16 +66,54 @@ class KernelConfig:
     def threads(self) -> int:
         return self.rt * self.rows
 
+    @property
+    def fwd_rt(self) -> int:
+        return _threads_per_row(self.D, self.vec, self.fwd_ept)
+
+    @property
+    def fwd_rows(self) -> int:  # row groups per CTA, ~256 threads per CTA
+        return max(1, 256 // self.fwd_rt)
+
+    @property
+    def fwd_threads(self) -> int:
+        return self.fwd_rt * self.fwd_rows
+
+    @property
+    def bwd_rt(self) -> int:
+        return _threads_per_row(self.D, self.vec, self.bwd_ept)
+
+    @property
+    def bwd_rows(self) -> int:
+        return max(1, 256 // self.bwd_rt)
+
+    @property
+    def bwd_threads(self) -> int:
+        return self.bwd_rt * self.bwd_rows
+
+    @property
+    def bwd_sacc_on(self) -> bool:
+        """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
+        of static shared memory (else the register sums are kept)."""
+        nch = -(-self.D // (self.vec * self.bwd_rt))
+        return self.bwd_sacc and 8 * nch * self.vec * self.bwd_rt * self.bwd_rows <= 48 * 1024
+
     def fwd(self, vector: bool) -> str:
+        rif = f", {self.fwd_rif}" if self.fwd_rif != 1 else ""
         return (
-            f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
-            f"{self.mode}, {str(vector).lower()}>"
+            f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
+            f"{self.fwd_rows}, {self.mode}, {str(vector).lower()}{rif}>"
         )
 
     def bwd(self, vector: bool, accum: bool) -> str:
+        packed = ", true" if self.bwd_packed else ""
+        minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
+        if minb != 1 or self.bwd_sacc_on:
+            packed = f", {str(self.bwd_packed).lower()}, {minb}"
+        if self.bwd_sacc_on:
+            packed += ", true"
         return (
-            f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.rt}, {self.rows}, "
-            f"{self.mode}, {str(vector).lower()}, {str(accum).lower()}>"
+            f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
+            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}{packed}>"
         )
 
     def dtile(self) -> str:
@@ -73,6 +126,47 @@ class KernelConfig:
         if self.mode != MODE_TOKEN:
             out += [self.dtile(), "adaln_bwd_finalize"]
         return out
+
+    def variant(self, name: str) -> KernelConfig:
+        """This configuration with the fields of benchmark variant `name` (see VARIANTS)."""
+        return replace(self, **VARIANTS[name])
+
+
+# Benchmark-only kernel variants (docs/perf-notes.md, "Next measurements"). The op uses "default"
+# unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
+# same function (tests/test_adaln_gpu.py runs the suite on each).
+VARIANTS: dict[str, dict] = {
+    "default": {},
+    "fwd-r2": {"fwd_rif": 2},  # 2 rows in flight per row group, 16 elements per thread
+    "fwd-e8": {"fwd_ept": 8},  # 8 elements per thread (1 bf16 vector), twice the threads per row
+    "fwd-e8r2": {"fwd_ept": 8, "fwd_rif": 2},
+    "bwd-e8": {"bwd_ept": 8},  # 8 elements per thread
+    # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
+    # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x)
+    "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2},
+}
+VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
+
+
+def _check_variant(name: str) -> str:
+    if name not in VARIANTS:
+        raise ValueError(f"unknown AdaLN kernel variant {name!r}; known: {sorted(VARIANTS)}")
+    return name
+
+
+_variant = _check_variant(os.environ.get(VARIANT_ENV) or "default")
+
+
+def set_variant(name: str) -> str:
+    """Select the kernel variant for later calls (benchmarking only); returns the previous one.
+    A backward uses the variant selected when it runs, not the one its forward ran with."""
+    global _variant
+    prev, _variant = _variant, _check_variant(name)
+    return prev
+
+
+def get_variant() -> str:
+    return _variant
 
 
 def check_d(D: int) -> None:
@@ -111,16 +205,17 @@ def _fn(cfg: KernelConfig, name: str, index: int):
     return get_function(_program(cfg, device_arch(index)), name, index)
 
 
-def _grid_cap(cfg: KernelConfig, func, index: int) -> int:
+def _grid_cap(func, threads: int, index: int) -> int:
     from suite.cuda.launch import max_blocks_per_sm, sm_count
 
-    return sm_count(index) * max(1, max_blocks_per_sm(func, cfg.threads))
+    return sm_count(index) * max(1, max_blocks_per_sm(func, threads))
 
 
 def config_for(
     x: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype
 ) -> KernelConfig:
-    return KernelConfig(CTYPE[x.dtype], CTYPE[scale.dtype], CTYPE[out_dtype], x.shape[-1], mode)
+    cfg = KernelConfig(CTYPE[x.dtype], CTYPE[scale.dtype], CTYPE[out_dtype], x.shape[-1], mode)
+    return cfg if _variant == "default" else cfg.variant(_variant)
 
 
 def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
@@ -156,11 +251,11 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     func = _fn(cfg, cfg.fwd(vector), idx)
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
-    grid = min(-(-rows // cfg.rows), 2**31 - 1)
+    grid = min(-(-rows // (cfg.fwd_rows * cfg.fwd_rif)), 2**31 - 1)
     launch(
         func,
         (grid, 1, 1),
-        cfg.threads,
+        cfg.fwd_threads,
         [
             ptr(x),
             i64(x.stride(0)),
@@ -206,9 +301,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     func = _fn(cfg, cfg.bwd(vector, accum), idx)
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
-    cap = _grid_cap(cfg, func, idx)
-    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.rows * 8))))
-    slots = chunks * cfg.rows
+    cap = _grid_cap(func, cfg.bwd_threads, idx)
+    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
+    slots = chunks * cfg.bwd_rows
     if accum:
         part_s = torch.empty((groups, slots, D), dtype=torch.float32, device=dev)
         part_h = torch.empty_like(part_s)
@@ -218,7 +313,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     launch(
         func,
         (chunks, groups, 1),
-        cfg.threads,
+        cfg.bwd_threads,
         [
             ptr(x),
             i64(x.stride(0)),
