@@ -6,11 +6,13 @@ op runs, so an output element the kernel forgot to write shows up as NaN.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from suite.ops import adaln, layer_norm_affine
+from suite.ops import adaln, fused_cuda, layer_norm_affine
 
 pytestmark = [
     pytest.mark.gpu,
@@ -19,6 +21,25 @@ pytestmark = [
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 GTOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 _seed = [1000]
+# Kernel variants (benchmark-only, docs/perf-notes.md): the correctness tests below run on each.
+# $ADAPTIVELOAD_TEST_VARIANTS=name,name narrows the set (default: every variant).
+VARIANTS = [
+    v
+    for v in (os.environ.get("ADAPTIVELOAD_TEST_VARIANTS") or ",".join(fused_cuda.VARIANTS)).split(
+        ","
+    )
+    if v
+]
+
+
+@pytest.fixture(params=VARIANTS)
+def variant(request):
+    """Run the test with kernel variant `request.param` selected, then restore the previous one."""
+    prev = fused_cuda.set_variant(request.param)
+    try:
+        yield request.param
+    finally:
+        fused_cuda.set_variant(prev)
 
 
 def rel(a, b) -> float:
@@ -87,7 +108,7 @@ DS = [64, 1000, 1536, 3072, 4100, 5120, 8192]
         (torch.bfloat16, torch.float32, torch.float32),
     ],
 )
-def test_per_sample_widths(D, dtype, mod, out):
+def test_per_sample_widths(D, dtype, mod, out, variant):
     B, N = 2, 37  # odd N: no tile divides it
     x = rand(B, N, D, dtype=dtype, scale=2.0, offset=0.5)
     check(x, rand(B, D, dtype=mod, scale=0.5), rand(B, D, dtype=mod), out_dtype=out)
@@ -98,7 +119,7 @@ def test_per_sample_widths(D, dtype, mod, out):
 
 @pytest.mark.parametrize("D", [1000, 1536, 3072])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_per_token_and_affine(D, dtype):
+def test_per_token_and_affine(D, dtype, variant):
     B, N = 2, 21
     x = rand(B, N, D, dtype=dtype)
     check(x, rand(B, N, D, dtype=dtype, scale=0.5), rand(B, N, D, dtype=dtype))
@@ -108,12 +129,12 @@ def test_per_token_and_affine(D, dtype):
 
 @pytest.mark.parametrize("N", [1, 3, 4096])
 @pytest.mark.parametrize("B", [1, 3])
-def test_sequence_lengths_and_batch(N, B):
+def test_sequence_lengths_and_batch(N, B, variant):
     D = 1536
     check(rand(B, N, D, dtype=torch.bfloat16), rand(B, D, scale=0.5), rand(B, D))
 
 
-def test_n_75600_wan_720p():
+def test_n_75600_wan_720p(variant):
     B, N, D = 1, 75600, 5120
     check(
         rand(B, N, D, dtype=torch.bfloat16),
@@ -123,7 +144,7 @@ def test_n_75600_wan_720p():
     )
 
 
-def test_noncontiguous_x_and_wan_strided_modulation():
+def test_noncontiguous_x_and_wan_strided_modulation(variant):
     B, N, D = 3, 50, 1536
     x = rand(N, B, D, dtype=torch.bfloat16).transpose(0, 1)  # [B, N, D] with row stride B*D
     e = rand(B, 6, D)
@@ -135,7 +156,7 @@ def test_noncontiguous_x_and_wan_strided_modulation():
 
 
 @pytest.mark.parametrize("D", [1536, 1000])
-def test_misaligned_pointers_fall_back(D):
+def test_misaligned_pointers_fall_back(D, variant):
     B, N = 2, 19
     xb = rand(B * N * D + 1, dtype=torch.bfloat16)
     x = xb[1:].view(B, N, D)  # 2-byte offset: not 16-byte aligned
@@ -143,7 +164,7 @@ def test_misaligned_pointers_fall_back(D):
     check(x, mb[1 : 1 + B * D].view(B, D), mb[1 + B * D :].view(B, D))
 
 
-def test_nan_inf_propagate():
+def test_nan_inf_propagate(variant):
     B, N, D = 2, 8, 1536
     x = rand(B, N, D)
     x[0, 3, 7] = float("nan")
@@ -175,7 +196,7 @@ def test_more_than_2_31_elements():
 
 
 @pytest.mark.parametrize("backward", ["fused", "dtile"])
-def test_gradients_bitwise_deterministic(backward):
+def test_gradients_bitwise_deterministic(backward, variant):
     B, N, D = 2, 5000, 1536
     x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
@@ -214,3 +235,29 @@ def test_unsupported_inputs_raise():
         adaln(x, rand(1, 10000), rand(1, 10000))
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         adaln(rand(1, 4, 64).double(), rand(1, 64), rand(1, 64))
+
+
+@pytest.mark.parametrize("name", [v for v in VARIANTS if v != "default"])
+def test_variant_matches_default(name):
+    """Variants that keep each row's additions in the same order give bitwise the default's rows:
+    fwd-r2 (same shuffle tree and per-warp order) y and every gradient; bwd-sm2 dx (its higher
+    occupancy splits the rows over more CTAs, so dscale/dshift partials differ by rounding);
+    the others (a different number of threads per row) agree to rounding."""
+    B, N, D = 2, 300, 1536
+    x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
+    e = rand(B, 6, D).requires_grad_(True)
+    dy = rand(B, N, D, dtype=torch.bfloat16)
+    out = {}
+    for v in ("default", name):
+        prev = fused_cuda.set_variant(v)
+        try:
+            y = adaln(x, e[:, 1:2], e[:, 0:1])
+            out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
+        finally:
+            fused_cuda.set_variant(prev)
+    exact = {"fwd-r2": (0, 1, 2), "bwd-sm2": (0, 1), "bwd-e8": (0,)}.get(name, ())
+    for i, (a, b) in enumerate(zip(out["default"], out[name])):
+        if i in exact:
+            assert torch.equal(a, b), (name, i)
+        else:
+            assert rel(a, b) < 1e-2, (name, i, rel(a, b))
