@@ -23,7 +23,7 @@ import pandas as pd
 
 from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
-from suite.report import html, pdf, plots
+from suite.report import beyond, html, pdf, plots
 from suite.rundir import RunDir, atomic_write_text, write_json
 
 HOW_TO = "a run directory is what `python -m suite reproduce --out DIR` writes"
@@ -206,6 +206,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
         try:
             context = _context(run, env, states, tables, verdicts, figs, plot_notes,
                                errors + plot_errors, notes)
+            context["beyond"] = beyond.section(tables, metrics)
             atomic_write_text(run.root / "report.html", html.render(context))
             pdf.write_pdf(run.root / "report.pdf", verdicts, context["subtitle"],
                           [(f["name"], f["caption"], f["fig"]) for f in figs])
