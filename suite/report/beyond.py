@@ -48,15 +48,27 @@ OPS = {"<=": operator.le, ">=": operator.ge}
 VALIDATION_LABEL = "simulator step-time error (trace replay of the training run)"
 
 
+def _default_noisy(d: pd.DataFrame) -> pd.DataFrame:
+    """The default mix with per-sample noise (filters only on the columns a table has)."""
+    for col, v in (("mix", "default"), ("noise", "noisy")):
+        if col in d.columns:
+            d = d[d[col] == v]
+    return d
+
+
 def policy_table(tables: dict[str, pd.DataFrame], scales=SCALES) -> pd.DataFrame:
     """One row per (policy, ranks): the POLICY_COLUMNS statistics (nan where not measured)."""
     steps = tables.get("balance_steps")
-    if steps is None or steps.empty:
+    need = {"policy", "ranks", "step_s", "tokens", "max_s", "mean_s", "rank_cv"}
+    if steps is None or steps.empty or not need <= set(steps.columns):
         return pd.DataFrame(columns=["policy", "ranks"] + [c[0] for c in POLICY_COLUMNS])
-    s = steps[(steps["mix"] == "default") & (steps["noise"] == "noisy")]
+    s = _default_noisy(steps)
     planner = tables.get("balance_planner")
+    if planner is not None and not {"policy", "ranks", "planner_ms", "mean_delay_steps"} <= set(
+            planner.columns):
+        planner = None
     if planner is not None and not planner.empty:
-        planner = planner[(planner["mix"] == "default") & (planner["noise"] == "noisy")]
+        planner = _default_noisy(planner)
     rows = []
     for policy in POLICIES:
         for R in scales:
