@@ -80,3 +80,28 @@ def test_simulate_with_measured_latency_table(tmp_path, capsys):
     # batches of 1 s (prob (1/145) / (1/145 + 1/72) = 0.332) and 3 s on 2 ranks: a mixed step
     # (prob 2 * 0.332 * 0.668) has max/mean 1.5, so the mean max/mean is 1 + 0.4435 * 0.5
     assert out["maxmean"] == pytest.approx(1.222, abs=0.03)
+
+
+def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
+    """End to end: a small CSV manifest and the committed H200 fit (reports/reference/h200/cost.json,
+    exported from that run's costmodel_fit) through `python -m suite forecast`."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from suite.experiments.costmodel import model_from_fit
+
+    ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
+    committed = CostModel.load(ref / "cost.json")
+    fit = model_from_fit(pd.read_csv(ref / "results" / "costmodel_fit.csv"))
+    assert (committed.a, committed.b, committed.p, committed.m_mem) == (fit.a, fit.b, fit.p, fit.m_mem)
+    json.loads((ref / "cost.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    m = tmp_path / "my_data.csv"
+    m.write_text("height,width,frames\n" + "480,832,1\n" * 40 + "480,832,33\n" * 20
+                 + "480,832,81\n" * 10 + "720,1280,81\n" * 3)
+    assert main(["forecast", "--manifest", str(m), "--gpus", "64", "--steps", "100",
+                 "--cost", str(ref / "cost.json"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {r["policy"] for r in out["policies"]} == {"equal-token", "dual", "global"}
+    assert out["recommend"]["m_mem"] == pytest.approx(fit.m_mem)
+    assert out["recommend"]["p"] == pytest.approx(fit.p)

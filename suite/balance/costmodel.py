@@ -66,8 +66,13 @@ class CostModel:
                        m_comp=float(m_mem * s_cross ** (self.p - 1)))
 
     def to_json(self) -> dict:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-                for k, v in asdict(self).items()}
+        """Plain JSON (non-finite floats, also inside the CI pairs, become null)."""
+        def clean(v):
+            if isinstance(v, (tuple, list)):
+                return [clean(x) for x in v]
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+
+        return {k: clean(v) for k, v in asdict(self).items()}
 
     def save(self, path: str | Path) -> None:
         from suite.rundir import write_json
