@@ -1,38 +1,75 @@
 """A small representative set of fused AdaLN calls for compute-sanitizer (memcheck, racecheck,
 initcheck): every kernel (forward, fused and D-tile backward, finalize), vector and scalar paths,
-row groups below and above a warp, per-sample / per-token / affine, B > 1, odd N."""
+row groups below and above a warp, per-sample / per-token / affine, B > 1, odd N.
+
+    python tools/adaln_sanitize.py [--variants default,fwd-r2,...|all] [--small]
+
+Every input (x, modulation, dy) is made on the host and copied to the device (cudaMemcpy), never
+written by a torch kernel: initcheck then tracks it as initialized even when it instruments only
+our kernels (--kernel-name kns=adaln). In the 2026-12-01 run, inputs filled by torch's randn/.to
+kernels (not instrumented under the filter) made every read of x look uninitialized, and the
+unfiltered alternative instruments every torch kernel too and ran past its time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
 
 import torch
 
-from suite.ops import adaln, layer_norm_affine
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from suite.ops import adaln, fused_cuda, layer_norm_affine  # noqa: E402
+
+CASES = [
+    (2, 37, 1536, torch.bfloat16),
+    (1, 5, 64, torch.float32),
+    (2, 9, 1000, torch.float16),
+    (1, 17, 4100, torch.bfloat16),
+    (1, 3, 8192, torch.float32),
+]
+SMALL = [CASES[0], CASES[1], CASES[3]]  # configurations tools/gpu_kernel_variants.sh prebuilds
 
 
-def main() -> None:
-    torch.manual_seed(0)
-    cases = [
-        (2, 37, 1536, torch.bfloat16),
-        (1, 5, 64, torch.float32),
-        (2, 9, 1000, torch.float16),
-        (1, 17, 4100, torch.bfloat16),
-        (1, 3, 8192, torch.float32),
-    ]
+def host(*shape, dtype=torch.float32, g=None) -> torch.Tensor:
+    """Random values made on the CPU and copied to the GPU (no device kernel writes them)."""
+    return torch.randn(*shape, generator=g).to(dtype).to("cuda")
+
+
+def run_cases(cases, g) -> None:
     for B, N, D, dt in cases:
-        x = torch.randn(B, N, D, device="cuda").to(dt).requires_grad_(True)
-        e = torch.randn(B, 6, D, device="cuda", requires_grad=True)
+        x = host(B, N, D, dtype=dt, g=g).requires_grad_(True)
+        e = host(B, 6, D, g=g).requires_grad_(True)
         for bwd in ("fused", "dtile"):
             for out in (None, torch.float32):
                 y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out, backward=bwd)
-                torch.autograd.grad(y, (x, e), torch.randn_like(y))
-        t = torch.randn(B, N, D, device="cuda").to(dt).requires_grad_(True)
-        y = adaln(x, t, t * 0.5)
-        torch.autograd.grad(y, (x, t), torch.randn_like(y))
-        w = torch.randn(D, device="cuda", requires_grad=True)
-        y = layer_norm_affine(x, w, w * 0.1)
-        torch.autograd.grad(y, (x, w), torch.randn_like(y))
-        xm = torch.randn(B * N * D + 1, device="cuda").to(dt)[1:].view(B, N, D)  # misaligned
+                torch.autograd.grad(y, (x, e), host(*y.shape, dtype=y.dtype, g=g))
+        t = host(B, N, D, dtype=dt, g=g).requires_grad_(True)
+        t2 = host(B, N, D, dtype=dt, g=g)
+        y = adaln(x, t, t2)
+        torch.autograd.grad(y, (x, t), host(*y.shape, dtype=y.dtype, g=g))
+        w = host(D, g=g).requires_grad_(True)
+        y = layer_norm_affine(x, w, host(D, g=g))
+        torch.autograd.grad(y, (x, w), host(*y.shape, dtype=y.dtype, g=g))
+        xm = host(B * N * D + 1, dtype=dt, g=g)[1:].view(B, N, D)  # misaligned: scalar path
         adaln(xm, e[:, 1:2], e[:, 0:1])
-    torch.cuda.synchronize()
-    print("sanitize cases done")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", default="default", help="comma list of variants, or 'all'")
+    ap.add_argument("--small", action="store_true", help="3 cases instead of 5")
+    a = ap.parse_args(argv)
+    names = list(fused_cuda.VARIANTS) if a.variants == "all" else a.variants.split(",")
+    g = torch.Generator().manual_seed(0)
+    for v in names:
+        fused_cuda.set_variant(v)
+        run_cases(SMALL if a.small else CASES, g)
+        torch.cuda.synchronize()
+        print(f"sanitize cases done: variant {v}", flush=True)
+    fused_cuda.set_variant("default")
 
 
 if __name__ == "__main__":

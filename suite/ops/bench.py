@@ -1,17 +1,29 @@
-"""Timing harness for the AdaLN op and its baselines (used by suite.experiments.kernels).
+"""Timing harness for the AdaLN op and its baselines (used by suite.experiments.kernels and by
+tools/gpu_kernel_variants.sh through `python -m suite.ops.bench`).
 
-Each timed repetition: flush L2 by writing a 512 MB buffer, spin the GPU ~1 ms
-(torch.cuda._sleep, 2e6 cycles) so the host has queued the timed call before the GPU gets there
-(host overhead stays out of the number), then time the call alone between two CUDA events.
-The committed reference run (reports/reference/h200, commit 75c22db) used a 0.3 ms spin, which
-hid the forward's host overhead but not the custom-op backward's at N <= 16384.
+Each timed repetition: flush L2 by writing a 512 MB buffer, spin the GPU (torch.cuda._sleep) so
+the host has queued the timed call before the GPU gets there, then time the call alone between
+two CUDA events. The spin is at least ~1 ms (2e6 cycles) and at least `margin` (2x) the host
+time the call took to enqueue in warm-up, so a call with a slow host path (the custom op's
+Python autograd backward, ~0.5 ms) is still timed on the GPU only; every repetition's host
+enqueue time is recorded and a repetition whose host time exceeded the spin is counted in
+`host_bound_reps` (its event pair may include a host gap). The committed reference run
+(reports/reference/h200, commit 75c22db) used a fixed 0.3 ms spin, which hid the forward's host
+overhead but not the custom-op backward's at N <= 16384.
+
+Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out", optionally with a
+kernel variant "fused@fwd-r2" (suite.ops.fused_cuda.VARIANTS); the baselines "eager",
+"wan-eager", "compile-eager", "compile-wan".
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import statistics
+import time
 
+import pandas as pd
 import torch
 
 from suite.ops import adaln
@@ -38,9 +50,20 @@ def _impl(name: str, static: bool = False):
         "fused-dtile": {"backward": "dtile"},
         "fused-dtile-f32out": {"out_dtype": torch.float32, "backward": "dtile"},
     }
-    if name in fused:
-        kw = fused[name]
-        return lambda x, e: adaln(x, e[:, 1:2], e[:, 0:1], **kw)
+    base_name, _, variant = name.partition("@")
+    if base_name in fused:
+        from suite.ops import fused_cuda
+
+        kw = fused[base_name]
+        v = variant or fused_cuda.ENV_VARIANT  # plain "fused": the process's variant (default)
+
+        def run(x, e):
+            # Selected on every call: a backward uses the variant current when it runs, and the
+            # timed backward follows the forward (setup) of the same impl.
+            fused_cuda.set_variant(v)
+            return adaln(x, e[:, 1:2], e[:, 0:1], **kw)
+
+        return run
     if name in ("eager", "wan-eager"):
         base = eager_adaln if name == "eager" else wan_adaln
         return lambda x, e: base(x, e[:, 1:2], e[:, 0:1])
@@ -62,28 +85,66 @@ def _dynamic(name: str):
     return f
 
 
+def spin_cycles(
+    host_ms: float, cycles_per_ms: float, min_cycles: int, margin: float = 2.0, max_ms: float = 20.0
+) -> int:
+    """GPU spin before a timed call: `margin` times the host enqueue time, at least min_cycles,
+    at most max_ms (a pathological host time must not make the sweep take hours)."""
+    want = margin * max(0.0, host_ms) * cycles_per_ms
+    return int(min(max(float(min_cycles), want), max_ms * cycles_per_ms))
+
+
 class Timer:
-    def __init__(self, reps: int, flush_mb: int = 512, sleep_cycles: int = 2_000_000):
-        self.reps, self.sleep = reps, sleep_cycles
+    def __init__(
+        self, reps: int, flush_mb: int = 512, sleep_cycles: int = 2_000_000, margin: float = 2.0
+    ):
+        self.reps, self.sleep, self.margin = reps, sleep_cycles, margin
         self.flush = torch.empty(flush_mb * 2**20, dtype=torch.uint8, device="cuda")
+        self._cpm: float | None = None
+        self.last: dict = {}  # spin_ms and per-repetition host_ms of the last time() call
+
+    def cycles_per_ms(self) -> float:
+        """torch.cuda._sleep cycles per millisecond on this GPU (measured once, median of 5)."""
+        if self._cpm is None:
+            n = 1_000_000
+            torch.cuda._sleep(n)
+            out = []
+            for _ in range(5):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                torch.cuda._sleep(n)
+                b.record()
+                b.synchronize()
+                out.append(n / a.elapsed_time(b))
+            self._cpm = statistics.median(out)
+        return self._cpm
 
     def time(self, fn, setup=None, warmup: int = 3) -> list[float]:
         """Milliseconds of fn() per repetition; setup() (untimed) runs before each."""
-        for _ in range(warmup):
+        host = []
+        for _ in range(max(2, warmup)):
             arg = setup() if setup else None
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
             fn(arg)
+            host.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
-        ev = []
+        cpm = self.cycles_per_ms()
+        cycles = spin_cycles(max(host[1:]), cpm, self.sleep, self.margin)  # [0]: first call
+        ev, host_ms = [], []
         for _ in range(self.reps):
             arg = setup() if setup else None
             self.flush.zero_()
-            torch.cuda._sleep(self.sleep)
+            torch.cuda._sleep(cycles)
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            t0 = time.perf_counter()
             a.record()
             fn(arg)
             b.record()
+            host_ms.append((time.perf_counter() - t0) * 1e3)
             ev.append((a, b))
         torch.cuda.synchronize()
+        self.last = dict(spin_ms=cycles / cpm, host_ms=host_ms)
         return [a.elapsed_time(b) for a, b in ev]
 
 
@@ -106,6 +167,37 @@ def _time_one(timer: Timer, fn, op: str, x, e) -> list[float]:
         return y, torch.full_like(y, 1e-3)
 
     return timer.time(lambda arg: torch.autograd.grad(arg[0], (xg, eg), arg[1]), setup)
+
+
+def summary_row(
+    key: dict,
+    ms: list[float],
+    nbytes: int,
+    copy_gbps: float,
+    compile_mode: str = "",
+    spin_ms: float = math.nan,
+    host_ms=(),
+) -> dict:
+    """One row of kernels.csv from the repetitions `ms` of one (impl, op, shape)."""
+    med = statistics.median(ms)
+    q = statistics.quantiles(ms, n=4) if len(ms) > 1 else [med, med, med]
+    gbps = nbytes / (med * 1e-3) / 1e9
+    host_ms = list(host_ms)
+    return dict(
+        **key,
+        ms_median=med,
+        gbps=gbps,
+        pct_copy_bw=100 * gbps / copy_gbps,
+        copy_gbps=copy_gbps,
+        ms_p25=q[0],
+        ms_p75=q[2],
+        reps=len(ms),
+        bytes=nbytes,
+        compile_mode=compile_mode,
+        spin_ms=spin_ms,
+        host_ms_median=statistics.median(host_ms) if host_ms else math.nan,
+        host_bound_reps=sum(h > spin_ms for h in host_ms) if host_ms else 0,
+    )
 
 
 def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
@@ -140,31 +232,121 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
                         mode = "static"
                 if ms is None:
                     continue
-                out_dt = torch.float32 if name in F32_OUT else dt
+                out_dt = torch.float32 if name.partition("@")[0] in F32_OUT else dt
                 sy = torch.empty((), dtype=out_dt).element_size()
                 nbytes = bytes_model(op, B, N, D, x.element_size(), sy)
-                med = statistics.median(ms)
-                q = statistics.quantiles(ms, n=4)
-                gbps = nbytes / (med * 1e-3) / 1e9
                 key = dict(impl=name, op=op, B=B, N=N, D=D, dtype=dtn, out_dtype=NAMES[out_dt])
-                rows.append(
-                    dict(
-                        **key,
-                        ms_median=med,
-                        gbps=gbps,
-                        pct_copy_bw=100 * gbps / copy_gbps,
-                        copy_gbps=copy_gbps,
-                        ms_p25=q[0],
-                        ms_p75=q[2],
-                        reps=len(ms),
-                        bytes=nbytes,
-                        compile_mode=mode,
-                    )
+                row = summary_row(
+                    key,
+                    ms,
+                    nbytes,
+                    copy_gbps,
+                    mode,
+                    timer.last.get("spin_ms", math.nan),
+                    timer.last.get("host_ms", ()),
                 )
-                raw += [dict(**key, rep=i, ms=m) for i, m in enumerate(ms)]
+                rows.append(row)
+                med, gbps = row["ms_median"], row["gbps"]
+                hms = list(timer.last.get("host_ms", ())) or [math.nan] * len(ms)
+                raw += [
+                    dict(**key, rep=i, ms=m, host_ms=h) for i, (m, h) in enumerate(zip(ms, hms))
+                ]
                 log(
                     f"{op} {name:18s} B={B} N={N:6d} D={D} {dtn:8s} {med * 1e3:9.1f} us "
                     f"{gbps:7.0f} GB/s {100 * gbps / copy_gbps:5.1f}% of copy"
+                    + (f" HOST-BOUND x{row['host_bound_reps']}" if row["host_bound_reps"] else "")
                 )
         torch.cuda.empty_cache()
     return raw, rows
+
+
+# ----------------------------------------------------------------------------- variant sweep
+BASELINES = {"bfloat16": ("eager", "compile-eager"), "float32": ("wan-eager", "compile-wan")}
+
+
+def variant_table(rows) -> pd.DataFrame:
+    """Per (op, dtype, B, D, N, output dtype): % of copy bandwidth of the default fused kernel
+    and of each variant ("fused@v"), the best variant, its speedup over the default and over the
+    baselines with the same output semantics (bf16 out: eager, compile-eager; fp32 out: the Wan
+    path and its torch.compile). `rows` are summary_row dicts (or a DataFrame of them)."""
+    t = pd.DataFrame(rows)
+    t = t[t.impl.str.startswith("fused") & ~t.impl.str.contains("dtile")].copy()
+    t["variant"] = t.impl.map(lambda n: n.partition("@")[2] or "default")
+    keys = ["op", "dtype", "B", "D", "N", "out_dtype"]
+    base = pd.DataFrame(rows)
+    out = []
+    for k, g in t.groupby(keys, sort=True):
+        rec = dict(zip(keys, k))
+        by = g.set_index("variant")
+        for v in by.index:
+            rec[v] = round(float(by.loc[v, "pct_copy_bw"]), 1)
+        best = by.ms_median.idxmin()
+        rec["best"] = best
+        if "default" in by.index:
+            rec["best_x_default"] = round(by.ms_median["default"] / by.ms_median[best], 3)
+        sem = "float32" if rec["out_dtype"] == "float32" else "bfloat16"
+        for b in BASELINES[sem]:
+            sel = base[
+                (base.impl == b)
+                & (base.op == rec["op"])
+                & (base.dtype == rec["dtype"])
+                & (base.B == rec["B"])
+                & (base.D == rec["D"])
+                & (base.N == rec["N"])
+            ]
+            if not sel.empty:
+                rec[f"x_{b}"] = round(float(sel.ms_median.iloc[0]) / by.ms_median[best], 2)
+        hb = int(g.host_bound_reps.sum()) if "host_bound_reps" in g else 0
+        rec["host_bound_reps"] = hb
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def variant_impls(op: str, variants) -> list[str]:
+    """The fused impls a variant sweep times for `op`: default and each variant that changes the
+    op's kernel (fwd-* for the forward, bwd-* for the backward), bf16 and fp32 output."""
+    vs = [v for v in variants if v != "default" and v.startswith(op)]
+    return [f"{f}{'@' + v if v else ''}" for f in ("fused", "fused-f32out") for v in ["", *vs]]
+
+
+def main(argv=None) -> None:
+    """python -m suite.ops.bench --out DIR [--variants a,b] [--reps 30]: the quick grid (plus bf16
+    N = 16384) for every kernel variant against the default fused kernel and the baselines;
+    writes DIR/variants_timings.csv and DIR/variants_samples.csv and prints the table last."""
+    import argparse
+    from pathlib import Path
+
+    from suite.experiments.kernels import WAN_WIDTHS, grid
+    from suite.ops.fused_cuda import VARIANTS
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--baselines", default="eager,wan-eager,compile-eager,compile-wan")
+    a = ap.parse_args(argv)
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"unknown variant {v!r}; known: {sorted(VARIANTS)}")
+    shapes = grid("quick") + [(1, 16384, D, "bfloat16") for D in WAN_WIDTHS]
+    base = [b for b in a.baselines.split(",") if b]
+    fwd = variant_impls("fwd", variants) + base
+    bwd = variant_impls("bwd", variants) + base
+    raw, rows = measure(shapes, fwd, bwd, a.reps)
+    a.out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(a.out / "variants_timings.csv", index=False)
+    pd.DataFrame(raw).to_csv(a.out / "variants_samples.csv", index=False)
+    tab = variant_table(rows)
+    tab.to_csv(a.out / "variants_table.csv", index=False)
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_columns", 40)
+    print(
+        "% of copy bandwidth (fwd) / of the byte floor (bwd) per kernel variant; best_x_default ="
+    )
+    print("median-time speedup of the best variant over the default; x_<baseline> = best vs that")
+    print(tab.to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

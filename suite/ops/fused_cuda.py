@@ -155,6 +155,7 @@ def _check_variant(name: str) -> str:
 
 
 _variant = _check_variant(os.environ.get(VARIANT_ENV) or "default")
+ENV_VARIANT = _variant  # the process's choice; suite.ops.bench's plain "fused" impls use it
 
 
 def set_variant(name: str) -> str:

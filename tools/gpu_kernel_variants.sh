@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# One device call (one H200, < 8 minutes) for the fused AdaLN kernel variants
+# (suite/ops/fused_cuda.py VARIANTS, predictions in docs/perf-notes.md "Next measurements"):
+#   1. NVRTC prebuild, in parallel, of every configuration the tests, sanitizers and timings use,
+#      for every variant; ptxas resource report of the variants (registers, spills, occupancy);
+#   2. at the same time: the GPU tests on every variant | compute-sanitizer memcheck, racecheck,
+#      initcheck on a small set, every variant (inputs copied from the host, see
+#      tools/adaln_sanitize.py, so initcheck can run with the kernel filter and finish);
+#   3. alone on the GPU: every variant against the default kernel and the baselines on the quick
+#      grid plus bf16 N = 16384 (python -m suite.ops.bench: L2-cold, CUDA events, a GPU spin of at
+#      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
+#   4. a short table last. Raw CSVs and logs under $OUT.
+# Usage (device tool): OUT=$OUT bash tools/gpu_kernel_variants.sh
+set -o pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
+T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+# sanitizer order: the new shared-memory backward first, so a time-out still covers it
+SAN_VARIANTS=default,bwd-sm2,fwd-r2,bwd-e8,fwd-e8,fwd-e8r2
+
+stamp "environment"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv \
+  | tee "$OUT/env.txt"
+python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
+'nvrtc', nvrtc.nvrtcVersion()[1:])" | tee -a "$OUT/env.txt"
+git log -1 --format='commit %H' 2>/dev/null | tee -a "$OUT/env.txt"
+
+stamp "NVRTC prebuild (default + variants)"
+timeout 90 python3 - <<'PY'
+import time
+t = time.time()
+from suite.cuda.launch import device_arch
+from suite.ops.fused_cuda import VARIANTS, KernelConfig, all_configs, prebuild
+# what tests/test_adaln_gpu.py and tools/adaln_sanitize.py --small run on each variant
+used = [(("bf16", "float", "bf16"), 0), (("float", "float", "float"), 0),
+        (("bf16", "float", "float"), 0), (("bf16", "bf16", "bf16"), 1), (("f16", "f16", "f16"), 1),
+        (("float", "float", "float"), 1), (("bf16", "float", "bf16"), 2),
+        (("f16", "float", "f16"), 2), (("float", "float", "float"), 2)]
+base = [KernelConfig(*c, D, m) for c, m in used for D in (64, 1000, 1536, 3072, 4100, 5120, 8192)]
+cfgs = set(all_configs()) | {c.variant(v) for c in base for v in VARIANTS}
+n = prebuild(sorted(cfgs, key=str), device_arch(0), workers=16)
+print(n, "programs for", device_arch(0), f"in {time.time() - t:.1f} s")
+PY
+timeout 30 python3 tools/kernel_variants_report.py --arch sm_90 --csv "$OUT/variant_resources.csv" \
+  > "$OUT/variant_resources.md" 2>&1; echo "resource report exit=$? ($OUT/variant_resources.md)"
+
+stamp "GPU tests on every variant | compute-sanitizer (parallel)"
+( ADAPTIVELOAD_TEST_VARIANTS= timeout -s INT 180 python3 -m pytest -q -rfE --durations=8 \
+    -p no:cacheprovider tests/test_adaln_gpu.py > "$OUT/gpu_tests.log" 2>&1
+  echo "pytest exit=$?" >> "$OUT/gpu_tests.log" ) &
+for tool in memcheck racecheck initcheck; do
+  ( timeout -s INT 170 compute-sanitizer --tool $tool --kernel-name kns=adaln \
+      --report-api-errors no --error-exitcode 9 \
+      python3 tools/adaln_sanitize.py --small --variants $SAN_VARIANTS > "$OUT/sanitize_$tool.log" 2>&1
+    echo "exit=$?" >> "$OUT/sanitize_$tool.log" ) &
+done
+wait
+tail -12 "$OUT/gpu_tests.log"
+for tool in memcheck racecheck initcheck; do
+  echo "$tool: $(tail -1 "$OUT/sanitize_$tool.log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
+    "$OUT/sanitize_$tool.log" | tr '\n' ' ') variants done: $(grep -c 'sanitize cases done' \
+    "$OUT/sanitize_$tool.log")/6"
+done
+
+stamp "timings: variants vs default and baselines (quick grid + bf16 N=16384)"
+timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 > "$OUT/variants_bench.log" 2>&1
+echo "bench exit=$?"
+grep -E "copy bandwidth|failed|HOST-BOUND" "$OUT/variants_bench.log" | head -20
+
+stamp "summary"
+python3 - "$OUT" <<'PY'
+import sys
+import pandas as pd
+pd.set_option("display.width", 250); pd.set_option("display.max_columns", 40)
+out = sys.argv[1]
+try:
+    t = pd.read_csv(f"{out}/variants_table.csv")
+except FileNotFoundError:
+    sys.exit("no variants_table.csv: see variants_bench.log")
+cols = [c for c in t.columns if c not in ("B",)]
+print("% of copy (fwd) / of byte floor (bwd) by variant; best_x_default: best vs default (median time)")
+print(t[cols].to_string(index=False))
+PY
+stamp "done"
