@@ -4,7 +4,6 @@ a two-process run that logs every rank, and the emulator's agreement with it."""
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import torch
@@ -13,35 +12,6 @@ from suite.train.logs import read_logs, step_table
 
 COMMON = ["--model", "tiny", "--mix", "tiny", "--steps", "3", "--corpus-size", "400", "--dtype", "fp32"]
 
-WORKER = textwrap.dedent("""
-    import sys
-    import torch, torch.distributed as dist
-    from suite.train import globalstep as gs
-    from suite.train.data import load_corpus
-    from suite.train.trainer import TrainArgs, average_gradients, build_model
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    corpus = load_corpus(300, "tiny", 0)
-    plan = gs.global_plan(corpus, gs.planner_cost(None, 2.0), 640.0, 2, 6, seed=0)
-    step = next(k for k, st in enumerate(plan) if len(st.ranks[0]) != len(st.ranks[1]))
-    st = plan[step]
-    model = build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu"))
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
-    cfg = model.cfg
-    batches = gs.rank_batches(corpus, st.ranks[rank], text_len=cfg.text_len, text_dim=cfg.text_dim,
-                              seed=0, device="cpu")
-    with ddp.no_sync():
-        gs.rank_backward(ddp, batches, seed=0, step=step, global_tokens=st.global_tokens, dtype="fp32")
-    params = [p for p in model.parameters() if p.requires_grad]
-    gs.ensure_grads(params)
-    average_gradients(params, 1)
-    if rank == 0:
-        torch.save({"step": step, "micro": [len(r) for r in st.ranks], "ranks": st.ranks,
-                    "grads": [p.grad for p in params]}, sys.argv[1])
-    dist.destroy_process_group()
-""")
 
 
 def _torchrun(args, nproc, timeout=180):
@@ -54,36 +24,74 @@ def _torchrun(args, nproc, timeout=180):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
-def test_global_gradient_equals_one_process(tmp_path):
+def _two_gloo_ranks(corpus, st, step):
+    """Two gloo ranks (threads sharing a HashStore) run their micro-batches of one global step with
+    the trainer's functions, then all_reduce(SUM) the gradients: rank 0's summed gradients."""
+    import threading
+
+    import torch.distributed as dist
+
+    from suite.train import globalstep as gs
+    from suite.train.trainer import TrainArgs, build_model
+
+    store = dist.HashStore()
+    models = [build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu")) for _ in range(2)]
+    grads, errors = {}, []
+
+    def rank(r):
+        try:
+            pg = dist.ProcessGroupGloo(store, r, 2)
+            model, cfg = models[r], models[r].cfg
+            batches = gs.rank_batches(corpus, st.ranks[r], text_len=cfg.text_len,
+                                      text_dim=cfg.text_dim, seed=0, device="cpu")
+            gs.rank_backward(model, batches, seed=0, step=step, global_tokens=st.global_tokens,
+                             dtype="fp32")
+            params = [p for p in model.parameters() if p.requires_grad]
+            gs.ensure_grads(params)
+            flat = torch.cat([p.grad.reshape(-1) for p in params])
+            pg.allreduce([flat]).wait()
+            grads[r] = flat
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    torch.testing.assert_close(grads[0], grads[1])
+    return grads[0]
+
+
+def test_global_gradient_equals_one_process():
     """Two gloo ranks with uneven micro-batches, loss weights tokens / global tokens, gradients
     summed: the same gradient as one process over the step's samples (one batch per length)."""
     from suite.train import globalstep as gs
     from suite.train.data import load_corpus, make_batch
     from suite.train.trainer import TrainArgs, build_model
 
-    script = tmp_path / "worker.py"
-    script.write_text(WORKER)
-    _torchrun([str(script), str(tmp_path / "grads.pt")], 2)
-    got = torch.load(tmp_path / "grads.pt")
-    assert got["micro"][0] != got["micro"][1]  # uneven micro-batch counts
     torch.set_num_threads(1)
     corpus = load_corpus(300, "tiny", 0)
+    plan = gs.global_plan(corpus, gs.planner_cost(None, 2.0), 640.0, 2, 6, seed=0)
+    step = next(k for k, st in enumerate(plan) if len(st.ranks[0]) != len(st.ranks[1]))
+    st = plan[step]  # uneven micro-batch counts
+    got = _two_gloo_ranks(corpus, st, step)
     model = build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu"))
-    idx = [i for r in got["ranks"] for mb in r for i in mb]
+    idx = [i for r in st.ranks for mb in r for i in mb]
     tokens = corpus.tokens.to_numpy()
     total = int(tokens[idx].sum())
+    assert total == st.global_tokens
     loss = 0.0
     for S in sorted(set(tokens[idx].tolist())):  # standard data parallelism: one batch per S
         grp = [i for i in idx if tokens[i] == S]
         x0, ctx, _ = make_batch(corpus, grp, text_len=model.cfg.text_len,
                                 text_dim=model.cfg.text_dim, seed=0)
-        t, eps = gs.sample_noise(x0, grp, 0, got["step"])
+        t, eps = gs.sample_noise(x0, grp, 0, step)
         loss = loss + gs.weighted_loss(model, x0, ctx, t, eps, "fp32") * (S * len(grp) / total)
     loss.backward()
-    ref = [p.grad for p in model.parameters() if p.requires_grad]
-    assert len(ref) == len(got["grads"])
-    for a, b in zip(got["grads"], ref):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    ref = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.requires_grad])
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-6)
 
 
 def test_two_rank_gloo_global_run_logs_every_rank_and_trains(tmp_path):
