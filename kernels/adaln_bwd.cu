@@ -65,19 +65,21 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   }
   float acc_s[NCH][VEC], acc_h[NCH][VEC];  // column sums of dy*xhat and dy, fp32
   // SACC: slot (c, j) of thread t at [(c*VEC + j)*RT + t] (consecutive threads, consecutive banks)
-  __shared__ float sacc[SACC ? ROWS : 1][SACC ? 2 * NCH * VEC * RT : 1];
+  // (only where there are column sums: not in the D-tile dx pass nor with per-token modulation)
+  constexpr bool SA = SACC && ACCUM && MODE != MODE_TOKEN;
+  __shared__ float sacc[SA ? ROWS : 1][SA ? 2 * NCH * VEC * RT : 1];
 #pragma unroll
   for (int c = 0; c < NCH; ++c)
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       acc_s[c][j] = acc_h[c][j] = 0.f;
-      if constexpr (SACC) {
+      if constexpr (SA) {
         sacc[g][(c * VEC + j) * RT + t] = 0.f;
         sacc[g][((NCH + c) * VEC + j) * RT + t] = 0.f;
       }
     }
   auto acc_add = [&](int c, int j, float vs, float vh) {
-    if constexpr (SACC) {
+    if constexpr (SA) {
       sacc[g][(c * VEC + j) * RT + t] += vs;
       sacc[g][((NCH + c) * VEC + j) * RT + t] += vh;
     } else {
@@ -223,8 +225,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       if (d0 + j < D) {
-        part_scale[slot * D + d0 + j] = SACC ? sacc[g][(c * VEC + j) * RT + t] : acc_s[c][j];
-        part_shift[slot * D + d0 + j] = SACC ? sacc[g][((NCH + c) * VEC + j) * RT + t] : acc_h[c][j];
+        part_scale[slot * D + d0 + j] = SA ? sacc[g][(c * VEC + j) * RT + t] : acc_s[c][j];
+        part_shift[slot * D + d0 + j] = SA ? sacc[g][((NCH + c) * VEC + j) * RT + t] : acc_h[c][j];
       }
     }
   }

@@ -171,6 +171,7 @@ VARIANT_CASES = [
     (("float", "float", "float"), 3072, 0),
     (("bf16", "bf16", "bf16"), 1000, 1),
     (("f16", "f16", "f16"), 4100, 2),
+    (("bf16", "float", "bf16"), 8192, 0),
 ]
 
 
@@ -211,6 +212,8 @@ def test_default_variant_is_the_measured_kernel():
     # shared-memory column sums do not fit at D = 8192: that variant is the default kernel there
     big = KernelConfig("bf16", "float", "bf16", 8192, 0)
     assert big.variant("bwd-sm2").bwd(True, True) == big.bwd(True, True)
+    # nor do 1024 threads per row under a 64-register cap: bwd-e8 keeps 16 elements there
+    assert big.variant("bwd-e8").bwd(True, True) == big.bwd(True, True)
 
 
 def test_variant_selection_env_and_setter(monkeypatch):

@@ -80,7 +80,10 @@ class KernelConfig:
 
     @property
     def bwd_rt(self) -> int:
-        return _threads_per_row(self.D, self.vec, self.bwd_ept)
+        """Past 640 threads per row (D = 8192 at 8 elements) the backward's register cap of
+        65536 / 1024 = 64 spills: such rows keep 16 elements per thread."""
+        rt = _threads_per_row(self.D, self.vec, self.bwd_ept)
+        return rt if rt <= 640 else _threads_per_row(self.D, self.vec, 16)
 
     @property
     def bwd_rows(self) -> int:
