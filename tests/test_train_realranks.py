@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def run2(tmp_path_factory):
     run = tmp_path_factory.mktemp("realranks") / "run"
+    # upstream experiments marked done without tables (saves the shape sweep): the training
+    # experiment then falls back to p = 2 and the corpus's own budgets
+    (run / "results").mkdir(parents=True)
+    for name in ("shapes", "costmodel"):
+        (run / "results" / f"{name}.done.json").write_text('{"experiment": "%s"}' % name)
     env = {**os.environ, "SUITE_TRAINING_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
            "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
@@ -32,7 +37,7 @@ def run2(tmp_path_factory):
 
 def test_two_real_ranks_write_gathered_tables(run2):
     run, seconds = run2
-    assert seconds < 90, f"the two-rank CPU run took {seconds:.0f} s"
+    assert seconds < 60, f"the two-rank CPU run took {seconds:.0f} s"
     rd = RunDir(run)
     assert rd.is_done("training") and not (run / "results" / "training.error.txt").exists()
     real = rd.read_table("training_real")

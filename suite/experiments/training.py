@@ -28,7 +28,8 @@ kernels (~5) and a report per invocation about 45-50 min on one H200 (an estimat
 finished emulated run is kept in results/training_parts/ (atomic CSV + seconds) and reused, and a
 run that would end past the invocation's deadline is left to the next invocation (the experiment
 then fails with TrainingIncomplete and a note; finished experiments are skipped on the rerun).
-The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs it under reproduce.
+The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs a shorter one
+(cpu-test) under reproduce.
 
 Method (same data order and seed for every run; a fresh model with the same initial weights):
 - budgets: p from `costmodel_fit` (else a fit of `shapes_sweep`, else p = 2); M_mem =
@@ -77,6 +78,11 @@ PROFILES = {
     "cpu": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX, ranks=16,
                 steps=3, long_steps=2, m_mem_factor=2, loss_steps=12, loss_max_S=80, loss_m_mem=160,
                 maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000, real_steps_max=8),
+    # SUITE_TRAINING_DEVICE=cpu: the cpu profile cut down for the torchrun test (< 30 s on 2 cores)
+    "cpu-test": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX,
+                     ranks=16, steps=2, long_steps=1, m_mem_factor=2, loss_steps=4, loss_max_S=80,
+                     loss_m_mem=160, maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000,
+                     real_steps_max=4),
     "quick": dict(model="wan-1.3b", layers=1, dtype="bf16", mix="default", long_mix="long-video",
                   ranks=16, steps=9, long_steps=3, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
                   loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
@@ -94,6 +100,8 @@ PROFILES = {
 # ----------------------------------------------------------------------------- measuring (torch)
 def _profile(ctx: RunContext) -> dict:
     name = "cpu" if ctx.device != "cuda" else ("full" if ctx.profile == "full" else "quick")
+    if name == "cpu" and NEEDS == "cpu":  # SUITE_TRAINING_DEVICE=cpu (tests)
+        name = "cpu-test"
     prof = dict(PROFILES[name], name=name)
     prof.update(ctx.options.get("training", {}))
     return prof
