@@ -254,7 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         progress.close()
-    if rank != 0 or args.no_report:
+    if rank != 0:
+        # a failure on another rank (in a DISTRIBUTED experiment) exits non-zero, so torchrun stops
+        # rank 0 too instead of leaving it in a collective until the process group's timeout
+        return 1 if "failed" in statuses.values() else 0
+    if args.no_report:
         return 0
     from suite.report.build import build_report
 
