@@ -1,6 +1,7 @@
 """The training experiment's real-rank path on CPU: `torchrun --nproc-per-node 2 -m suite reproduce
 --only training` on gloo (SUITE_TRAINING_DEVICE=cpu: the tiny model of the cpu profile)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ def run2(tmp_path_factory):
     # experiment then falls back to p = 2 and the corpus's own budgets
     (run / "results").mkdir(parents=True)
     for name in ("shapes", "costmodel"):
-        (run / "results" / f"{name}.done.json").write_text('{"experiment": "%s"}' % name)
+        (run / "results" / f"{name}.done.json").write_text(json.dumps({"experiment": name}))
     env = {**os.environ, "SUITE_TRAINING_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
            "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
