@@ -14,17 +14,13 @@
 //             to one feature column (coalesced across the warp), and the same finalize.
 #include "adaln_common.cuh"
 
-// PACKED (default false): on the vector path, keep x and dy of the row as the raw loaded words
-// (16-bit data stays packed, two elements per register) and recompute x-hat and g = dy*m in the
-// second pass, instead of holding three fp32 arrays (x-hat, g, dy) per element across the row
-// reduction: fewer registers, so more warps and more bytes in flight per SM.
 // MINB (default 1): resident CTAs per SM that ptxas must allow (__launch_bounds__' second
 // argument), i.e. a register cap of 65536 / (MINB * RT * ROWS) per thread.
 // SACC (default false): the column sums of dy*xhat and dy live in shared memory, each slot owned
-// by one thread (no barriers, the same fp32 additions in the same order as in registers, so the
-// gradients are bitwise those of the register version), freeing 2 registers per element.
+// by one thread (no barriers; the same fp32 additions in the same order as in registers, so a
+// CTA's partial row is bitwise the register version's), freeing 2 registers per element.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          bool ACCUM, bool PACKED = false, int MINB = 1, bool SACC = false>
+          bool ACCUM, int MINB = 1, bool SACC = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -98,69 +94,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     const TX* xr = x + b * sxb + n * sxn;
     const i64 moff = b * smb + n * smn;
 
-    if constexpr (PACKED && VECTOR) {
-      constexpr int WX = VEC * (int)sizeof(TX) / 4, WY = VEC * (int)sizeof(TY) / 4;
-      unsigned xu[NCH][WX], du[NCH][WY];
-      float s1 = 0.f, s2 = 0.f;
-#pragma unroll
-      for (int c = 0; c < NCH; ++c) {
-        const int d0 = (c * RT + t) * VEC;
-        if (ok && d0 < D) {
-          load_words<TX, WX>(xr, d0, xu[c]);
-          load_words<TY, WY>(dy + row * D, d0, du[c]);
-          if (MODE == MODE_TOKEN) {
-            load_f32<VECTOR>(scale + moff, d0, D, m[c]);
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) m[c][j] += 1.f;
-          }
-        } else {
-#pragma unroll
-          for (int w = 0; w < WX; ++w) xu[c][w] = 0u;
-#pragma unroll
-          for (int w = 0; w < WY; ++w) du[c][w] = 0u;
-          if (MODE == MODE_TOKEN)
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) m[c][j] = 0.f;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const bool in = d0 + j < D;  // padded lanes must not touch the row sums
-          const float xh = in ? (Bits<TX>::get(xu[c], j) - mu) * rs : 0.f;
-          const float gv = in ? Bits<TY>::get(du[c], j) * m[c][j] : 0.f;
-          s1 += gv;
-          s2 += gv * xh;
-        }
-      }
-      group_sum2<RT>(s1, s2, red[g], t);
-      if (!ok) continue;
-      const float a1 = s1 * (1.f / D), a2 = s2 * (1.f / D);
-#pragma unroll
-      for (int c = 0; c < NCH; ++c) {
-        const int d0 = (c * RT + t) * VEC;
-        if (d0 >= D) continue;
-        float o[VEC], xh[VEC], dyv[VEC];
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const bool in = d0 + j < D;
-          xh[j] = in ? (Bits<TX>::get(xu[c], j) - mu) * rs : 0.f;
-          dyv[j] = Bits<TY>::get(du[c], j);
-          const float gv = in ? dyv[j] * m[c][j] : 0.f;
-          o[j] = rs * (gv - a1 - xh[j] * a2);
-        }
-        store_f32<VECTOR>(dx + row * D, d0, D, o);
-        if (MODE == MODE_TOKEN) {
-          float ds[VEC];
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) ds[j] = dyv[j] * xh[j];
-          store_f32<VECTOR>(dscale_tok + row * D, d0, D, ds);
-          store_f32<VECTOR>(dshift_tok + row * D, d0, D, dyv);
-        } else if (ACCUM) {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) acc_add(c, j, dyv[j] * xh[j], dyv[j]);
-        }
-      }
-      continue;
-    }
     float xh[NCH][VEC], gy[NCH][VEC], dyv[NCH][VEC];
     float s1 = 0.f, s2 = 0.f;
 #pragma unroll

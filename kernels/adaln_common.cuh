@@ -169,27 +169,6 @@ __device__ __forceinline__ void group_sumK(float (&a)[K], float* red, int t) {
   }
 }
 
-// W raw 32-bit words of p[d0 ..] with 16-byte (W % 4 == 0) or 8-byte loads; the caller proved
-// alignment and bounds (the VECTOR path). Keeps 16-bit data packed in registers until used.
-template <typename T, int W>
-__device__ __forceinline__ void load_words(const T* __restrict__ p, int d0, unsigned (&u)[W]) {
-  if (W % 4 == 0) {
-    const uint4* q = reinterpret_cast<const uint4*>(p + d0);
-#pragma unroll
-    for (int i = 0; i < W / 4; ++i) {
-      const uint4 w = q[i];
-      u[4 * i] = w.x; u[4 * i + 1] = w.y; u[4 * i + 2] = w.z; u[4 * i + 3] = w.w;
-    }
-  } else {
-    const uint2* q = reinterpret_cast<const uint2*>(p + d0);
-#pragma unroll
-    for (int i = 0; i < W / 2; ++i) {
-      const uint2 w = q[i];
-      u[2 * i] = w.x; u[2 * i + 1] = w.y;
-    }
-  }
-}
-
 // Modes: which tensor multiplies x-hat and how its rows are indexed.
 #define MODE_SAMPLE 0  // scale/shift [B, D] with a batch stride: y = xhat * (1 + scale) + shift
 #define MODE_TOKEN 1   // scale/shift [B, N, D]:                 y = xhat * (1 + scale) + shift

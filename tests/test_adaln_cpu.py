@@ -208,7 +208,7 @@ def test_default_variant_is_the_measured_kernel():
         True, True
     )
     sm = cfg.variant("bwd-sm2")
-    assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, false, 2, true>")
+    assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, 2, true>")
     # shared-memory column sums do not fit at D = 8192: that variant is the default kernel there
     big = KernelConfig("bf16", "float", "bf16", 8192, 0)
     assert big.variant("bwd-sm2").bwd(True, True) == big.bwd(True, True)

@@ -34,7 +34,7 @@ def _threads_per_row(D: int, vec: int, ept: int) -> int:
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """One NVRTC program. The last three fields select benchmark variants of the row kernels;
+    """One NVRTC program. The fields after `mode` select benchmark variants of the row kernels;
     their defaults are the kernels measured on the H200 on 2026-12-01 (docs/perf-notes.md)."""
 
     tx: str  # C++ element types: "float" | "bf16" | "f16"
@@ -45,7 +45,6 @@ class KernelConfig:
     fwd_ept: int = 16  # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32)
     fwd_rif: int = 1  # forward: rows in flight per row group (loaded before the first reduction)
     bwd_ept: int = 16  # backward: elements of a row per thread
-    bwd_packed: bool = False  # backward: keep x and dy as loaded words, recompute x-hat and g
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
 
@@ -108,15 +107,13 @@ class KernelConfig:
         )
 
     def bwd(self, vector: bool, accum: bool) -> str:
-        packed = ", true" if self.bwd_packed else ""
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
-        if minb != 1 or self.bwd_sacc_on:
-            packed = f", {str(self.bwd_packed).lower()}, {minb}"
+        extra = f", {minb}" if minb != 1 or self.bwd_sacc_on else ""
         if self.bwd_sacc_on:
-            packed += ", true"
+            extra += ", true"
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
-            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}{packed}>"
+            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}{extra}>"
         )
 
     def dtile(self) -> str:
