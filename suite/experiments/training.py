@@ -40,9 +40,10 @@ Method (same data order and seed for every run; a fresh model with the same init
   the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's simulator for that M_mem, M_comp = M_mem *
   s_cross^(p-1). Equal-token uses M_tok = M_mem (the same memory cap).
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
-  C18), long-video mix under equal-token/wan and dual/wan (C9), and last, when the time budget
-  allows, default/global/wan (issue 7's global policy: per-step LPT over the 16 virtual ranks with
-  the run's cost model, micro-batches of <= M_mem tokens, loss weighted by global tokens);
+  C18), default/global/wan when the time budget allows (issue 7's global policy: per-step LPT
+  over the 16 virtual ranks with the run's cost model, micro-batches of <= M_mem tokens, loss
+  weighted by global tokens; before the long-video runs, whose C9 pair the quick budget rarely
+  fits), long-video mix under equal-token/wan and dual/wan (C9);
   each run's rank rows go to training_ranks (one row per step and virtual rank).
 - C14 (training_maxseq): peak allocated memory of one sample's full step at a few S, per AdaLN
   path; a line through them gives the longest S (whole 480p frames) within the Wan path's peak at
@@ -247,8 +248,8 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     dev = torch.device(ctx.device)
     specs = [("default", "equal-token", "wan", prof["steps"]), ("default", "dual", "wan", prof["steps"]),
              ("default", "dual", "fused", prof["steps"]),
-             ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"]),
-             ("default", "global", "wan", prof["steps"])]  # last: runs only when the budget allows
+             ("default", "global", "wan", prof["steps"]),  # issue 7; runs when the budget allows
+             ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"])]
     corpora = {"default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
                "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)}
     runs, jobs = [], []
