@@ -6,9 +6,10 @@ B = 1) takes about 1.5-2.5 minutes of the H200 budget, most of it torch.compile;
 whole grid (D in {1536, 3072, 5120}, N in {4096, 16384, 32760, 65536, 75600}, B in {1, 2}, bf16
 and fp32), about 5 minutes. The cpu profile cannot run it (NEEDS = "cuda").
 
-Timing: each repetition flushes L2 (writes a 512 MB buffer), then spins the GPU for ~1 ms so
-the host has queued the timed call before the GPU reaches it, then times the call alone between
-two CUDA events. The median over the repetitions is reported; every sample is kept.
+Timing: each repetition flushes L2 (writes a 512 MB buffer), then spins the GPU (at least ~1 ms and
+at least twice the call's host enqueue time, suite.ops.bench.spin_cycles) so the host has queued
+the timed call before the GPU reaches it, then times the call alone between two CUDA events.
+The median over the repetitions is reported; every sample is kept, with its host time.
 
 Bytes model (the fewest bytes each mode must move; the same model for every impl of a row):
     fwd: read x (B*N*D*sx) + write y (B*N*D*sy) + modulation (2*B*D*sm) + stats (8*B*N)
