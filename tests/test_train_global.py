@@ -138,3 +138,8 @@ def test_global_plan_is_deterministic_and_covers_samples():
                 groups = gs.sub_batches(mb, tokens)
                 assert sorted(i for g in groups for i in g) == sorted(mb)
                 assert all(len(set(tokens[g])) == 1 for g in groups)
+        for r in st.ranks:
+            batches = gs.same_length_batches(r, tokens)
+            assert sorted(i for b in batches for i in b) == sorted(i for mb in r for i in mb)
+            assert all(len(set(tokens[b])) == 1 and tokens[b].sum() <= 400 for b in batches)
+            assert len(batches) <= sum(len(gs.sub_batches(mb, tokens)) for mb in r)

@@ -3,8 +3,9 @@
 Every rank builds the same plan with suite.balance's GlobalBatchSampler (seeded, deterministic: no
 communication): plan[step].ranks[r] is rank r's list of micro-batches (at most M_mem tokens each,
 mixed sequence lengths), so ranks may run different numbers of micro-batches, or none. A micro-batch
-runs as one forward + backward per sequence length in it (a "sub-batch": the model's batches hold
-one S), gradients accumulate.
+is the planner's unit; for execution a rank's samples are regrouped into batches of one sequence
+length (the model's batches hold one S) of at most its largest micro-batch's tokens, one forward +
+backward each, gradients accumulate.
 
 Loss normalisation: each sub-batch's loss is its mean over latent elements (flow_matching_loss's
 definition) times its tokens / the step's global token count. Summed over every rank's sub-batches
@@ -84,16 +85,33 @@ def weighted_loss(model, x0, ctx, t, eps, dtype: str) -> torch.Tensor:
         return F.mse_loss(pred.float(), (eps - x0).float())
 
 
+def same_length_batches(micro_batches, tokens, cap: float | None = None) -> list[list[int]]:
+    """A rank's samples regrouped into model batches of one sequence length each, of at most `cap`
+    tokens (default: the rank's largest micro-batch, so no batch needs more memory than the plan's).
+
+    Fewer forward passes than running each mixed micro-batch as its own sub-batches; the rank's
+    samples, hence its gradient contribution, are the same."""
+    idx = [int(i) for mb in micro_batches for i in mb]
+    if not idx:
+        return []
+    if cap is None:
+        cap = max(int(sum(tokens[i] for i in mb)) for mb in micro_batches)
+    out = []
+    for group in sub_batches(idx, tokens):
+        per = max(1, int(cap // int(tokens[group[0]])))
+        out += [group[k:k + per] for k in range(0, len(group), per)]
+    return out
+
+
 def rank_batches(corpus: pd.DataFrame, micro_batches, *, text_len: int, text_dim: int, seed: int,
-                 device) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
-    """This rank's sub-batches as tensors: [(indices, x0, text), ...]."""
+                 device, cap: float | None = None) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+    """This rank's model batches (same_length_batches) as tensors: [(indices, x0, text), ...]."""
     tokens = corpus.tokens.to_numpy()
     out = []
-    for mb in micro_batches:
-        for idx in sub_batches(mb, tokens):
-            x0, ctx, _ = make_batch(corpus, idx, text_len=text_len, text_dim=text_dim, seed=seed,
-                                    device=device)
-            out.append((idx, x0, ctx))
+    for idx in same_length_batches(micro_batches, tokens, cap):
+        x0, ctx, _ = make_batch(corpus, idx, text_len=text_len, text_dim=text_dim, seed=seed,
+                                device=device)
+        out.append((idx, x0, ctx))
     return out
 
 
