@@ -1,24 +1,25 @@
 """training: the reference trainer on one GPU with emulated ranks (C1/C2 on steps, C4-C10, C14,
 C15, C17, C18), and under torchrun with K > 1 processes also with K real ranks (C7/C8).
 
-Budget, quick profile (about 4 min of the 8-minute H200 budget; the whole quick run about 6.5 min):
-wan-1.3b width (D = 1536, 12 heads, FFN 8960), 1 layer, bf16, 16 virtual ranks (8-rank steps are
-the two halves of each 16-rank step: ranks 0-7 and 8-15, i.e. an 8-rank run over the same batch
-stream), 9 steps per policy on the default mix and 3 on the long-video mix, the emulated runs
-stopped at 310 s (a run that would end past it is skipped and says so in training_runs).
+Budget, quick profile (about 5.3 min of the 8-minute H200 budget; the whole quick run about 6.7
+min): wan-1.3b width (D = 1536, 12 heads, FFN 8960), 1 layer, bf16, 16 virtual ranks (8-rank steps
+are the two halves of each 16-rank step: ranks 0-7 and 8-15, i.e. an 8-rank run over the same
+batch stream), 8 steps per policy on the default mix (4 for the global policy) and 3 on the
+long-video mix, the emulated runs stopped at 320 s (a run that would end past it is skipped and
+says so in training_runs).
 Arithmetic, from the H200 reference run (reports/reference/h200: reproduce.log, 242 s in all, and
 results/training_ranks.csv, 4 and 3 steps): per emulated step of 16 ranks, default mix equal-token
 9.2 s, dual 8.0 s, dual + fused 7.4 s (24.6 s per step of the three runs); long-video equal-token
-11.5 s, dual ~10 s (the runner's own estimate was 28 s for 3 steps) (21.5 s per step of the two);
-warm-up and model set-up ~7 s; C14 + C15 ~10 s; everything but training 92 s (shapes 29, balance
-10, kernels 33, report and start-up ~20). 9 + 3 steps: 7 + 9 x 24.6 + 3 x 21.5 = 293 s of emulated
-runs (the long-video dual run starts at ~263 s with ~27 s estimated, inside the 310 s budget), so
-training ~303 s and the quick run ~92 + 303 = 395 s = 6.6 min; 10 + 3 steps would give 420 s and
-leave too little margin under 480 s. Worst case (a slower GPU): the 310 s budget plus one run's
-overshoot of its estimate (~30 s) + 10 s + 92 s = 442 s. The global policy's run (last in the list)
-does not fit the quick budget and is skipped there. Real ranks (torchrun, K GPUs) add, before the
-emulation, min(9 x 16 / K, 40) steps per policy of the default mix: ~1 s per step, e.g. 2 x 18 s
-at K = 8.
+11.5 s, dual ~10 s (the runner's own estimate was 28 s for 3 steps); global not measured yet,
+taken as dual's 8 s (12 s would still fit); warm-up and model set-up ~7 s; C14 + C15 ~10 s;
+everything but training 92 s (shapes 29, balance 10, kernels 33, report and start-up ~20).
+Emulated runs in order: 7 + 8 x 24.6 (default: ends at 204 s) + 4 x 8 (global: 236 s) + 3 x 11.5
+(long equal-token: 270 s) + 3 x 10 (long dual: 300 s; it starts with ~26 s estimated, inside the
+320 s budget, so C9 is measured). Training ~310 s, the quick run ~92 + 310 = 402 s = 6.7 min.
+9 steps would give ~427 s and too little margin under 480 s; the worst case here (a slower GPU)
+is the 320 s budget + one run's overshoot of its estimate (~30 s) + 10 s + 92 s = 452 s.
+Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
+the three policies on the default mix: ~1 s per step, e.g. 3 x 16 s at K = 8.
 Full profile: 2 layers (~1.9x the 1-layer step), 20 and 10 steps, the global run included,
 time_budget_s 2700: about 20 x 47 + 10 x 41 + 20 x 15 (global) = 1650 s of emulated runs plus
 ~4 min of C14/C15 (200 loss steps): ~32 min of training, with shapes (~2 min), balance (~1),
@@ -85,9 +86,10 @@ PROFILES = {
                      loss_m_mem=160, maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000,
                      real_steps_max=4),
     "quick": dict(model="wan-1.3b", layers=1, dtype="bf16", mix="default", long_mix="long-video",
-                  ranks=16, steps=9, long_steps=3, m_mem_factor=3, loss_steps=40, loss_max_S=7800,
+                  ranks=16, steps=8, long_steps=3, global_steps=4, m_mem_factor=3, loss_steps=40,
+                  loss_max_S=7800,
                   loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
-                  frame_tokens=1560, corpus=20_000, time_budget_s=310, real_steps_max=40,
+                  frame_tokens=1560, corpus=20_000, time_budget_s=320, real_steps_max=40,
                   rank_batch_s_guess=0.6, tail_s_guess=15),
     "full": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
                  ranks=16, steps=20, long_steps=10, time_budget_s=2700, m_mem_factor=3, loss_steps=200,
@@ -251,7 +253,7 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     dev = torch.device(ctx.device)
     specs = [("default", "equal-token", "wan", prof["steps"]), ("default", "dual", "wan", prof["steps"]),
              ("default", "dual", "fused", prof["steps"]),
-             ("default", "global", "wan", prof["steps"]),  # issue 7; runs when the budget allows
+             ("default", "global", "wan", prof.get("global_steps", prof["steps"])),  # issue 7; runs when the budget allows
              ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"])]
     corpora = {"default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
                "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)}
