@@ -87,20 +87,25 @@ def emulate(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str, po
                 "compute_s": timer.seconds("start", "compute"),
                 "peak_mem_bytes": peak, "peak_reserved_bytes": reserved, **(run_info or {}),
             })
-        timer = PhaseTimer(device)
-        timer.mark("start")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        timer.mark("optimizer")
-        timer.finish()
-        for row in step_rows:
-            row["optimizer_s"] = timer.seconds("start", "optimizer")
-        composed = compose_steps(pd.DataFrame(step_rows), collective_s)
-        if log is not None:
-            for rec in composed.to_dict("records"):
-                log(rec)
-        rows.append(composed)
+        rows.append(_finish_step(opt, step_rows, collective_s, device, log))
     return pd.concat(rows, ignore_index=True)
+
+
+def _finish_step(opt, step_rows: list[dict], collective_s: float, device, log) -> pd.DataFrame:
+    """The optimizer step shared by every virtual rank (timed once), then the composed step."""
+    timer = PhaseTimer(device)
+    timer.mark("start")
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    timer.mark("optimizer")
+    timer.finish()
+    for row in step_rows:
+        row["optimizer_s"] = timer.seconds("start", "optimizer")
+    composed = compose_steps(pd.DataFrame(step_rows), collective_s)
+    if log is not None:
+        for rec in composed.to_dict("records"):
+            log(rec)
+    return composed
 
 
 def emulate_global(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str,
@@ -137,19 +142,7 @@ def emulate_global(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: 
                 "global_tokens": st.global_tokens, "compute_s": timer.seconds("start", "compute"),
                 "peak_mem_bytes": peak, "peak_reserved_bytes": reserved, **(run_info or {}),
             })
-        timer = PhaseTimer(device)
-        timer.mark("start")
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        timer.mark("optimizer")
-        timer.finish()
-        for row in step_rows:
-            row["optimizer_s"] = timer.seconds("start", "optimizer")
-        composed = compose_steps(pd.DataFrame(step_rows), collective_s)
-        if log is not None:
-            for rec in composed.to_dict("records"):
-                log(rec)
-        rows.append(composed)
+        rows.append(_finish_step(opt, step_rows, collective_s, device, log))
     return pd.concat(rows, ignore_index=True)
 
 
