@@ -43,6 +43,11 @@ BWD_IMPLS = (
 )
 
 
+# the columns of reports/reference/<machine>/kernels.csv (ARCHITECTURE.md)
+REFERENCE_COLUMNS = ["impl", "op", "B", "N", "D", "dtype", "out_dtype", "ms_median", "gbps",
+                     "pct_copy_bw", "copy_gbps"]
+
+
 def grid(profile: str) -> list[tuple[int, int, int, str]]:
     """(B, N, D, dtype) shapes of a profile."""
     Ns = (4096, 16384, 32760, 65536, 75600)
@@ -201,19 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     ctx = RunContext(run=RunDir(a.out / ".run"), profile=a.profile, device="cuda")
     ctx.log = print  # type: ignore[method-assign]
     tables = run(ctx)
-    cols = [
-        "impl",
-        "op",
-        "B",
-        "N",
-        "D",
-        "dtype",
-        "out_dtype",
-        "ms_median",
-        "gbps",
-        "pct_copy_bw",
-        "copy_gbps",
-    ]
+    cols = REFERENCE_COLUMNS
     t = tables["kernels_timings"]
     atomic_write_text(
         a.out / "kernels.csv",
