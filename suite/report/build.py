@@ -209,7 +209,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
             context["beyond"] = beyond.section(tables, metrics)
             atomic_write_text(run.root / "report.html", html.render(context))
             pdf.write_pdf(run.root / "report.pdf", verdicts, context["subtitle"],
-                          [(f["name"], f["caption"], f["fig"]) for f in figs])
+                          [(f["name"], f["caption"], f["fig"]) for f in figs], context["beyond"])
         finally:
             for f in figs:
                 plt.close(f["fig"])

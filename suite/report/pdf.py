@@ -57,14 +57,52 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
     return fig
 
 
+def _table_page(fig: Figure, top: float, height: float, header: list[str], rows: list[list[str]],
+                widths: list[float]) -> None:
+    ax = fig.add_axes((0.03, top - height, 0.94, height))
+    ax.axis("off")
+    table = ax.table(cellText=rows, colLabels=header, loc="upper center", colWidths=widths,
+                     cellLoc="left")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.scale(1, 1.4)
+    for (row, _), cell in table.get_celld().items():
+        cell.set_edgecolor("#cccccc")
+        if row == 0:
+            cell.set_facecolor("#e8ebf1")
+            cell.set_text_props(weight="bold")
+
+
+def beyond_page(section: dict) -> Figure:
+    """'Beyond the paper': the three policies side by side and issue 7's targets, as in the HTML."""
+    fig = plt.figure(figsize=(11.69, 8.27))
+    fig.text(0.04, 0.95, "Beyond the paper: coordinated global balancing", fontsize=16,
+             weight="bold")
+    fig.text(0.04, 0.915, f"simulated with {section['cost_source']}, per-sample noise "
+             f"{section['noise']}; {section['met']} of {section['n_targets']} targets met",
+             fontsize=9, color="#555")
+    prows = [[r["policy"], str(r["ranks"]), *r["cells"]] for r in section["policies"]]
+    n = len(section["header"])
+    _table_page(fig, 0.88, 0.38, ["policy", "ranks", *section["header"]], prows,
+                [0.09, 0.05] + [0.8 / n] * n)
+    trows = [[r["target"], r["ranks"], r["paper"], *r["cells"], r["met"]]
+             for r in section["targets"]]
+    k = len(section["policy_names"])
+    _table_page(fig, 0.45, 0.4, ["target", "ranks", "paper", *section["policy_names"], "met"],
+                trows, [0.3, 0.06, 0.12] + [0.1] * k + [0.12])
+    return fig
+
+
 def write_pdf(path: Path, verdicts: list[Verdict], subtitle: str,
-              figures: list[tuple[str, str, Figure]]) -> None:
-    """Title page, then each (name, caption, figure) with its caption as the page's footer."""
+              figures: list[tuple[str, str, Figure]], beyond: dict | None = None) -> None:
+    """Title page, the Beyond-the-paper page when there is one, then each (name, caption, figure)
+    with its caption as the page's footer."""
     tmp = Path(path).with_suffix(".pdf.tmp")
     with PdfPages(tmp, metadata=PDF_METADATA) as pdf:
-        page = title_page(verdicts, subtitle)
-        pdf.savefig(page)
-        plt.close(page)
+        pages = [title_page(verdicts, subtitle)] + ([beyond_page(beyond)] if beyond else [])
+        for page in pages:
+            pdf.savefig(page)
+            plt.close(page)
         for name, caption, fig in figures:
             note = fig.text(0.01, 0.005, textwrap.shorten(f"{name}: {caption}", 160), fontsize=6,
                             color="#555", va="bottom")
