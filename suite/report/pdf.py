@@ -17,6 +17,24 @@ PDF_METADATA = {"CreationDate": None, "ModDate": None, "Creator": "adaptiveload-
                 "Producer": "matplotlib"}
 
 
+def _table_page(fig: Figure, top: float, height: float, header: list[str], rows: list[list[str]],
+                widths: list[float], colours: list[list[str]] | None = None, scale: float = 1.4):
+    """A matplotlib table filling (0.03, top - height)..(0.97, top) of the page; returns it."""
+    ax = fig.add_axes((0.03, top - height, 0.94, height))
+    ax.axis("off")
+    table = ax.table(cellText=rows, colLabels=header, cellColours=colours, loc="upper center",
+                     colWidths=widths, cellLoc="left")
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+    table.scale(1, scale)
+    for (row, _), cell in table.get_celld().items():
+        cell.set_edgecolor("#cccccc")
+        if row == 0:
+            cell.set_facecolor("#e8ebf1")
+            cell.set_text_props(weight="bold")
+    return table
+
+
 def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
     """A landscape A4 page: title, run line, and the verdict table."""
     fig = plt.figure(figsize=(11.69, 8.27))
@@ -32,8 +50,6 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
     fig.text(0.04, 0.02, "Verdicts recomputed from the raw tables in results/; definitions, "
              "alternatives, environment and methods are in report.html.", fontsize=7,
              color="#555")
-    ax = fig.add_axes((0.03, 0.05, 0.94, 0.8))
-    ax.axis("off")
     header = ["ID", "Claim", "Paper", "Ours [95% CI]", "Unit", "Verdict", "Note"]
     cells, colours = [], []
     for v in verdicts:
@@ -42,35 +58,12 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
                       fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high), v.unit, v.verdict,
                       textwrap.shorten(note, 46)])
         colours.append(["white"] * 5 + [COLOURS.get(v.verdict, "#888")] + ["white"])
-    table = ax.table(cellText=cells, colLabels=header, cellColours=colours, loc="upper center",
-                     colWidths=[0.04, 0.31, 0.13, 0.14, 0.05, 0.09, 0.24], cellLoc="left")
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
-    table.scale(1, 1.45)
+    table = _table_page(fig, 0.85, 0.8, header, cells, [0.04, 0.31, 0.13, 0.14, 0.05, 0.09, 0.24],
+                        colours=colours, scale=1.45)
     for (row, col), cell in table.get_celld().items():
-        cell.set_edgecolor("#cccccc")
-        if row == 0:
-            cell.set_facecolor("#e8ebf1")
-            cell.set_text_props(weight="bold")
-        elif col == 5:
+        if row > 0 and col == 5:  # verdict badges: white on the verdict's colour
             cell.set_text_props(color="white", weight="bold")
     return fig
-
-
-def _table_page(fig: Figure, top: float, height: float, header: list[str], rows: list[list[str]],
-                widths: list[float]) -> None:
-    ax = fig.add_axes((0.03, top - height, 0.94, height))
-    ax.axis("off")
-    table = ax.table(cellText=rows, colLabels=header, loc="upper center", colWidths=widths,
-                     cellLoc="left")
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
-    table.scale(1, 1.4)
-    for (row, _), cell in table.get_celld().items():
-        cell.set_edgecolor("#cccccc")
-        if row == 0:
-            cell.set_facecolor("#e8ebf1")
-            cell.set_text_props(weight="bold")
 
 
 def beyond_page(section: dict) -> Figure:
