@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from suite.train.data import load_corpus, make_batch
-from suite.train.instrument import JsonlLog, PhaseTimer, peak_bytes, reset_peak
+from suite.train.instrument import JsonlLog, PhaseTimer, optimizer_step, peak_bytes, reset_peak
 from suite.train.plan import budgets_for, make_plan
 from suite.train.trainer import TrainArgs, build_model, forward_backward, noise_generator
 
@@ -95,10 +95,7 @@ def _finish_step(opt, step_rows: list[dict], collective_s: float, device, log) -
     """The optimizer step shared by every virtual rank (timed once), then the composed step."""
     timer = PhaseTimer(device)
     timer.mark("start")
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    timer.mark("optimizer")
-    timer.finish()
+    optimizer_step(opt, timer)
     for row in step_rows:
         row["optimizer_s"] = timer.seconds("start", "optimizer")
     composed = compose_steps(pd.DataFrame(step_rows), collective_s)

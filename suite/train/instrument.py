@@ -44,6 +44,14 @@ class PhaseTimer:
         return float(self.marks[b] - self.marks[a])
 
 
+def optimizer_step(opt, timer: PhaseTimer) -> None:
+    """Step and clear the gradients, then close the timer's last phase ("optimizer")."""
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    timer.mark("optimizer")
+    timer.finish()
+
+
 def reset_peak(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)

@@ -90,7 +90,7 @@ def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int,
     import torch.distributed as dist
 
     from suite.train.data import make_batch
-    from suite.train.instrument import PhaseTimer, peak_bytes, reset_peak
+    from suite.train.instrument import PhaseTimer, optimizer_step, peak_bytes, reset_peak
     from suite.train.plan import make_plan
     from suite.train.trainer import average_gradients, forward_backward, noise_generator
 
@@ -130,10 +130,7 @@ def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int,
             timer.mark("compute")
             average_gradients(params, world)
             timer.mark("collective")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            timer.mark("optimizer")
-            timer.finish()
+            optimizer_step(opt, timer)
             peak, reserved = peak_bytes(device)
             rows.append({
                 "run": name, "mix": mix, "step": step, "rank": rank, "world": world, "policy": policy,

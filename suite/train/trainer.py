@@ -29,7 +29,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from suite.model import WanDiT, flow_matching_loss, get_config
 from suite.train.data import load_corpus, make_batch
-from suite.train.instrument import JsonlLog, PhaseTimer, peak_bytes, reset_peak
+from suite.train.instrument import JsonlLog, PhaseTimer, optimizer_step, peak_bytes, reset_peak
 from suite.train.plan import budgets_for, make_plan
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
@@ -150,10 +150,7 @@ def _global_step(args, d: Dist, wrapped, params, opt, corpus, st, step: int, cfg
         gs.ensure_grads(params)
         average_gradients(params, 1)  # all_reduce SUM: the loss weights already normalise
     timer.mark("collective")
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    timer.mark("optimizer")
-    timer.finish()
+    optimizer_step(opt, timer)
     peak, reserved = peak_bytes(d.device)
     return {
         "step": step, "rank": d.rank, "world": d.world, "policy": args.policy, "adaln": args.adaln,
@@ -232,10 +229,7 @@ def train(args: TrainArgs) -> Path:
                 if d.initialized and d.device.type == "cuda":
                     torch.cuda.current_stream().synchronize()  # outstanding FSDP reduce-scatters
             timer.mark("collective")
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            timer.mark("optimizer")
-            timer.finish()
+            optimizer_step(opt, timer)
             peak, reserved = peak_bytes(d.device)
             log.write({
                 "step": step, "rank": d.rank, "world": d.world, "policy": args.policy, "adaln": args.adaln,
