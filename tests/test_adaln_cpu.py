@@ -471,6 +471,11 @@ def test_variant_impls_and_table():
         row("fused", "bwd", 0.20),
         row("fused@bwd-sm2", "bwd", 0.25),
     ]
+    # fp32 x: fused and fused-f32out are both fp32 out (the H200 run of 2026-12-01 crashed here)
+    f32x = [dict(r, dtype="float32", out_dtype="float32") for r in rows if r["impl"] in
+            ("fused", "fused-f32out", "fused@fwd-r2", "fused-f32out@fwd-r2") and r["op"] == "fwd"]
+    t32 = variant_table(f32x)
+    assert len(t32) == 1 and t32.iloc[0]["default"] == f32x[0]["pct_copy_bw"]
     t = variant_table(rows).set_index(["op", "out_dtype"])
     bf = t.loc[("fwd", "bfloat16")]
     assert bf["best"] == "fwd-r2" and bf["best_x_default"] == 1.25

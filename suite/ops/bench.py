@@ -272,6 +272,9 @@ def variant_table(rows) -> pd.DataFrame:
     t = pd.DataFrame(rows)
     t = t[t.impl.str.startswith("fused") & ~t.impl.str.contains("dtile")].copy()
     t["variant"] = t.impl.map(lambda n: n.partition("@")[2] or "default")
+    # fp32 x: "fused" and "fused-f32out" are the same op (fp32 out); keep the plain one
+    t = t.sort_values("impl", key=lambda s: s.str.contains("f32out"), kind="stable")
+    t = t.drop_duplicates(["op", "dtype", "B", "D", "N", "out_dtype", "variant"])
     keys = ["op", "dtype", "B", "D", "N", "out_dtype"]
     base = pd.DataFrame(rows)
     out = []
