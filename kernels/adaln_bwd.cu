@@ -19,8 +19,10 @@
 // SACC (default false): the column sums of dy*xhat and dy live in shared memory, each slot owned
 // by one thread (no barriers; the same fp32 additions in the same order as in registers, so a
 // CTA's partial row is bitwise the register version's), freeing 2 registers per element.
+// PF (default false; VECTOR only): the loads of the CTA's next row (x, dy, mean, rstd) are issued
+// before the current row is reduced and stay packed in registers, so a row is always in flight.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          bool ACCUM, int MINB = 1, bool SACC = false>
+          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -84,13 +86,41 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
   };
 
+  static_assert(!PF || VECTOR, "prefetch needs the 16-byte layout");
+  // One row's loads: x and dy packed (raw 16-byte words), mean and rstd.
+  struct RowIn {
+    Raw<TX, VEC> x[NCH];
+    Raw<TY, VEC> dy[NCH];
+    float mu, rs;
+  };
+  auto fetch = [&](i64 row, RowIn& in) {
+    const bool ok = row < r_end;
+    const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
+    in.mu = ok ? mean[row] : 0.f;
+    in.rs = ok ? rstd[row] : 0.f;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (ok && d0 < D) {
+        load_raw(x + b * sxb + n * sxn, d0, in.x[c]);
+        load_raw(dy + row * D, d0, in.dy[c]);
+      } else {
+        zero_raw(in.x[c]);
+        zero_raw(in.dy[c]);
+      }
+    }
+  };
+  RowIn cur, nxt;
+  if (PF && r_begin < r_end) fetch(r_begin + g, cur);
+
   for (i64 row0 = r_begin; row0 < r_end; row0 += ROWS) {  // uniform bound: barriers are safe
     const i64 row = row0 + g;
     const bool ok = row < r_end;
     const i64 b = ok ? row / N : 0;
     const i64 n = ok ? row - b * N : 0;
-    const float mu = ok ? mean[row] : 0.f;
-    const float rs = ok ? rstd[row] : 0.f;
+    if (PF && row0 + ROWS < r_end) fetch(row + ROWS, nxt);
+    const float mu = PF ? cur.mu : (ok ? mean[row] : 0.f);
+    const float rs = PF ? cur.rs : (ok ? rstd[row] : 0.f);
     const TX* xr = x + b * sxb + n * sxn;
     const i64 moff = b * smb + n * smn;
 
@@ -100,9 +130,15 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
       float xv[VEC];
+      if (PF) {
+        unpack(cur.x[c], xv);
+        unpack(cur.dy[c], dyv[c]);
+      }
       if (ok && d0 < D) {
-        load_f32<VECTOR>(xr, d0, D, xv);
-        load_f32<VECTOR>(dy + row * D, d0, D, dyv[c]);
+        if (!PF) {
+          load_f32<VECTOR>(xr, d0, D, xv);
+          load_f32<VECTOR>(dy + row * D, d0, D, dyv[c]);
+        }
         if (MODE == MODE_TOKEN) {
           load_f32<VECTOR>(scale + moff, d0, D, m[c]);
 #pragma unroll
@@ -124,6 +160,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         s2 += gy[c][j] * xh[c][j];
       }
     }
+    if (PF) cur = nxt;
     group_sum2<RT>(s1, s2, red[g], t);
     if (!ok) continue;
     const float a1 = s1 * (1.f / D), a2 = s2 * (1.f / D);

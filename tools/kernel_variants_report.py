@@ -32,7 +32,9 @@ def measured(ref, op: str, tx: str, ty: str, D: int, N: int = 65536) -> float | 
     return None if sel.empty else float(sel.pct_copy_bw.iloc[0]) / 100
 
 
-def report(arch: str = "sm_90", widths=(1536, 3072, 5120), combos=None) -> list[dict]:
+def report(
+    arch: str = "sm_90", widths=(1536, 3072, 5120), combos=None, variants=None
+) -> list[dict]:
     try:
         import pandas as pd
 
@@ -45,7 +47,7 @@ def report(arch: str = "sm_90", widths=(1536, 3072, 5120), combos=None) -> list[
         for D in widths:
             base = KernelConfig(tx, tm, ty, D, 0)
             stats = {}
-            for v in VARIANTS:
+            for v in variants or VARIANTS:
                 cfg = base.variant(v)
                 res = resources(build(cfg, arch))
                 for op in ("fwd", "bwd"):
@@ -92,8 +94,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--csv")
+    ap.add_argument("--variants", help="comma-separated (default: every variant)")
     a = ap.parse_args()
-    rows = report(a.arch)
+    rows = report(
+        a.arch,
+        variants=list(dict.fromkeys(["default", *(v for v in a.variants.split(",") if v)]))
+        if a.variants
+        else None,
+    )
     cols = list(rows[0])
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))

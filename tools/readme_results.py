@@ -16,8 +16,10 @@ from suite.report.html import fmt_ci, fmt_num
 
 
 def table(claims: list[dict]) -> str:
-    out = ["| id | claim | paper | ours [95% CI] | verdict | definition key |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| id | claim | paper | ours [95% CI] | verdict | definition key |",
+        "|---|---|---|---|---|---|",
+    ]
     nan = float("nan")
     for c in sorted(claims, key=lambda c: int(c["id"][1:])):
         measured = c["measured"] if c["measured"] is not None else nan
@@ -26,8 +28,14 @@ def table(claims: list[dict]) -> str:
         ours = fmt_num(measured) + fmt_ci(lo, hi)
         if ours != "–" and c.get("unit"):
             ours += f" {c['unit']}"
-        cells = [c["id"], c["claim"], c["paper_text"], ours, f"**{c['verdict']}**",
-                 f"`{c['metric']}`" if c["metric"] else "-"]
+        cells = [
+            c["id"],
+            c["claim"],
+            c["paper_text"],
+            ours,
+            f"**{c['verdict']}**",
+            f"`{c['metric']}`" if c["metric"] else "-",
+        ]
         out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
     return "\n".join(out)
 

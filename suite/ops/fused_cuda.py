@@ -47,6 +47,10 @@ class KernelConfig:
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
+    fwd_pf: bool = False  # forward: persistent, next row prefetched (16-byte aligned rows)
+    fwd_mreg: bool = False  # forward (with fwd_pf): per-sample modulation kept in registers
+    fwd_regs: int = 0  # forward (with fwd_pf): register cap per thread (0: ptxas chooses)
+    bwd_pf: bool = False  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
@@ -100,6 +104,13 @@ class KernelConfig:
         return self.bwd_sacc and 8 * nch * self.vec * self.bwd_rt * self.bwd_rows <= 48 * 1024
 
     def fwd(self, vector: bool) -> str:
+        if vector and self.fwd_pf:
+            nb = 65536 // (self.fwd_regs * self.fwd_threads) if self.fwd_regs else 1
+            minb = f", {nb}" if nb > 1 else ""
+            return (
+                f"adaln_fwd_pf<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
+                f"{self.fwd_rows}, {self.mode}, {str(self.fwd_mreg).lower()}{minb}>"
+            )
         rif = f", {self.fwd_rif}" if self.fwd_rif != 1 else ""
         return (
             f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
@@ -108,9 +119,11 @@ class KernelConfig:
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
-        extra = f", {minb}" if minb != 1 or self.bwd_sacc_on else ""
-        if self.bwd_sacc_on:
-            extra += ", true"
+        # trailing template arguments (MINB, SACC, PF), written only up to the last non-default
+        tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_pf and vector).lower()]
+        while tail and tail[-1] in ("1", "false"):
+            tail.pop()
+        extra = "".join(", " + a for a in tail)
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}{extra}>"
@@ -144,6 +157,12 @@ VARIANTS: dict[str, dict] = {
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x)
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2},
+    # second round (after the 2026-12-01 variant run): rows kept in flight through the reductions
+    "fwd-pf": {"fwd_pf": True},  # persistent forward, next row prefetched
+    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True},  # + per-sample modulation in registers
+    "fwd-pf64": {"fwd_pf": True, "fwd_regs": 64},  # prefetch at the default's occupancy
+    "bwd-pf": {"bwd_pf": True},  # backward, next row prefetched
+    "bwd-sm2pf": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": True},
 }
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
 
@@ -253,6 +272,8 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
     grid = min(-(-rows // (cfg.fwd_rows * cfg.fwd_rif)), 2**31 - 1)
+    if vector and cfg.fwd_pf:  # persistent: one wave, each CTA a contiguous run of rows
+        grid = min(grid, _grid_cap(func, cfg.fwd_threads, idx))
     launch(
         func,
         (grid, 1, 1),
