@@ -145,30 +145,6 @@ __device__ __forceinline__ void group_sum2(float& a, float& b, float* red, int t
   }
 }
 
-// K independent sums over the RT threads of one row group at once (K rows in flight): the same
-// shuffle tree as group_sum2, and one pair of barriers for all K sums instead of one per row.
-// The per-warp sums are added in a fixed order, so each result is bitwise reproducible.
-template <int RT, int K>
-__device__ __forceinline__ void group_sumK(float (&a)[K], float* red, int t) {
-#pragma unroll
-  for (int o = (RT < 32 ? RT : 32) / 2; o > 0; o >>= 1)
-#pragma unroll
-    for (int k = 0; k < K; ++k) a[k] += __shfl_xor_sync(0xffffffffu, a[k], o);
-  if (RT > 32) {
-    if ((t & 31) == 0)
-#pragma unroll
-      for (int k = 0; k < K; ++k) red[K * (t >> 5) + k] = a[k];
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < K; ++k) a[k] = 0.f;
-#pragma unroll
-    for (int w = 0; w < RT / 32; ++w)
-#pragma unroll
-      for (int k = 0; k < K; ++k) a[k] += red[K * w + k];
-    __syncthreads();
-  }
-}
-
 // Modes: which tensor multiplies x-hat and how its rows are indexed.
 #define MODE_SAMPLE 0  // scale/shift [B, D] with a batch stride: y = xhat * (1 + scale) + shift
 #define MODE_TOKEN 1   // scale/shift [B, N, D]:                 y = xhat * (1 + scale) + shift

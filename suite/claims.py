@@ -22,8 +22,17 @@ from importlib import resources
 
 import pandas as pd
 
-_COLUMNS = ("claim", "metric", "value", "ci_low", "ci_high", "baseline", "unit", "conditions",
-            "evidence")
+_COLUMNS = (
+    "claim",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "baseline",
+    "unit",
+    "conditions",
+    "evidence",
+)
 VERDICTS = ("exceeded", "reproduced", "partial", "not-reproduced", "not-run")
 
 
@@ -208,17 +217,47 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
         if not keys_seen:
             reason = not_run.get(c.experiment) or f"experiment '{c.experiment}' produced no metric"
             out.append(
-                Verdict(c.id, c.statement, c.paper_value, c.paper_text, math.nan, math.nan,
-                        math.nan, math.nan, c.unit, "not-run", "", c.definition, "", "",
-                        reason, alts)
+                Verdict(
+                    c.id,
+                    c.statement,
+                    c.paper_value,
+                    c.paper_text,
+                    math.nan,
+                    math.nan,
+                    math.nan,
+                    math.nan,
+                    c.unit,
+                    "not-run",
+                    "",
+                    c.definition,
+                    "",
+                    "",
+                    reason,
+                    alts,
+                )
             )
             continue
         key = keys_seen[0]
         r = _row(metrics, c.id, key)
         value, baseline = _f(r["value"]), _f(r["baseline"])
         out.append(
-            Verdict(c.id, c.statement, c.paper_value, c.paper_text, value, _f(r["ci_low"]),
-                    _f(r["ci_high"]), baseline, _s(r["unit"]) or c.unit, judge(c, value, baseline),
-                    key, c.definition, _s(r["conditions"]), _s(r["evidence"]), "", alts)
+            Verdict(
+                c.id,
+                c.statement,
+                c.paper_value,
+                c.paper_text,
+                value,
+                _f(r["ci_low"]),
+                _f(r["ci_high"]),
+                baseline,
+                _s(r["unit"]) or c.unit,
+                judge(c, value, baseline),
+                key,
+                c.definition,
+                _s(r["conditions"]),
+                _s(r["evidence"]),
+                "",
+                alts,
+            )
         )
     return out

@@ -16,12 +16,36 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
-PACKAGES = ("torch", "cuda-bindings", "cuda-python", "nvidia-cuda-nvrtc-cu12", "nvidia-cuda-nvrtc",
-            "numpy", "pandas", "scipy", "matplotlib", "seaborn", "jinja2", "rich")
+PACKAGES = (
+    "torch",
+    "cuda-bindings",
+    "cuda-python",
+    "nvidia-cuda-nvrtc-cu12",
+    "nvidia-cuda-nvrtc",
+    "numpy",
+    "pandas",
+    "scipy",
+    "matplotlib",
+    "seaborn",
+    "jinja2",
+    "rich",
+)
 
-SMI_FIELDS = ("name", "driver_version", "memory.total", "clocks.sm", "clocks.max.sm",
-              "clocks.mem", "clocks.max.mem", "power.draw", "power.limit", "ecc.mode.current",
-              "temperature.gpu", "pstate", "compute_cap")
+SMI_FIELDS = (
+    "name",
+    "driver_version",
+    "memory.total",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks.mem",
+    "clocks.max.mem",
+    "power.draw",
+    "power.limit",
+    "ecc.mode.current",
+    "temperature.gpu",
+    "pstate",
+    "compute_cap",
+)
 
 
 def _probe(fn: Callable[[], Any]) -> Any:
@@ -48,8 +72,9 @@ def packages() -> dict[str, str]:
 
 def nvidia_smi() -> Any:
     try:
-        text = _run(["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}",
-                     "--format=csv,noheader,nounits"])
+        text = _run(
+            ["nvidia-smi", f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"]
+        )
     except FileNotFoundError:
         return "absent"
     gpus = []
@@ -71,14 +96,18 @@ def nvml() -> Any:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             gpu: dict[str, Any] = {"name": _probe(lambda h=h: _s(pynvml.nvmlDeviceGetName(h)))}
             gpu["sm_clock_mhz"] = _probe(
-                lambda h=h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
+                lambda h=h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+            )
             gpu["max_sm_clock_mhz"] = _probe(
-                lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
+                lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)
+            )
             gpu["mem_clock_mhz"] = _probe(
-                lambda h=h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM))
+                lambda h=h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)
+            )
             gpu["power_w"] = _probe(lambda h=h: pynvml.nvmlDeviceGetPowerUsage(h) / 1000)
             gpu["power_limit_w"] = _probe(
-                lambda h=h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000)
+                lambda h=h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000
+            )
             gpu["ecc_current"] = _probe(lambda h=h: pynvml.nvmlDeviceGetEccMode(h)[0])
             gpus.append(gpu)
         return {"driver": _probe(lambda: _s(pynvml.nvmlSystemGetDriverVersion())), "gpus": gpus}
@@ -95,9 +124,12 @@ def torch_info() -> Any:
         import torch
     except ImportError:
         return "absent"
-    info: dict[str, Any] = {"version": torch.__version__, "cuda": torch.version.cuda,
-                            "cuda_available": torch.cuda.is_available(),
-                            "threads": torch.get_num_threads()}
+    info: dict[str, Any] = {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "threads": torch.get_num_threads(),
+    }
     if torch.cuda.is_available():
         info["device_count"] = torch.cuda.device_count()
         info["device_name"] = torch.cuda.get_device_name(0)
@@ -126,9 +158,11 @@ def git_info() -> Any:
         return {"sha": sha, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
         if os.environ.get("SUITE_GIT_SHA"):
-            return {"sha": os.environ["SUITE_GIT_SHA"],
-                    "dirty": os.environ.get("SUITE_GIT_DIRTY", "unknown") == "1",
-                    "source": "SUITE_GIT_SHA (the tree is a copy, not a checkout)"}
+            return {
+                "sha": os.environ["SUITE_GIT_SHA"],
+                "dirty": os.environ.get("SUITE_GIT_DIRTY", "unknown") == "1",
+                "source": "SUITE_GIT_SHA (the tree is a copy, not a checkout)",
+            }
         return f"absent ({REPO} is not a git checkout with a commit)"
 
 

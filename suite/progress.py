@@ -51,8 +51,9 @@ class Progress:
     `plain_every` controls how often (in percent of the total) plain mode prints a task's progress.
     """
 
-    def __init__(self, stream: TextIO | None = None, force_plain: bool = False,
-                 plain_every: int = 25) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, force_plain: bool = False, plain_every: int = 25
+    ) -> None:
         self.stream = stream or sys.stderr
         self.plain_every = plain_every
         self.prefix = ""
@@ -72,9 +73,15 @@ class Progress:
                 from rich.progress import Progress as RichProgress
 
                 console = Console(file=self.stream)
-                self._rich = RichProgress(SpinnerColumn(), TextColumn("{task.description}"),
-                                          BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                          console=console, transient=True)
+                self._rich = RichProgress(
+                    SpinnerColumn(),
+                    TextColumn("{task.description}"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    console=console,
+                    transient=True,
+                )
                 self._rich.start()
             except Exception:  # rich missing or broken: plain lines still work
                 self._rich = None
@@ -137,8 +144,9 @@ class Progress:
         self._last_pct.pop(task._id, None)
 
 
-def track(progress: Progress | None, items: Iterable[T], description: str,
-          total: int | None = None) -> Iterator[T]:
+def track(
+    progress: Progress | None, items: Iterable[T], description: str, total: int | None = None
+) -> Iterator[T]:
     """Iterate `items`, advancing a bar on `progress`; silent when `progress` is None."""
     if progress is None:
         yield from items

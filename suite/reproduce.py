@@ -66,23 +66,41 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "  python -m suite reproduce --profile full --out R --budget 500   # repeat until exit 0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--profile", choices=PROFILES, default=None,
-                   help="cpu: CPU-only work, GPU claims not-run (default without CUDA); quick: "
-                   "every claim in ~8 min on one H200 (default with CUDA); full: larger sweeps, "
-                   "more steps and seeds")
-    p.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="run directory (default: reports/runs/<UTC timestamp>-<profile>)")
-    p.add_argument("--only", default="", metavar="LIST",
-                   help="comma-separated claim ids (C1,C11) and/or experiment names "
-                   f"({','.join(experiments.REGISTRY)}); upstream experiments are added")
+    p.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=None,
+        help="cpu: CPU-only work, GPU claims not-run (default without CUDA); quick: "
+        "every claim in ~8 min on one H200 (default with CUDA); full: larger sweeps, "
+        "more steps and seeds",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run directory (default: reports/runs/<UTC timestamp>-<profile>)",
+    )
+    p.add_argument(
+        "--only",
+        default="",
+        metavar="LIST",
+        help="comma-separated claim ids (C1,C11) and/or experiment names "
+        f"({','.join(experiments.REGISTRY)}); upstream experiments are added",
+    )
     p.add_argument("--force", action="store_true", help="rerun experiments already done")
     p.add_argument("--seed", type=int, default=0, help="seed passed to every experiment")
     p.add_argument("--no-report", action="store_true", help="run experiments only")
-    p.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                   help="this invocation's time budget: an experiment that supports it (training) "
-                   "stops before a piece of work that would end past it, keeps what it finished and "
-                   "fails with a note; rerun with the same --out to continue (for the full profile "
-                   "under a 10-minute limit per command, e.g. --budget 500)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="this invocation's time budget: an experiment that supports it (training) "
+        "stops before a piece of work that would end past it, keeps what it finished and "
+        "fails with a note; rerun with the same --out to continue (for the full profile "
+        "under a 10-minute limit per command, e.g. --budget 500)",
+    )
     return p.parse_args(argv)
 
 
@@ -119,8 +137,10 @@ def select(only: str) -> list[str]:
         elif token in names:
             chosen.add(token)
         else:
-            raise SystemExit(f"error: --only: {token!r} is neither a claim id (C1..C18) nor an "
-                             f"experiment ({', '.join(names)})")
+            raise SystemExit(
+                f"error: --only: {token!r} is neither a claim id (C1..C18) nor an "
+                f"experiment ({', '.join(names)})"
+            )
     todo = list(chosen)
     while todo:
         for up in _after(todo.pop()):
@@ -163,25 +183,35 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
         if not writer:
             return "done"
         if not isinstance(tables, dict) or not all(
-                isinstance(v, pd.DataFrame) for v in tables.values()):
+            isinstance(v, pd.DataFrame) for v in tables.values()
+        ):
             raise TypeError(f"{name}.run() must return dict[str, DataFrame], got {type(tables)}")
         for table, df in sorted(tables.items()):
             run.write_table(table, df)
         _clear_records(run, name)
-        run.mark_done(name, {
-            "experiment": name, "profile": ctx.profile, "device": ctx.device,
-            "world_size": ctx.world_size, "seed": ctx.seed, "seconds": round(seconds, 3),
-            "started": started_utc, "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tables": {t: len(df) for t, df in sorted(tables.items())},
-        })
+        run.mark_done(
+            name,
+            {
+                "experiment": name,
+                "profile": ctx.profile,
+                "device": ctx.device,
+                "world_size": ctx.world_size,
+                "seed": ctx.seed,
+                "seconds": round(seconds, 3),
+                "started": started_utc,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "tables": {t: len(df) for t, df in sorted(tables.items())},
+            },
+        )
         progress.log(f"{name}: done in {seconds:.1f} s ({len(tables)} tables)")
         return "done"
     except Exception as e:
         if writer:
             _clear_records(run, name)
             atomic_write_text(run.results / f"{name}.error.txt", traceback.format_exc())
-        progress.log(f"{name}: FAILED: {type(e).__name__}: {e} (traceback in "
-                     f"results/{name}.error.txt)")
+        progress.log(
+            f"{name}: FAILED: {type(e).__name__}: {e} (traceback in results/{name}.error.txt)"
+        )
         return "failed"
 
 
@@ -208,8 +238,12 @@ def print_summary(verdicts: list, run_dir: Path) -> None:
     for v in verdicts:
         colour = COLOURS.get(v.verdict, "#666")
         ours = fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high)
-        cells = [v.id, f"[bold {colour}]{v.verdict}[/]", v.paper_text,
-                 f"{ours} {v.unit}" if ours != "–" else ours]
+        cells = [
+            v.id,
+            f"[bold {colour}]{v.verdict}[/]",
+            v.paper_text,
+            f"{ours} {v.unit}" if ours != "–" else ours,
+        ]
         table.add_row(*cells, *([v.claim] if wide else []), v.reason or v.conditions)
     console.print(table)
 
@@ -222,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     profile = args.profile or default_profile()
     if args.out is None:
         if world > 1:
-            print("error: under torchrun pass --out so every rank uses the same run directory",
-                  file=sys.stderr)
+            print(
+                "error: under torchrun pass --out so every rank uses the same run directory",
+                file=sys.stderr,
+            )
             return 2
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         args.out = Path("reports") / "runs" / f"{stamp}-{profile}"
@@ -232,16 +268,28 @@ def main(argv: list[str] | None = None) -> int:
     run = RunDir(args.out)
     progress = Progress()
     if rank == 0:
-        progress.log(f"run directory: {run.root}  (profile {profile}, "
-                     f"{'CUDA' if have_cuda else 'no GPU'}, world size {world})")
+        progress.log(
+            f"run directory: {run.root}  (profile {profile}, "
+            f"{'CUDA' if have_cuda else 'no GPU'}, world size {world})"
+        )
         run.results.mkdir(parents=True, exist_ok=True)
         if args.force or not (run.root / "env.json").exists():
             from suite.env import capture
+
             write_json(run.root / "env.json", capture(profile, world))
-    ctx = RunContext(run=run, profile=profile, device="cuda" if have_cuda else "cpu",
-                     seed=args.seed, world_size=world, progress=progress,
-                     options={"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
-                              "deadline": None if args.budget is None else started + args.budget})
+    ctx = RunContext(
+        run=run,
+        profile=profile,
+        device="cuda" if have_cuda else "cpu",
+        seed=args.seed,
+        world_size=world,
+        progress=progress,
+        options={
+            "rank": rank,
+            "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
+            "deadline": None if args.budget is None else started + args.budget,
+        },
+    )
     statuses: dict[str, str] = {}
     try:
         with progress.task("experiments", total=len(names)) as bar:

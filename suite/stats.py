@@ -48,9 +48,16 @@ def _with_ci(stat, x, y, seed: int, n_resamples: int) -> tuple[float, float, flo
     r = float(stat(x, y))
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan, math.nan, math.nan
-    res = stats.bootstrap((x, y), stat, paired=True, vectorized=True, n_resamples=n_resamples,
-                          confidence_level=0.95, method="percentile",
-                          rng=np.random.default_rng(seed))
+    res = stats.bootstrap(
+        (x, y),
+        stat,
+        paired=True,
+        vectorized=True,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
     lo, hi = res.confidence_interval
     return r, float(lo), float(hi)
 

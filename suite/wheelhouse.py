@@ -28,17 +28,34 @@ def requirements() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="nox -s wheelhouse --", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-                    help="the node's Python version, e.g. 3.12")
+    ap = argparse.ArgumentParser(
+        prog="nox -s wheelhouse --",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--python",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="the node's Python version, e.g. 3.12",
+    )
     ap.add_argument("--platform", default="manylinux_2_28_x86_64", help="the node's wheel tag")
     ap.add_argument("--dest", default="wheelhouse", type=Path, help="folder to fill")
     args = ap.parse_args(argv)
     args.dest.mkdir(parents=True, exist_ok=True)
     platforms = [args.platform] + [t for t in OLDER_TAGS if t != args.platform]
-    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation",
-           "cp", "--python-version", args.python, "-d", str(args.dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--only-binary=:all:",
+        "--implementation",
+        "cp",
+        "--python-version",
+        args.python,
+        "-d",
+        str(args.dest),
+    ]
     for tag in platforms:
         cmd += ["--platform", tag]
     # torch is excluded by name; a dependency that pulls torch in would fail loudly here

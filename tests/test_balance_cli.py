@@ -39,11 +39,14 @@ def test_fit_cost_bad_sweep(tmp_path, capsys):
 
 def test_forecast_manifest_and_plot(tmp_path, capsys):
     m = tmp_path / "m.csv"
-    m.write_text("height,width,frames\n" + "480,832,81\n" * 5 + "480,832,1\n" * 20
-                 + "720,1280,33\n" * 5)
+    m.write_text(
+        "height,width,frames\n" + "480,832,81\n" * 5 + "480,832,1\n" * 20 + "720,1280,33\n" * 5
+    )
     plot = tmp_path / "f.png"
-    assert forecast_main(["--manifest", str(m), "--gpus", "32", "--steps", "200",
-                          "--plot", str(plot)]) == 0
+    assert (
+        forecast_main(["--manifest", str(m), "--gpus", "32", "--steps", "200", "--plot", str(plot)])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "recommend: policy" in out and "M_comp" in out and plot.stat().st_size > 0
     assert forecast_main(["--manifest", str(m), "--gpus", "8", "--steps", "100", "--json"]) == 0
@@ -70,12 +73,46 @@ def test_simulate_with_measured_latency_table(tmp_path, capsys):
     lat.write_text("B,S,step_s\n2,1560,1.0\n1,3120,1.5\n")
     m = tmp_path / "m.csv"
     m.write_text("height,width,frames\n480,832,1\n480,832,5\n")
-    assert simulate_main(["--policy", "equal-token", "--manifest", str(m), "--latency", str(lat),
-                          "--gpus", "2", "--steps", "50", "--json"]) == 2  # B=145 not measured
+    assert (
+        simulate_main(
+            [
+                "--policy",
+                "equal-token",
+                "--manifest",
+                str(m),
+                "--latency",
+                str(lat),
+                "--gpus",
+                "2",
+                "--steps",
+                "50",
+                "--json",
+            ]
+        )
+        == 2
+    )  # B=145 not measured
     assert "no measurement for B=145, S=1560" in capsys.readouterr().err
     lat.write_text("B,S,step_s\n145,1560,1.0\n72,3120,3.0\n")
-    assert simulate_main(["--policy", "equal-token", "--manifest", str(m), "--latency", str(lat),
-                          "--gpus", "2", "--steps", "400", "--noise", "0", "--json"]) == 0
+    assert (
+        simulate_main(
+            [
+                "--policy",
+                "equal-token",
+                "--manifest",
+                str(m),
+                "--latency",
+                str(lat),
+                "--gpus",
+                "2",
+                "--steps",
+                "400",
+                "--noise",
+                "0",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     # batches of 1 s (prob (1/145) / (1/145 + 1/72) = 0.332) and 3 s on 2 ranks: a mixed step
     # (prob 2 * 0.332 * 0.668) has max/mean 1.5, so the mean max/mean is 1 + 0.4435 * 0.5
@@ -94,13 +131,40 @@ def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
     ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
     committed = CostModel.load(ref / "cost.json")
     fit = model_from_fit(pd.read_csv(ref / "results" / "costmodel_fit.csv"))
-    assert (committed.a, committed.b, committed.p, committed.m_mem) == (fit.a, fit.b, fit.p, fit.m_mem)
-    json.loads((ref / "cost.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert (committed.a, committed.b, committed.p, committed.m_mem) == (
+        fit.a,
+        fit.b,
+        fit.p,
+        fit.m_mem,
+    )
+    json.loads(
+        (ref / "cost.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON")
+    )
     m = tmp_path / "my_data.csv"
-    m.write_text("height,width,frames\n" + "480,832,1\n" * 40 + "480,832,33\n" * 20
-                 + "480,832,81\n" * 10 + "720,1280,81\n" * 3)
-    assert main(["forecast", "--manifest", str(m), "--gpus", "64", "--steps", "100",
-                 "--cost", str(ref / "cost.json"), "--json"]) == 0
+    m.write_text(
+        "height,width,frames\n"
+        + "480,832,1\n" * 40
+        + "480,832,33\n" * 20
+        + "480,832,81\n" * 10
+        + "720,1280,81\n" * 3
+    )
+    assert (
+        main(
+            [
+                "forecast",
+                "--manifest",
+                str(m),
+                "--gpus",
+                "64",
+                "--steps",
+                "100",
+                "--cost",
+                str(ref / "cost.json"),
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert {r["policy"] for r in out["policies"]} == {"equal-token", "dual", "global"}
     assert out["recommend"]["m_mem"] == pytest.approx(fit.m_mem)

@@ -11,16 +11,26 @@ from suite.experiments import balance as bal
 from suite.experiments import costmodel as cm
 from suite.rundir import RunContext, RunDir
 
-GLOBAL_KEYS = {"rank_cv_global_sim", "step_cv_global_sim", "maxmean_global_sim_16",
-               "maxmean_global_sim_1024", "planner_ms", "mean_delay_global_sim",
-               "throughput_gain_global_8_sim", "throughput_gain_global_16_sim"}
+GLOBAL_KEYS = {
+    "rank_cv_global_sim",
+    "step_cv_global_sim",
+    "maxmean_global_sim_16",
+    "maxmean_global_sim_1024",
+    "planner_ms",
+    "mean_delay_global_sim",
+    "throughput_gain_global_8_sim",
+    "throughput_gain_global_16_sim",
+}
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     run = RunDir(tmp_path_factory.mktemp("run"))
-    sw = sweep(synthetic_step_fn(p=1.8, seed=0), grid([256, 512, 1024, 2048, 4096], 8192),
-               meta={"device": "cpu", "model": "synthetic", "layers": 2, "dim": 64})
+    sw = sweep(
+        synthetic_step_fn(p=1.8, seed=0),
+        grid([256, 512, 1024, 2048, 4096], 8192),
+        meta={"device": "cpu", "model": "synthetic", "layers": 2, "dim": 64},
+    )
     run.write_table("shapes_sweep", sw)
     ctx = RunContext(run=run, profile="cpu", device="cpu")
     t0 = time.perf_counter()
@@ -61,8 +71,15 @@ def test_balance_reads_fit_and_emits_ledger_keys(run_dir):
     for claim, key in zip(m["claim"], m["metric"]):
         assert key in ledger[claim] or key in GLOBAL_KEYS, (claim, key)
     keys = set(m["metric"])
-    assert {"cv_reduction_sim", "rank_cv_sim", "step_cv_sim", "floor_gain_sim",
-            "throughput_gain_16_sim", "rank_cv_cost_sim", "rank_cv_sim_8"} <= keys
+    assert {
+        "cv_reduction_sim",
+        "rank_cv_sim",
+        "step_cv_sim",
+        "floor_gain_sim",
+        "throughput_gain_16_sim",
+        "rank_cv_cost_sim",
+        "rank_cv_sim_8",
+    } <= keys
     assert m["conditions"].str.contains("ranks").all()
     row = m[m["metric"] == "rank_cv_sim"].iloc[0]
     assert row["ci_low"] < row["value"] < row["ci_high"] and np.isfinite(row["baseline"])
@@ -88,8 +105,12 @@ def test_figures(run_dir):
 
     tables = run_dir.tables()
     figs = pc.figures(tables, cm.summarize(tables)) + pb.figures(tables, bal.summarize(tables))
-    assert [f[0] for f in figs] == ["costmodel_fit", "costmodel_correlation",
-                                    "balance_policies", "balance_scaling"]
+    assert [f[0] for f in figs] == [
+        "costmodel_fit",
+        "costmodel_correlation",
+        "balance_policies",
+        "balance_scaling",
+    ]
     assert all(isinstance(f[2], Figure) and f[1] for f in figs)
     assert pb.figures({}, None) == [] and pc.figures({}, None) == []
 

@@ -12,22 +12,46 @@ REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
 
 def _steps(policy, ranks, max_s, mean_s, step_s, tokens=100.0, cv=0.02):
     n = len(step_s)
-    return pd.DataFrame({"policy": policy, "mix": "default", "ranks": ranks, "noise": "noisy",
-                         "step": range(n), "step_s": step_s, "tokens": tokens, "max_s": max_s,
-                         "mean_s": mean_s, "rank_cv": cv})
+    return pd.DataFrame(
+        {
+            "policy": policy,
+            "mix": "default",
+            "ranks": ranks,
+            "noise": "noisy",
+            "step": range(n),
+            "step_s": step_s,
+            "tokens": tokens,
+            "max_s": max_s,
+            "mean_s": mean_s,
+            "rank_cv": cv,
+        }
+    )
 
 
 def _tables(global_maxmean_16=1.02):
-    steps = pd.concat([
-        _steps("equal-token", 16, [1.3, 1.3], [1.0, 1.0], [1.3, 1.5], cv=0.2),
-        _steps("dual", 16, [1.1, 1.1], [1.0, 1.0], [1.1, 1.1], cv=0.09),
-        _steps("global", 16, [global_maxmean_16] * 2, [1.0, 1.0], [1.0, 1.0], cv=0.03),
-        _steps("global", 1024, [1.2, 1.2], [1.0, 1.0], [1.0, 1.0], cv=0.04),
-        _steps("global", 16, [9.0, 9.0], [1.0, 1.0], [9.0, 9.0]).assign(noise="cost"),  # ignored
-    ], ignore_index=True)
-    planner = pd.DataFrame({"policy": "global", "ranks": [16, 1024], "mix": "default",
-                            "noise": "noisy", "mean_delay_steps": [0.5, 2.0],
-                            "deferred_share": 0.1, "planner_ms": [0.1, 7.0]})
+    steps = pd.concat(
+        [
+            _steps("equal-token", 16, [1.3, 1.3], [1.0, 1.0], [1.3, 1.5], cv=0.2),
+            _steps("dual", 16, [1.1, 1.1], [1.0, 1.0], [1.1, 1.1], cv=0.09),
+            _steps("global", 16, [global_maxmean_16] * 2, [1.0, 1.0], [1.0, 1.0], cv=0.03),
+            _steps("global", 1024, [1.2, 1.2], [1.0, 1.0], [1.0, 1.0], cv=0.04),
+            _steps("global", 16, [9.0, 9.0], [1.0, 1.0], [9.0, 9.0]).assign(
+                noise="cost"
+            ),  # ignored
+        ],
+        ignore_index=True,
+    )
+    planner = pd.DataFrame(
+        {
+            "policy": "global",
+            "ranks": [16, 1024],
+            "mix": "default",
+            "noise": "noisy",
+            "mean_delay_steps": [0.5, 2.0],
+            "deferred_share": 0.1,
+            "planner_ms": [0.1, 7.0],
+        }
+    )
     setup = pd.DataFrame({"policy": ["global"], "cost_source": ["test model"], "noise_cv": [0.05]})
     return {"balance_steps": steps, "balance_planner": planner, "balance_setup": setup}
 
@@ -52,7 +76,11 @@ def test_targets_met_and_not_met_from_the_tables():
     assert not t.loc[("planner_ms", 1024), "met"] and not t.loc[("mean_delay_steps", 1024), "met"]
     assert t.loc[("step_cv", 16), "met"] and t.loc[("step_cv", 16), "equal-token"] > 3
     assert not t.loc[("sim_step_error_pct", 0), "met"]
-    assert not beyond.target_table(_tables(1.06)).set_index(["key", "ranks"]).loc[("maxmean", 16), "met"]
+    assert (
+        not beyond.target_table(_tables(1.06))
+        .set_index(["key", "ranks"])
+        .loc[("maxmean", 16), "met"]
+    )
     # without the validation metric: "not measured", never "met"
     sec = beyond.section(_tables())
     val = [r for r in sec["targets"] if r["target"].startswith("simulator")][0]
@@ -75,7 +103,10 @@ def test_reference_h200_global_policy_meets_issue_7_targets():
     t = beyond.target_table(tables, metrics)
     assert t["met"].all(), t
     pol = beyond.policy_table(tables).set_index(["policy", "ranks"])
-    assert pol.loc[("global", 16), "rank_cv"] < pol.loc[("dual", 16), "rank_cv"] < pol.loc[
-        ("equal-token", 16), "rank_cv"]
+    assert (
+        pol.loc[("global", 16), "rank_cv"]
+        < pol.loc[("dual", 16), "rank_cv"]
+        < pol.loc[("equal-token", 16), "rank_cv"]
+    )
     html = (REF / "report.html").read_text()
     assert '<section id="beyond">' in html and "8 of 8 met" in html

@@ -52,24 +52,43 @@ def test_every_claim_yields_each_verdict_reachable_or_not_run(ledger):
 
 
 # -- compare / higher
-@pytest.mark.parametrize("value, expected", [
-    (56.0, "exceeded"),        # > paper + tol
-    (55.0, "reproduced"),      # == paper + tol: not beyond it
-    (50.0, "reproduced"),
-    (45.0, "reproduced"),      # == paper - tol
-    (44.9, "partial"),         # short, but beats the null of 0
-    (0.0, "not-reproduced"),   # equal to the null is no effect
-    (-3.0, "not-reproduced"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (56.0, "exceeded"),  # > paper + tol
+        (55.0, "reproduced"),  # == paper + tol: not beyond it
+        (50.0, "reproduced"),
+        (45.0, "reproduced"),  # == paper - tol
+        (44.9, "partial"),  # short, but beats the null of 0
+        (0.0, "not-reproduced"),  # equal to the null is no effect
+        (-3.0, "not-reproduced"),
+    ],
+)
 def test_compare_higher(ledger, value, expected):
-    c = claim(ledger, rule="compare", direction="higher", paper_value=50, paper_low=NAN,
-              paper_high=NAN, tolerance=5, null="0")
+    c = claim(
+        ledger,
+        rule="compare",
+        direction="higher",
+        paper_value=50,
+        paper_low=NAN,
+        paper_high=NAN,
+        tolerance=5,
+        null="0",
+    )
     assert judge(c, value) == expected
 
 
 def test_compare_higher_uses_paper_range(ledger):
-    c = claim(ledger, rule="compare", direction="higher", paper_value=3.3, paper_low=3.21,
-              paper_high=3.39, tolerance=0.2, null="1")
+    c = claim(
+        ledger,
+        rule="compare",
+        direction="higher",
+        paper_value=3.3,
+        paper_low=3.21,
+        paper_high=3.39,
+        tolerance=0.2,
+        null="1",
+    )
     assert judge(c, 3.6) == "exceeded"
     assert judge(c, 3.59) == "reproduced"
     assert judge(c, 3.01) == "reproduced"
@@ -78,24 +97,43 @@ def test_compare_higher_uses_paper_range(ledger):
 
 
 def test_compare_higher_without_null_is_never_partial(ledger):
-    c = claim(ledger, rule="compare", direction="higher", paper_value=50, paper_low=NAN,
-              paper_high=NAN, tolerance=5, null="")
+    c = claim(
+        ledger,
+        rule="compare",
+        direction="higher",
+        paper_value=50,
+        paper_low=NAN,
+        paper_high=NAN,
+        tolerance=5,
+        null="",
+    )
     assert judge(c, 30.0) == "not-reproduced"
 
 
 # -- compare / lower, with the row's own baseline as the null
-@pytest.mark.parametrize("value, baseline, expected", [
-    (15.0, 39.0, "exceeded"),        # < paper - tol
-    (16.9, 39.0, "reproduced"),      # == paper - tol
-    (20.9, 39.0, "reproduced"),      # == paper + tol
-    (30.0, 39.0, "partial"),         # worse than paper, better than the measured baseline
-    (39.0, 39.0, "not-reproduced"),  # no better than the baseline
-    (45.0, 39.0, "not-reproduced"),
-    (30.0, NAN, "not-reproduced"),   # baseline null but no baseline measured: not partial
-])
+@pytest.mark.parametrize(
+    "value, baseline, expected",
+    [
+        (15.0, 39.0, "exceeded"),  # < paper - tol
+        (16.9, 39.0, "reproduced"),  # == paper - tol
+        (20.9, 39.0, "reproduced"),  # == paper + tol
+        (30.0, 39.0, "partial"),  # worse than paper, better than the measured baseline
+        (39.0, 39.0, "not-reproduced"),  # no better than the baseline
+        (45.0, 39.0, "not-reproduced"),
+        (30.0, NAN, "not-reproduced"),  # baseline null but no baseline measured: not partial
+    ],
+)
 def test_compare_lower_baseline_null(ledger, value, baseline, expected):
-    c = claim(ledger, rule="compare", direction="lower", paper_value=18.9, paper_low=NAN,
-              paper_high=NAN, tolerance=2, null="baseline")
+    c = claim(
+        ledger,
+        rule="compare",
+        direction="lower",
+        paper_value=18.9,
+        paper_low=NAN,
+        paper_high=NAN,
+        tolerance=2,
+        null="baseline",
+    )
     assert judge(c, value, baseline) == expected
 
 
@@ -144,9 +182,19 @@ def rows(*items):
     out = []
     for claim_id, metric, value, *rest in items:
         baseline = rest[0] if rest else NAN
-        out.append({"claim": claim_id, "metric": metric, "value": value, "ci_low": value - 1,
-                    "ci_high": value + 1, "baseline": baseline, "unit": "%",
-                    "conditions": "16 ranks", "evidence": "balance_steps"})
+        out.append(
+            {
+                "claim": claim_id,
+                "metric": metric,
+                "value": value,
+                "ci_low": value - 1,
+                "ci_high": value + 1,
+                "baseline": baseline,
+                "unit": "%",
+                "conditions": "16 ranks",
+                "evidence": "balance_steps",
+            }
+        )
     return experiments.metric_rows(out)
 
 
@@ -167,8 +215,11 @@ def test_evaluate_gives_all_18_with_verdict_or_reason():
 
 
 def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
-    metrics = rows(("C5", "rank_cv_sim", 30.0, 39.0), ("C5", "rank_cv_emulated", 18.5, 39.0),
-                   ("C5", "rank_maxmean_sim", 1.4))
+    metrics = rows(
+        ("C5", "rank_cv_sim", 30.0, 39.0),
+        ("C5", "rank_cv_emulated", 18.5, 39.0),
+        ("C5", "rank_maxmean_sim", 1.4),
+    )
     v = {v.id: v for v in evaluate(metrics)}["C5"]
     assert v.metric == "rank_cv_emulated" and v.verdict == "reproduced"
     alts = {a["metric"]: a for a in v.alternatives}
@@ -214,6 +265,18 @@ def test_to_json_has_no_nan():
     payload = [v.to_json() for v in evaluate(metrics)]
     text = json.dumps(payload, allow_nan=False)
     assert '"C18"' in text
-    keys = {"id", "claim", "paper_value", "measured", "ci_low", "ci_high", "unit", "verdict",
-            "definition", "conditions", "evidence", "reason"}
+    keys = {
+        "id",
+        "claim",
+        "paper_value",
+        "measured",
+        "ci_low",
+        "ci_high",
+        "unit",
+        "verdict",
+        "definition",
+        "conditions",
+        "evidence",
+        "reason",
+    }
     assert all(keys <= set(d) for d in payload)

@@ -9,8 +9,21 @@ from suite import env
 
 def test_capture_has_every_field():
     info = env.capture("cpu", 1)
-    for key in ("timestamp", "profile", "python", "platform", "hostname", "cpu_count",
-                "packages", "torch", "nvidia_smi", "nvml", "nvrtc", "git", "world_size"):
+    for key in (
+        "timestamp",
+        "profile",
+        "python",
+        "platform",
+        "hostname",
+        "cpu_count",
+        "packages",
+        "torch",
+        "nvidia_smi",
+        "nvml",
+        "nvrtc",
+        "git",
+        "world_size",
+    ):
         assert key in info, key
     assert info["timestamp"].endswith("Z")
     assert info["packages"]["pandas"] != "absent"

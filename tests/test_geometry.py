@@ -16,16 +16,26 @@ def test_wan_token_counts(h, w, f, expected):
 
 @pytest.mark.parametrize(
     "h,w,f,needle",
-    [(481, 832, 1, "multiples of 16"), (480, 830, 1, "multiples of 16"),
-     (480, 832, 80, r"1 \+ 4k"), (0, 832, 1, "positive"), (480, 832, 2.5, "positive integer")],
+    [
+        (481, 832, 1, "multiples of 16"),
+        (480, 830, 1, "multiples of 16"),
+        (480, 832, 80, r"1 \+ 4k"),
+        (0, 832, 1, "positive"),
+        (480, 832, 2.5, "positive integer"),
+    ],
 )
 def test_bad_shapes_name_the_problem(h, w, f, needle):
     with pytest.raises(ValueError, match=needle):
         check_shape(h, w, f)
 
 
-@given(st.lists(st.tuples(st.integers(1, 90), st.integers(1, 90), st.integers(0, 30)),
-                min_size=1, max_size=20))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 90), st.integers(1, 90), st.integers(0, 30)),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_vectorised_matches_scalar(shapes):
     h = np.array([a * 16 for a, _, _ in shapes])
     w = np.array([b * 16 for _, b, _ in shapes])

@@ -45,8 +45,12 @@ def test_deferral_is_bounded():
 def test_deferral_in_simulation_reports_delay():
     b = pd.DataFrame({"S": [100, 50_000], "share": [0.97, 0.03]})
     cost = CostModel(a=0.0, b=1e-6, p=1.5)
-    res = simulate(b, GlobalPolicy(m_mem=60_000, samples_per_rank=4), cost,
-                   SimConfig(ranks=2, steps=200, noise_cv=0))
+    res = simulate(
+        b,
+        GlobalPolicy(m_mem=60_000, samples_per_rank=4),
+        cost,
+        SimConfig(ranks=2, steps=200, noise_cv=0),
+    )
     m = res.metrics()
     assert 0 < m["mean_delay_steps"] <= 1 and m["deferred_share"] > 0
 
@@ -80,8 +84,9 @@ def test_recalibration_recovers_a_miscalibrated_planner():
     b = bucket_table(sample_corpus(20_000, seed=0).tokens)
     cfg = SimConfig(ranks=16, steps=200)
     off = simulate(b, GlobalPolicy(m_mem=cost.m_mem, planner_error=3.0), cost, cfg).metrics()
-    fix = simulate(b, GlobalPolicy(m_mem=cost.m_mem, planner_error=3.0, recalibrate=True),
-                   cost, cfg).metrics()
+    fix = simulate(
+        b, GlobalPolicy(m_mem=cost.m_mem, planner_error=3.0, recalibrate=True), cost, cfg
+    ).metrics()
     ok = simulate(b, GlobalPolicy(m_mem=cost.m_mem), cost, cfg).metrics()
     # a uniformly wrong b must not change how much work a step takes, and recalibrating fixes
     # the split between the per-micro-batch fixed cost and the per-sample cost
@@ -123,8 +128,10 @@ def test_global_sampler_each_sample_once_same_plan_on_every_rank(R, seed, n):
 
     tokens = sample_corpus(n, seed=seed)["tokens"].to_numpy()
     cost = default_cost_model()
-    ss = [GlobalBatchSampler(tokens, cost, cost.m_mem, rank=r, world_size=R, seed=seed)
-          for r in range(R)]
+    ss = [
+        GlobalBatchSampler(tokens, cost, cost.m_mem, rank=r, world_size=R, seed=seed)
+        for r in range(R)
+    ]
     assert len({len(s) for s in ss}) == 1  # every rank runs the same number of steps
     got = sorted(i for s in ss for batch in s for i in batch)
     assert got == list(range(n))
@@ -161,6 +168,7 @@ def test_kk_assigns_everything(costs, R):
 def test_kk_in_simulation():
     cost = default_cost_model()
     b = bucket_table(sample_corpus(20_000, seed=0).tokens)
-    m = simulate(b, GlobalPolicy(m_mem=cost.m_mem, method="kk"), cost,
-                 SimConfig(ranks=8, steps=50)).metrics()
+    m = simulate(
+        b, GlobalPolicy(m_mem=cost.m_mem, method="kk"), cost, SimConfig(ranks=8, steps=50)
+    ).metrics()
     assert m["rank_cv"] < 0.05

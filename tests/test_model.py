@@ -18,7 +18,9 @@ def _threads():
 def _inputs(b=2, f=3, h=8, w=8, cfg=None):
     cfg = cfg or get_config("tiny")
     g = torch.Generator().manual_seed(0)
-    return torch.randn(b, 16, f, h, w, generator=g), torch.randn(b, cfg.text_len, cfg.text_dim, generator=g)
+    return torch.randn(b, 16, f, h, w, generator=g), torch.randn(
+        b, cfg.text_len, cfg.text_dim, generator=g
+    )
 
 
 def test_configs_match_wan():

@@ -12,8 +12,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_wheel_ships_kernels_ledger_and_template(tmp_path):
     pytest.importorskip("setuptools")
-    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-           "-w", str(tmp_path), str(ROOT)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp_path),
+        str(ROOT),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     (wheel,) = tmp_path.glob("adaptiveload_suite-*.whl")

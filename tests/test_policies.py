@@ -40,7 +40,7 @@ def test_equal_token(m_tok, S):
 
 
 def test_hand_values():
-    pol = DualConstraint(m_mem=226_444, m_comp=226_444 * 32_760 ** 0.5, p=1.5)
+    pol = DualConstraint(m_mem=226_444, m_comp=226_444 * 32_760**0.5, p=1.5)
     # images: memory-bound; longest video: compute-bound
     assert pol.batch_size(1560) == 145
     assert pol.batch_size(75_600) == 1

@@ -14,9 +14,18 @@ from test_reproduce import IDS, fake  # noqa: F401  (the fake-experiments fixtur
 
 from suite import reproduce
 
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium") or "",
-                             shutil.which("chromium-browser") or "") if p and Path(p).exists()),
-                None)
+CHROMIUM = next(
+    (
+        p
+        for p in (
+            "/usr/bin/chromium",
+            shutil.which("chromium") or "",
+            shutil.which("chromium-browser") or "",
+        )
+        if p and Path(p).exists()
+    ),
+    None,
+)
 
 
 class Collect(HTMLParser):
@@ -106,10 +115,22 @@ def test_every_claim_and_figure_in_the_source(report):
 def test_headless_chromium_renders_claims_and_figures(report):
     html = (report / "report.html").read_text()
     proc = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-extensions", "--no-first-run", "--virtual-time-budget=3000", "--dump-dom",
-         (report / "report.html").resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-extensions",
+            "--no-first-run",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            (report / "report.html").resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     dom = parse(proc.stdout)
     assert dom.ids, "chromium returned an empty DOM"

@@ -222,8 +222,11 @@ def test_report_rebuild_is_byte_identical(fake, tmp_path):
     derived += sorted(f"figures/{p.name}" for p in (run / "figures").iterdir())
     before = {f: (run / f).read_bytes() for f in derived}
     copy = tmp_path / "b" / "moved"  # the report does not depend on where the run lies
-    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("report.*", "figures", "claims.json",
-                                                             "metrics.csv"))
+    shutil.copytree(
+        run,
+        copy,
+        ignore=shutil.ignore_patterns("report.*", "figures", "claims.json", "metrics.csv"),
+    )
     (run / "figures" / "stale.svg").write_text("<svg/>")
     time.sleep(1.1)  # a clock-dependent byte would differ now
     assert build.main([str(run)]) == 0
@@ -297,9 +300,13 @@ def test_help_mentions_every_option(capsys):
 def real_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("e2e") / "run"
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "suite", "reproduce", "--profile", "cpu",
-                           "--out", str(run)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite", "reproduce", "--profile", "cpu", "--out", str(run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return run, proc, time.time() - t0
 
 
@@ -312,8 +319,13 @@ def test_e2e_cpu_reproduce(real_run):
     c = claims(run)
     assert sorted(c, key=lambda k: int(k[1:])) == IDS
     for cid, row in c.items():
-        assert row["verdict"] in ("reproduced", "exceeded", "partial", "not-reproduced",
-                                  "not-run"), cid
+        assert row["verdict"] in (
+            "reproduced",
+            "exceeded",
+            "partial",
+            "not-reproduced",
+            "not-run",
+        ), cid
         if row["verdict"] == "not-run":
             assert row["reason"], cid
     for cid in ("C11", "C12", "C13", "C16"):  # kernels, opmemory: GPU only
@@ -332,15 +344,24 @@ def test_e2e_rerun_skips_and_report_is_identical(real_run):
     derived += sorted(f"figures/{p.name}" for p in (run / "figures").iterdir())
     before = {f: (run / f).read_bytes() for f in derived}
     done = {p.name: p.read_bytes() for p in (run / "results").glob("*.done.json")}
-    proc = subprocess.run([sys.executable, "-m", "suite", "reproduce", "--profile", "cpu",
-                           "--out", str(run)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite", "reproduce", "--profile", "cpu", "--out", str(run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     for name in done:
         assert f"{name.removesuffix('.done.json')}: done already" in proc.stderr
         assert (run / "results" / name).read_bytes() == done[name]
-    proc = subprocess.run([sys.executable, "-m", "suite", "report", str(run)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite", "report", str(run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for f in derived:
         assert (run / f).read_bytes() == before[f], f

@@ -68,8 +68,14 @@ def test_write_json_is_sorted(tmp_path):
 
 def test_tables_roundtrip(tmp_path):
     run = RunDir(tmp_path / "run")
-    df = pd.DataFrame({"B": [1, 2, 3], "S": [1560, 3120, 75600], "step_s": [0.1, 0.25, np.nan],
-                       "impl": ["fused", "eager", "wan-eager"]})
+    df = pd.DataFrame(
+        {
+            "B": [1, 2, 3],
+            "S": [1560, 3120, 75600],
+            "step_s": [0.1, 0.25, np.nan],
+            "impl": ["fused", "eager", "wan-eager"],
+        }
+    )
     path = run.write_table("shapes_sweep", df)
     assert path == run.results / "shapes_sweep.csv"
     back = run.read_table("shapes_sweep")

@@ -10,8 +10,9 @@ tok_lists = st.lists(st.sampled_from([1560, 3600, 7800, 32760, 75600]), min_size
 
 def _samplers(tokens, R, seed=0, policy=None, **kw):
     policy = policy or DualConstraint(m_mem=80_000, m_comp=80_000 * 20_000**0.5, p=1.5)
-    return [BucketBatchSampler(tokens, policy, rank=r, world_size=R, seed=seed, **kw)
-            for r in range(R)]
+    return [
+        BucketBatchSampler(tokens, policy, rank=r, world_size=R, seed=seed, **kw) for r in range(R)
+    ]
 
 
 @settings(max_examples=40, deadline=None)

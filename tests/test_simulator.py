@@ -14,8 +14,12 @@ def _buckets(S, share):
 def test_single_bucket_no_noise_hand_computed():
     cost = CostModel(a=1.0, b=1e-3, p=1.0)
     pol = EqualToken(m_tok=400)  # S=100 -> B=4 -> compute 1 + 1e-3*4*100 = 1.4 s
-    r = simulate(_buckets([100], [1.0]), pol, cost,
-                 SimConfig(ranks=4, steps=10, noise_cv=0, collective_s=0.1, optimizer_s=0.5))
+    r = simulate(
+        _buckets([100], [1.0]),
+        pol,
+        cost,
+        SimConfig(ranks=4, steps=10, noise_cv=0, collective_s=0.1, optimizer_s=0.5),
+    )
     m = r.metrics()
     assert np.allclose(r.compute, 1.4) and np.allclose(r.step_s, 2.0)
     assert m["rank_cv"] == 0 and m["maxmean"] == 1 and m["bubble"] == 0 and m["step_cv"] == 0
@@ -27,8 +31,12 @@ def test_two_buckets_two_ranks_expected_metrics():
     # B = 1 for both buckets, equal shares: each rank draws S=1 (1 s) or S=2 (3 s) w.p. 1/2.
     table = LatencyTable(pd.DataFrame({"B": [1, 1], "S": [1, 2], "step_s": [1.0, 3.0]}))
     pol = EqualToken(m_tok=1)
-    r = simulate(_buckets([1, 2], [0.5, 0.5]), pol, table,
-                 SimConfig(ranks=2, steps=40_000, noise_cv=0, seed=1))
+    r = simulate(
+        _buckets([1, 2], [0.5, 0.5]),
+        pol,
+        table,
+        SimConfig(ranks=2, steps=40_000, noise_cv=0, seed=1),
+    )
     m = r.metrics()
     # mixed steps (p = 1/2): times (1, 3): cv = 1/2, max/mean = 1.5, bubble = 1/3
     assert m["rank_cv"] == pytest.approx(0.25, abs=0.01)
@@ -42,8 +50,9 @@ def test_two_buckets_two_ranks_expected_metrics():
 def test_bucket_draw_probability_is_share_over_b():
     cost = CostModel(a=0.0, b=1.0, p=1.0)
     pol = EqualToken(m_tok=40)  # S=10 -> B=4, S=40 -> B=1
-    r = simulate(_buckets([10, 40], [0.8, 0.2]), pol, cost,
-                 SimConfig(ranks=8, steps=20_000, noise_cv=0))
+    r = simulate(
+        _buckets([10, 40], [0.8, 0.2]), pol, cost, SimConfig(ranks=8, steps=20_000, noise_cv=0)
+    )
     # batch weights 0.8/4 = 0.2 and 0.2/1 = 0.2: half the batches each
     assert (r.S == 10).mean() == pytest.approx(0.5, abs=0.01)
 
@@ -51,8 +60,7 @@ def test_bucket_draw_probability_is_share_over_b():
 def test_noise_is_mean_one_with_cv_over_sqrt_b():
     cost = CostModel(a=0.5, b=1.0, p=1.0)
     pol = EqualToken(m_tok=16)  # S = 4, B = 4: variable part 16 s
-    r = simulate(_buckets([4], [1.0]), pol, cost,
-                 SimConfig(ranks=100, steps=1000, noise_cv=0.2))
+    r = simulate(_buckets([4], [1.0]), pol, cost, SimConfig(ranks=100, steps=1000, noise_cv=0.2))
     var = r.compute - 0.5
     assert var.mean() == pytest.approx(16, rel=0.01)
     assert var.std() / var.mean() == pytest.approx(0.2 / 2, rel=0.03)

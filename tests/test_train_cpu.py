@@ -14,14 +14,35 @@ from suite.train.emulate import collective_seconds, compose_steps
 from suite.train.instrument import LOG_FIELDS
 from suite.train.logs import read_logs, step_table, summary_table
 
-COMMON = ["--model", "tiny", "--mix", "tiny", "--steps", "3", "--corpus-size", "400", "--dtype", "fp32"]
+COMMON = [
+    "--model",
+    "tiny",
+    "--mix",
+    "tiny",
+    "--steps",
+    "3",
+    "--corpus-size",
+    "400",
+    "--dtype",
+    "fp32",
+]
 
 
 def _run(args, nproc=None, timeout=120):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     if nproc:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-               "--master-port", str(29500 + os.getpid() % 1000), "-m", "suite.train", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(nproc),
+            "--master-port",
+            str(29500 + os.getpid() % 1000),
+            "-m",
+            "suite.train",
+            *args,
+        ]
     else:
         cmd = [sys.executable, "-m", "suite.train", *args]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
@@ -79,20 +100,40 @@ def test_seeded_losses_are_deterministic(tmp_path):
     torch.set_num_threads(1)
     losses = []
     for k in range(2):
-        out = train(TrainArgs(model="tiny", mix="tiny", steps=3, corpus_size=400, dtype="fp32",
-                              out=str(tmp_path / f"r{k}"), device="cpu"))
+        out = train(
+            TrainArgs(
+                model="tiny",
+                mix="tiny",
+                steps=3,
+                corpus_size=400,
+                dtype="fp32",
+                out=str(tmp_path / f"r{k}"),
+                device="cpu",
+            )
+        )
         losses.append(read_logs(out).loss.to_numpy())
     np.testing.assert_array_equal(losses[0], losses[1])
 
 
 def test_emulator_composes_hand_made_timings():
-    rows = pd.DataFrame({
-        "step": [0, 0, 0, 1, 1, 1], "rank": [0, 1, 2] * 2,
-        "compute_s": [1.0, 2.0, 3.0, 0.5, 0.5, 0.5], "optimizer_s": [0.1] * 3 + [0.2] * 3,
-        "tokens": [10, 20, 30, 10, 10, 10], "samples": 1, "loss": 1.0, "collective_wait_s": 0.0,
-        "peak_mem_bytes": 0, "peak_reserved_bytes": 0, "policy": "x", "adaln": "wan", "world": 3,
-        "emulated": True,
-    })
+    rows = pd.DataFrame(
+        {
+            "step": [0, 0, 0, 1, 1, 1],
+            "rank": [0, 1, 2] * 2,
+            "compute_s": [1.0, 2.0, 3.0, 0.5, 0.5, 0.5],
+            "optimizer_s": [0.1] * 3 + [0.2] * 3,
+            "tokens": [10, 20, 30, 10, 10, 10],
+            "samples": 1,
+            "loss": 1.0,
+            "collective_wait_s": 0.0,
+            "peak_mem_bytes": 0,
+            "peak_reserved_bytes": 0,
+            "policy": "x",
+            "adaln": "wan",
+            "world": 3,
+            "emulated": True,
+        }
+    )
     c = compose_steps(rows, collective_s=0.25)
     np.testing.assert_allclose(c.step_s, [3.35] * 3 + [0.95] * 3)
     np.testing.assert_allclose(c.collective_wait_s, [2.25, 1.25, 0.25, 0.25, 0.25, 0.25])
@@ -120,7 +161,9 @@ def test_stepfn_returns_seconds(tmp_path):
 
 
 def test_cli_help():
-    p = subprocess.run([sys.executable, "-m", "suite.train", "--help"], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "suite.train", "--help"], capture_output=True, text=True
+    )
     assert p.returncode == 0 and "--emulate-ranks" in p.stdout and "--policy" in p.stdout
 
 
@@ -131,12 +174,29 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
     from suite.report.plots import training as training_plots
     from suite.rundir import RunContext, RunDir
 
-    ctx = RunContext(RunDir(tmp_path), "cpu", "cpu", options={
-        "shapes": {"S": (16, 64, 128), "B": (1, 2), "repeats": 2},
-        "training": {"steps": 2, "long_steps": 2, "loss_steps": 4, "corpus": 1500}})
+    ctx = RunContext(
+        RunDir(tmp_path),
+        "cpu",
+        "cpu",
+        options={
+            "shapes": {"S": (16, 64, 128), "B": (1, 2), "repeats": 2},
+            "training": {"steps": 2, "long_steps": 2, "loss_steps": 4, "corpus": 1500},
+        },
+    )
     sw = shapes.run(ctx)["shapes_sweep"]
-    assert list(sw.columns[:11]) == ["B", "S", "tokens", "bs2", "repeat", "step_s", "peak_mem_bytes",
-                                     "device", "model", "layers", "dim"]
+    assert list(sw.columns[:11]) == [
+        "B",
+        "S",
+        "tokens",
+        "bs2",
+        "repeat",
+        "step_s",
+        "peak_mem_bytes",
+        "device",
+        "model",
+        "layers",
+        "dim",
+    ]
     assert len(sw) == 6 * 2 and shapes.summarize({"shapes_sweep": sw}).empty
     ctx.run.write_table("shapes_sweep", sw)
     tables = training.run(ctx)
@@ -144,15 +204,29 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         ctx.run.write_table(k, v)
     m = training.summarize(ctx.run.tables())
     keys = set(m["metric"])
-    assert {"r_tokens_steps", "r_bs2_steps", "cv_reduction_emulated", "rank_cv_emulated",
-            "step_cv_emulated", "throughput_gain_8_emulated", "throughput_gain_16_emulated",
-            "floor_gain_emulated", "loss_final_rel_diff_policy", "rank_cv_global_emulated",
-            "throughput_gain_global_16_emulated"} <= keys
+    assert {
+        "r_tokens_steps",
+        "r_bs2_steps",
+        "cv_reduction_emulated",
+        "rank_cv_emulated",
+        "step_cv_emulated",
+        "throughput_gain_8_emulated",
+        "throughput_gain_16_emulated",
+        "floor_gain_emulated",
+        "loss_final_rel_diff_policy",
+        "rank_cv_global_emulated",
+        "throughput_gain_global_16_emulated",
+    } <= keys
     assert m.loc[m.metric == "rank_cv_emulated", "baseline"].notna().all()
     assert (tables["training_ranks"].world == 16).all()
     figs = training_plots.figures(ctx.run.tables(), m) + shapes_plots.figures({"shapes_sweep": sw})
-    assert {f[0] for f in figs} >= {"training_latency", "training_rank_cv", "training_throughput",
-                                    "training_loss", "shapes_sweep"}
+    assert {f[0] for f in figs} >= {
+        "training_latency",
+        "training_rank_cv",
+        "training_throughput",
+        "training_loss",
+        "shapes_sweep",
+    }
 
 
 def test_fsdp2_trains_like_ddp(gloo_runs, tmp_path):

@@ -10,16 +10,38 @@ import torch
 
 from suite.train.logs import read_logs, step_table
 
-COMMON = ["--model", "tiny", "--mix", "tiny", "--steps", "3", "--corpus-size", "400", "--dtype", "fp32"]
-
+COMMON = [
+    "--model",
+    "tiny",
+    "--mix",
+    "tiny",
+    "--steps",
+    "3",
+    "--corpus-size",
+    "400",
+    "--dtype",
+    "fp32",
+]
 
 
 def _torchrun(args, nproc, timeout=180):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
-           "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-           "--master-port", str(29000 + os.getpid() % 1000), *args]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(nproc),
+        "--master-port",
+        str(29000 + os.getpid() % 1000),
+        *args,
+    ]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
@@ -35,17 +57,26 @@ def _two_gloo_ranks(corpus, st, step):
     from suite.train.trainer import TrainArgs, build_model
 
     store = dist.HashStore()
-    models = [build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu")) for _ in range(2)]
+    models = [
+        build_model(TrainArgs(model="tiny", dtype="fp32"), torch.device("cpu")) for _ in range(2)
+    ]
     grads, errors = {}, []
 
     def rank(r):
         try:
             pg = dist.ProcessGroupGloo(store, r, 2)
             model, cfg = models[r], models[r].cfg
-            batches = gs.rank_batches(corpus, st.ranks[r], text_len=cfg.text_len,
-                                      text_dim=cfg.text_dim, seed=0, device="cpu")
-            gs.rank_backward(model, batches, seed=0, step=step, global_tokens=st.global_tokens,
-                             dtype="fp32")
+            batches = gs.rank_batches(
+                corpus,
+                st.ranks[r],
+                text_len=cfg.text_len,
+                text_dim=cfg.text_dim,
+                seed=0,
+                device="cpu",
+            )
+            gs.rank_backward(
+                model, batches, seed=0, step=step, global_tokens=st.global_tokens, dtype="fp32"
+            )
             params = [p for p in model.parameters() if p.requires_grad]
             gs.ensure_grads(params)
             flat = torch.cat([p.grad.reshape(-1) for p in params])
@@ -85,8 +116,9 @@ def test_global_gradient_equals_one_process():
     loss = 0.0
     for S in sorted(set(tokens[idx].tolist())):  # standard data parallelism: one batch per S
         grp = [i for i in idx if tokens[i] == S]
-        x0, ctx, _ = make_batch(corpus, grp, text_len=model.cfg.text_len,
-                                text_dim=model.cfg.text_dim, seed=0)
+        x0, ctx, _ = make_batch(
+            corpus, grp, text_len=model.cfg.text_len, text_dim=model.cfg.text_dim, seed=0
+        )
         t, eps = gs.sample_noise(x0, grp, 0, step)
         loss = loss + gs.weighted_loss(model, x0, ctx, t, eps, "fp32") * (S * len(grp) / total)
     loss.backward()

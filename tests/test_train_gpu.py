@@ -22,8 +22,22 @@ def test_emulated_run_on_gpu(tmp_path):
     from suite.train.__main__ import main
     from suite.train.logs import read_logs
 
-    main(["--model", "tiny", "--mix", "tiny", "--steps", "2", "--emulate-ranks", "4", "--out",
-          str(tmp_path), "--corpus-size", "400"])
+    main(
+        [
+            "--model",
+            "tiny",
+            "--mix",
+            "tiny",
+            "--steps",
+            "2",
+            "--emulate-ranks",
+            "4",
+            "--out",
+            str(tmp_path),
+            "--corpus-size",
+            "400",
+        ]
+    )
     r = read_logs(tmp_path)
     assert len(r) == 8 and (r.peak_mem_bytes > 0).all() and (r.compute_s > 0).all()
 

@@ -25,11 +25,31 @@ def run2(tmp_path_factory):
     (run / "results").mkdir(parents=True)
     for name in ("shapes", "costmodel"):
         (run / "results" / f"{name}.done.json").write_text(json.dumps({"experiment": name}))
-    env = {**os.environ, "SUITE_TRAINING_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
-           "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-           "--master-port", str(30500 + os.getpid() % 1000), "-m", "suite", "reproduce",
-           "--profile", "cpu", "--only", "training", "--no-report", "--out", str(run)]
+    env = {
+        **os.environ,
+        "SUITE_TRAINING_DEVICE": "cpu",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(30500 + os.getpid() % 1000),
+        "-m",
+        "suite",
+        "reproduce",
+        "--profile",
+        "cpu",
+        "--only",
+        "training",
+        "--no-report",
+        "--out",
+        str(run),
+    ]
     t0 = time.time()
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -69,19 +89,31 @@ def test_real_rank_metrics_and_report_note(run2):
     keys = set(zip(m.claim, m.metric))
     # world size 2: neither the 8- nor the 16-rank key, but the generic one with K in conditions
     assert ("C7", "throughput_gain_real") in keys and ("C8", "throughput_gain_real") in keys
-    assert ("C7", "throughput_gain_global_real") in keys and ("C8", "throughput_gain_global_real") in keys
-    assert not any(k.startswith(("throughput_gain_8_real", "throughput_gain_16_real")) for _, k in keys)
+    assert ("C7", "throughput_gain_global_real") in keys and (
+        "C8",
+        "throughput_gain_global_real",
+    ) in keys
+    assert not any(
+        k.startswith(("throughput_gain_8_real", "throughput_gain_16_real")) for _, k in keys
+    )
     row = m[(m.claim == "C7") & (m.metric == "throughput_gain_real")].iloc[0]
     assert "2 real ranks (gloo" in row.conditions and row.ci_low <= row.value <= row.ci_high
     err = m[m.metric == "emulation_error_pct"]
-    assert len(err) == 1 and np.isfinite(err.value.iloc[0]) and "matched steps" in err.conditions.iloc[0]
+    assert (
+        len(err) == 1
+        and np.isfinite(err.value.iloc[0])
+        and "matched steps" in err.conditions.iloc[0]
+    )
     assert ("C7", "throughput_gain_8_emulated") in keys  # the one-GPU emulation is still there
     verdicts = evaluate(m)
     c7 = next(v for v in verdicts if v.id == "C7")
     assert c7.metric == "throughput_gain_8_emulated"
     assert {"throughput_gain_real", "emulation_error_pct"} <= {a["metric"] for a in c7.alternatives}
     notes = ranks_notes(verdicts, [{"name": "training", "world_size": 2}])
-    assert "real ranks (world size 2) in throughput_gain_real, throughput_gain_global_real" in notes["C7"]
+    assert (
+        "real ranks (world size 2) in throughput_gain_real, throughput_gain_global_real"
+        in notes["C7"]
+    )
     assert notes["C7"].startswith("ranks emulated on one GPU")
 
 
@@ -93,12 +125,28 @@ def test_eight_and_sixteen_real_ranks_use_the_claims_keys():
         for pol, t in (("equal-token", 1.0), ("dual", 0.8)):
             for step in range(4):
                 for r in range(K):
-                    rows.append({"run": f"default/{pol}/wan", "step": step, "rank": r, "world": K,
-                                 "backend": "nccl", "model": "wan-1.3b", "dim": 1536, "layers": 1,
-                                 "S": 1560, "tokens": 1000, "samples": 1, "loss": 1.0,
-                                 "compute_s": t * (1 + 0.01 * r), "collective_wait_s": 0.0,
-                                 "optimizer_s": 0.01, "step_s": t * 1.2 + step * 0.01,
-                                 "peak_mem_bytes": 0, "peak_reserved_bytes": 0})
+                    rows.append(
+                        {
+                            "run": f"default/{pol}/wan",
+                            "step": step,
+                            "rank": r,
+                            "world": K,
+                            "backend": "nccl",
+                            "model": "wan-1.3b",
+                            "dim": 1536,
+                            "layers": 1,
+                            "S": 1560,
+                            "tokens": 1000,
+                            "samples": 1,
+                            "loss": 1.0,
+                            "compute_s": t * (1 + 0.01 * r),
+                            "collective_wait_s": 0.0,
+                            "optimizer_s": 0.01,
+                            "step_s": t * 1.2 + step * 0.01,
+                            "peak_mem_bytes": 0,
+                            "peak_reserved_bytes": 0,
+                        }
+                    )
         out = pd.DataFrame(real_metrics({"training_real": pd.DataFrame(rows)}))
         assert list(zip(out.claim, out.metric)) == [(claim, f"throughput_gain_{K}_real")]
         assert out.value.iloc[0] > 0 and f"{K} real ranks (nccl, {K} GPUs" in out.conditions.iloc[0]

@@ -14,8 +14,12 @@ SMALL = {"steps": 1, "long_steps": 1, "skip_maxseq": True, "skip_loss": True}
 
 
 def _ctx(tmp_path, deadline, **extra):
-    return RunContext(run=RunDir(tmp_path / "run"), profile="cpu", device="cpu",
-                      options={"deadline": deadline, "training": {**SMALL, **extra}})
+    return RunContext(
+        run=RunDir(tmp_path / "run"),
+        profile="cpu",
+        device="cpu",
+        options={"deadline": deadline, "training": {**SMALL, **extra}},
+    )
 
 
 def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
@@ -29,11 +33,16 @@ def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
     # second invocation, almost no time left: every run comes from its part, nothing is trained
     ctx2 = _ctx(tmp_path, time.time() + 30, rank_batch_s_guess=1e6)
     second = training.run(ctx2)
-    assert (second["training_runs"].status.str.contains("resumed") | ~second["training_runs"].status.eq("ok")).all()
+    assert (
+        second["training_runs"].status.str.contains("resumed")
+        | ~second["training_runs"].status.eq("ok")
+    ).all()
     cols = ["run", "step", "rank", "tokens", "compute_s"]
-    pd.testing.assert_frame_equal(first["training_ranks"][cols].reset_index(drop=True),
-                                  second["training_ranks"][cols].reset_index(drop=True),
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(
+        first["training_ranks"][cols].reset_index(drop=True),
+        second["training_ranks"][cols].reset_index(drop=True),
+        check_dtype=False,
+    )
     assert not parts_dir.exists()  # complete: the parts are removed
 
 

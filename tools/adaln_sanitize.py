@@ -2,7 +2,7 @@
 initcheck): every kernel (forward, fused and D-tile backward, finalize), vector and scalar paths,
 row groups below and above a warp, per-sample / per-token / affine, B > 1, odd N.
 
-    python tools/adaln_sanitize.py [--variants default,fwd-r2,...|all] [--small]
+    python tools/adaln_sanitize.py [--variants default,round1,...|all] [--small]
 
 Every input (x, modulation, dy) is made on the host and copied to the device (cudaMemcpy), never
 written by a torch kernel: initcheck then tracks it as initialized even when it instruments only

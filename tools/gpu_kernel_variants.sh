@@ -10,8 +10,10 @@
 #      grid plus bf16 N = 16384 (python -m suite.ops.bench: L2-cold, CUDA events, a GPU spin of at
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
-# Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] bash tools/gpu_kernel_variants.sh
-# (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS)
+# Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
+#   bash tools/gpu_kernel_variants.sh
+# (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS;
+# KERNELS_PROFILE also runs the kernels experiment on that grid before the variant timings)
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
@@ -27,7 +29,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.m
 python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
 'nvrtc', nvrtc.nvrtcVersion()[1:])" | tee -a "$OUT/env.txt"
-git log -1 --format='commit %H' 2>/dev/null | tee -a "$OUT/env.txt"
+# the node's copy of the tree has no usable history: the caller passes the commit it copied
+echo "commit ${SUITE_GIT_SHA:-$(git log -1 --format=%H 2>/dev/null)}" | tee -a "$OUT/env.txt"
 
 stamp "NVRTC prebuild (default + variants)"
 timeout 90 python3 - <<'PY'
@@ -67,6 +70,13 @@ for tool in memcheck racecheck initcheck; do
     "$OUT/sanitize_$tool.log")/6"
 done
 
+if [ -n "${KERNELS_PROFILE:-}" ]; then  # the kernels experiment's grid with the default kernels
+  stamp "kernels experiment, --profile $KERNELS_PROFILE"
+  timeout "${KERNELS_LIMIT:-330}" python3 -m suite.experiments.kernels --profile "$KERNELS_PROFILE" \
+    --out "$OUT/kernels" > "$OUT/kernels.log" 2>&1
+  echo "kernels exit=$? ($(ls "$OUT/kernels" 2>/dev/null | tr '\n' ' '))"
+fi
+
 stamp "timings: variants vs default and baselines (quick grid + bf16 N=16384)"
 timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 --variants "$VARIANTS" > "$OUT/variants_bench.log" 2>&1
 echo "bench exit=$?"
@@ -87,6 +97,6 @@ print("% of copy (fwd) / of byte floor (bwd) by variant; best_x_default: best vs
 print(t[cols].to_string(index=False))
 PY
 # the device tool returns at most 8 files: everything raw in one archive, the table beside it
-tar czf "$OUT/variants_raw.tgz" -C "$OUT" --exclude variants_raw.tgz . && \
+tar czf /tmp/variants_raw.tgz -C "$OUT" . && mv /tmp/variants_raw.tgz "$OUT/" && \
   find "$OUT" -type f ! -name variants_raw.tgz ! -name variants_table.csv -delete
 stamp "done"

@@ -58,8 +58,7 @@ def report(
                     threads = cfg.fwd_threads if op == "fwd" else cfg.bwd_threads
                     occ = km.occupancy(r["registers"], threads, r["smem"])
                     ept = cfg.fwd_ept if op == "fwd" else cfg.bwd_ept
-                    rif = cfg.fwd_rif if op == "fwd" else 1
-                    bpt = km.bytes_per_thread(op, ept, cfg.vec, SIZE[tx], SIZE[ty], rif)
+                    bpt = km.bytes_per_thread(op, ept, cfg.vec, SIZE[tx], SIZE[ty])
                     inflight = km.bytes_in_flight(occ, bpt)
                     stats[(v, op)] = inflight
                     m = measured(ref, op, tx, ty, D)

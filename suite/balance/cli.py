@@ -24,8 +24,14 @@ from suite.balance.costmodel import (
 from suite.balance.policies import POLICIES
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
 
-METRIC_LABELS = {"rank_cv": "rank CV", "maxmean": "max/mean", "bubble": "bubble",
-                 "step_cv": "step CV", "throughput": "tokens/s", "floor_p5": "p5 tokens/s"}
+METRIC_LABELS = {
+    "rank_cv": "rank CV",
+    "maxmean": "max/mean",
+    "bubble": "bubble",
+    "step_cv": "step CV",
+    "throughput": "tokens/s",
+    "floor_p5": "p5 tokens/s",
+}
 
 
 def _fail(msg: str) -> int:
@@ -73,33 +79,58 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=16, help="number of data-parallel ranks R")
     p.add_argument("--steps", type=int, default=1000, help="simulated steps N (default 1000)")
     p.add_argument("--cost", help="cost JSON from `fit-cost` (default: analytic Wan-14B on H200)")
-    p.add_argument("--noise", type=float, default=0.05,
-                   help="per-sample multiplicative noise CV (default 0.05)")
-    p.add_argument("--collective-s", type=float, default=0.0,
-                   help="non-overlapped collective seconds per step (default 0)")
-    p.add_argument("--optimizer-s", type=float, default=0.0,
-                   help="optimizer seconds per step (default 0)")
+    p.add_argument(
+        "--noise",
+        type=float,
+        default=0.05,
+        help="per-sample multiplicative noise CV (default 0.05)",
+    )
+    p.add_argument(
+        "--collective-s",
+        type=float,
+        default=0.0,
+        help="non-overlapped collective seconds per step (default 0)",
+    )
+    p.add_argument(
+        "--optimizer-s", type=float, default=0.0, help="optimizer seconds per step (default 0)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
 def _config(a) -> SimConfig:
-    return SimConfig(ranks=a.gpus, steps=a.steps, noise_cv=a.noise, collective_s=a.collective_s,
-                     optimizer_s=a.optimizer_s, seed=a.seed)
+    return SimConfig(
+        ranks=a.gpus,
+        steps=a.steps,
+        noise_cv=a.noise,
+        collective_s=a.collective_s,
+        optimizer_s=a.optimizer_s,
+        seed=a.seed,
+    )
 
 
 def simulate_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suite simulate",
         description="Simulate R synchronous data-parallel ranks for N steps under a batching "
-                    "policy and print rank CV, max/mean, bubble, step CV and throughput.")
+        "policy and print rank CV, max/mean, bubble, step CV and throughput.",
+    )
     p.add_argument("--policy", choices=POLICIES, default="dual")
-    p.add_argument("--manifest", help="CSV/JSONL/Parquet with height, width, frames per sample "
-                                      "(default: the synthetic mix)")
-    p.add_argument("--mix", choices=("default", "long-video"), default="default",
-                   help="synthetic mix when no manifest is given")
-    p.add_argument("--latency", help="measured per-shape latency CSV (B, S, step_s) to time the "
-                                     "batches with instead of the cost model (bucket policies)")
+    p.add_argument(
+        "--manifest",
+        help="CSV/JSONL/Parquet with height, width, frames per sample (default: the synthetic mix)",
+    )
+    p.add_argument(
+        "--mix",
+        choices=("default", "long-video"),
+        default="default",
+        help="synthetic mix when no manifest is given",
+    )
+    p.add_argument(
+        "--latency",
+        help="measured per-shape latency CSV (B, S, step_s) to time the "
+        "batches with instead of the cost model (bucket policies)",
+    )
     _sim_args(p)
     a = p.parse_args(argv)
     try:
@@ -111,23 +142,35 @@ def simulate_main(argv: list[str]) -> int:
             from suite.balance.simulator import LatencyTable
 
             if a.policy == "global":
-                raise ValueError("--latency times whole bucket batches; the global policy needs "
-                                 "per-sample costs (use --cost)")
+                raise ValueError(
+                    "--latency times whole bucket batches; the global policy needs "
+                    "per-sample costs (use --cost)"
+                )
             timing = LatencyTable(pd.read_csv(a.latency))
         m = simulate(buckets, pol, timing, _config(a)).metrics()
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
-    out = {"policy": a.policy, "gpus": a.gpus, "steps": a.steps, "data": data,
-           "m_mem": cost.m_mem, "m_comp": cost.m_comp if a.policy != "equal-token" else None,
-           "p": cost.p, **m}
+    out = {
+        "policy": a.policy,
+        "gpus": a.gpus,
+        "steps": a.steps,
+        "data": data,
+        "m_mem": cost.m_mem,
+        "m_comp": cost.m_comp if a.policy != "equal-token" else None,
+        "p": cost.p,
+        **m,
+    }
     if a.json:
         print(json.dumps(out, default=float))
     else:
         print(f"{a.policy} on {a.gpus} ranks x {a.steps} steps, {data}, p = {cost.p:.3f}")
         for k, label in METRIC_LABELS.items():
             v = m[k]
-            print(f"  {label:<12} {100 * v:8.2f} %" if k in ("rank_cv", "bubble", "step_cv")
-                  else f"  {label:<12} {v:10.3f}")
+            print(
+                f"  {label:<12} {100 * v:8.2f} %"
+                if k in ("rank_cv", "bubble", "step_cv")
+                else f"  {label:<12} {v:10.3f}"
+            )
     return 0
 
 
@@ -135,9 +178,11 @@ def forecast_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suite forecast",
         description="Forecast balance metrics of every policy for your dataset on R ranks and "
-                    "recommend M_mem, M_comp and a policy (highest simulated throughput).")
-    p.add_argument("--manifest", required=True,
-                   help="CSV/JSONL/Parquet with height, width, frames per sample")
+        "recommend M_mem, M_comp and a policy (highest simulated throughput).",
+    )
+    p.add_argument(
+        "--manifest", required=True, help="CSV/JSONL/Parquet with height, width, frames per sample"
+    )
     p.add_argument("--plot", help="write a bar chart of the metrics to this PNG/SVG path")
     _sim_args(p)
     a = p.parse_args(argv)
@@ -155,23 +200,39 @@ def forecast_main(argv: list[str]) -> int:
         return _fail(str(e))
     table = pd.DataFrame(rows)
     best = table.loc[table["throughput"].idxmax(), "policy"]
-    rec = {"policy": best, "m_mem": cost.m_mem, "m_comp": cost.m_comp, "p": cost.p,
-           "s_cross": cost.s_cross}
+    rec = {
+        "policy": best,
+        "m_mem": cost.m_mem,
+        "m_comp": cost.m_comp,
+        "p": cost.p,
+        "s_cross": cost.s_cross,
+    }
     if a.json:
-        print(json.dumps({"data": data, "gpus": a.gpus, "policies": rows, "recommend": rec},
-                         default=float))
+        print(
+            json.dumps(
+                {"data": data, "gpus": a.gpus, "policies": rows, "recommend": rec}, default=float
+            )
+        )
     else:
-        print(f"forecast for {data} ({int(buckets['count'].sum())} samples, "
-              f"{len(buckets)} sequence lengths) on {a.gpus} ranks")
+        print(
+            f"forecast for {data} ({int(buckets['count'].sum())} samples, "
+            f"{len(buckets)} sequence lengths) on {a.gpus} ranks"
+        )
         show = table[["policy", *METRIC_LABELS]].copy()
         for k in ("rank_cv", "bubble", "step_cv"):  # fractions -> percent for reading
             show[k] = 100 * show[k]
-        show = show.rename(columns={k: v + (" %" if k in ("rank_cv", "bubble", "step_cv") else "")
-                                    for k, v in METRIC_LABELS.items()})
+        show = show.rename(
+            columns={
+                k: v + (" %" if k in ("rank_cv", "bubble", "step_cv") else "")
+                for k, v in METRIC_LABELS.items()
+            }
+        )
         print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        print(f"recommend: policy {best}, M_mem = {cost.m_mem:.0f} tokens, "
-              f"M_comp = {cost.m_comp:.4g} (B*S^p, p = {cost.p:.3f}, constraints cross at "
-              f"S = {cost.s_cross:.0f})")
+        print(
+            f"recommend: policy {best}, M_mem = {cost.m_mem:.0f} tokens, "
+            f"M_comp = {cost.m_comp:.4g} (B*S^p, p = {cost.p:.3f}, constraints cross at "
+            f"S = {cost.s_cross:.0f})"
+        )
     if a.plot:
         _plot(table, a.plot, f"{data}, {a.gpus} ranks")
     return 0
@@ -198,18 +259,34 @@ def fit_cost_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suite fit-cost",
         description="Shape-benchmark sweep over (B, S) and fit step_time ~ a + b*B*S^p; write a "
-                    "cost JSON (with M_mem from the memory fit and --capacity-gb, M_comp from "
-                    "simulated throughput on the default mix). Without --sweep it times "
-                    "suite.train.stepfn.make_step_fn on this machine (or --synthetic).")
-    p.add_argument("--sweep", help="CSV of measured rows with columns B, S, step_s "
-                                   "[, peak_mem_bytes] instead of running a sweep")
-    p.add_argument("--synthetic", action="store_true",
-                   help="sweep a synthetic step function (dry run, no torch)")
-    p.add_argument("--seq-lens", default="256,512,1024,2048",
-                   help="comma-separated S values to sweep (default 256,512,1024,2048)")
-    p.add_argument("--batch-sizes", default="1,2,4", help="comma-separated B values (default 1,2,4)")
-    p.add_argument("--token-budget", type=int, default=8192,
-                   help="skip B > 1 shapes with B*S above this (default 8192)")
+        "cost JSON (with M_mem from the memory fit and --capacity-gb, M_comp from "
+        "simulated throughput on the default mix). Without --sweep it times "
+        "suite.train.stepfn.make_step_fn on this machine (or --synthetic).",
+    )
+    p.add_argument(
+        "--sweep",
+        help="CSV of measured rows with columns B, S, step_s "
+        "[, peak_mem_bytes] instead of running a sweep",
+    )
+    p.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="sweep a synthetic step function (dry run, no torch)",
+    )
+    p.add_argument(
+        "--seq-lens",
+        default="256,512,1024,2048",
+        help="comma-separated S values to sweep (default 256,512,1024,2048)",
+    )
+    p.add_argument(
+        "--batch-sizes", default="1,2,4", help="comma-separated B values (default 1,2,4)"
+    )
+    p.add_argument(
+        "--token-budget",
+        type=int,
+        default=8192,
+        help="skip B > 1 shapes with B*S above this (default 8192)",
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--model", default="tiny", help="model config for the step function")
@@ -217,8 +294,12 @@ def fit_cost_main(argv: list[str]) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default=None, help="fp32 or bf16 (default: fp32 on CPU, else bf16)")
     p.add_argument("--p", type=float, default=None, help="fix the exponent p (default: fit it)")
-    p.add_argument("--capacity-gb", type=float, default=None,
-                   help="device memory for M_mem (default: the Wan-14B-on-H200 budget)")
+    p.add_argument(
+        "--capacity-gb",
+        type=float,
+        default=None,
+        help="device memory for M_mem (default: the Wan-14B-on-H200 budget)",
+    )
     p.add_argument("--safety", type=float, default=0.10, help="memory safety margin (0.10)")
     p.add_argument("--out", default="cost.json", help="where to write the cost JSON")
     p.add_argument("--table", help="also write the sweep rows to this CSV")
@@ -232,8 +313,10 @@ def fit_cost_main(argv: list[str]) -> int:
     if a.table:
         sweep.to_csv(a.table, index=False)
     lo, hi = cost.p_ci
-    print(f"fit {len(sweep)} rows ({cost.n} shapes, medians): a = {cost.a:.4g} s, b = {cost.b:.4g}, p = {cost.p:.3f} "
-          f"[{lo:.3f}, {hi:.3f}], R^2 = {cost.r2:.4f}, leave-one-bucket-out {100 * cost.loo_err:.1f}%")
+    print(
+        f"fit {len(sweep)} rows ({cost.n} shapes, medians): a = {cost.a:.4g} s, b = {cost.b:.4g}, p = {cost.p:.3f} "
+        f"[{lo:.3f}, {hi:.3f}], R^2 = {cost.r2:.4f}, leave-one-bucket-out {100 * cost.loo_err:.1f}%"
+    )
     print(f"M_mem = {cost.m_mem:.0f} tokens, M_comp = {cost.m_comp:.4g}; wrote {a.out}")
     return 0
 
@@ -247,20 +330,29 @@ def _get_sweep(a) -> pd.DataFrame:
         if missing:
             raise ValueError(f"{a.sweep}: missing columns {sorted(missing)}; needs B, S, step_s")
         return df
-    shapes = grid([int(s) for s in a.seq_lens.split(",")], a.token_budget,
-                  [int(b) for b in a.batch_sizes.split(",")])
+    shapes = grid(
+        [int(s) for s in a.seq_lens.split(",")],
+        a.token_budget,
+        [int(b) for b in a.batch_sizes.split(",")],
+    )
     if a.synthetic:
         fn = synthetic_step_fn()
     else:
         try:
             from suite.train.stepfn import make_step_fn
         except ImportError as e:
-            raise ValueError(f"no step function to time ({e}); pass --sweep CSV or --synthetic"
-                             ) from None
+            raise ValueError(
+                f"no step function to time ({e}); pass --sweep CSV or --synthetic"
+            ) from None
         dtype = a.dtype or ("fp32" if a.device == "cpu" else "bf16")
         fn = make_step_fn(a.model, a.layers, device=a.device, dtype=dtype)
-    return sweep(fn, shapes, warmup=a.warmup, repeats=a.repeats,
-                 meta={"device": a.device, "model": "synthetic" if a.synthetic else a.model})
+    return sweep(
+        fn,
+        shapes,
+        warmup=a.warmup,
+        repeats=a.repeats,
+        meta={"device": a.device, "model": "synthetic" if a.synthetic else a.model},
+    )
 
 
 def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
@@ -274,8 +366,16 @@ def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
             raise ValueError("--capacity-gb needs a peak_mem_bytes column in the sweep")
         m0, m1, r2 = fit_memory(df["B"], df["S"], df["peak_mem_bytes"])
         m_mem = memory_budget(m0, m1, a.capacity_gb * 1e9, a.safety)
-        cost = CostModel(**{**cost.__dict__, "m0": m0, "m1": m1, "mem_r2": r2,
-                            "capacity_bytes": a.capacity_gb * 1e9, "safety": a.safety})
+        cost = CostModel(
+            **{
+                **cost.__dict__,
+                "m0": m0,
+                "m1": m1,
+                "mem_r2": r2,
+                "capacity_bytes": a.capacity_gb * 1e9,
+                "safety": a.safety,
+            }
+        )
     buckets = bucket_table(sample_corpus(20_000, "default").tokens)
     s_cross, _ = tune_s_cross(buckets, cost, m_mem)
     return cost.with_budgets(m_mem, s_cross)
@@ -283,4 +383,3 @@ def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(simulate_main(sys.argv[1:]))
-

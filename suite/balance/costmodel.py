@@ -62,11 +62,16 @@ class CostModel:
         return self.b * np.asarray(S, float) ** self.p
 
     def with_budgets(self, m_mem: float, s_cross: float) -> CostModel:
-        return replace(self, m_mem=float(m_mem), s_cross=float(s_cross),
-                       m_comp=float(m_mem * s_cross ** (self.p - 1)))
+        return replace(
+            self,
+            m_mem=float(m_mem),
+            s_cross=float(s_cross),
+            m_comp=float(m_mem * s_cross ** (self.p - 1)),
+        )
 
     def to_json(self) -> dict:
         """Plain JSON (non-finite floats, also inside the CI pairs, become null)."""
+
         def clean(v):
             if isinstance(v, (tuple, list)):
                 return [clean(x) for x in v]
@@ -84,7 +89,9 @@ class CostModel:
         known = cls.__dataclass_fields__
         unknown = set(obj) - set(known)
         if unknown or not {"a", "b", "p"} <= set(obj):
-            raise ValueError(f"cost JSON needs a, b, p (and only CostModel fields), got {sorted(obj)}")
+            raise ValueError(
+                f"cost JSON needs a, b, p (and only CostModel fields), got {sorted(obj)}"
+            )
         kw = {}
         for k, v in obj.items():
             if v is None:
@@ -146,8 +153,9 @@ def median_per_shape(B, S, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return keys[:, 0], keys[:, 1], med
 
 
-def fit_cost(B, S, t, p: float | None = None, source: str = "", aggregate: bool = True
-             ) -> CostModel:
+def fit_cost(
+    B, S, t, p: float | None = None, source: str = "", aggregate: bool = True
+) -> CostModel:
     """Fit step_time ~ a + b * B * S^p (p free unless given). Needs >= 4 shapes over >= 3 distinct S.
 
     aggregate=True fits (and reports R^2 and n over) the per-shape medians of repeated timings.
@@ -158,8 +166,10 @@ def fit_cost(B, S, t, p: float | None = None, source: str = "", aggregate: bool 
     if aggregate:
         B, S, t = median_per_shape(B, S, t)
     if len(t) < 4 or len(np.unique(S)) < 3:
-        raise ValueError(f"need >= 4 measurements over >= 3 sequence lengths, got {len(t)} "
-                         f"over {len(np.unique(S))}")
+        raise ValueError(
+            f"need >= 4 measurements over >= 3 sequence lengths, got {len(t)} "
+            f"over {len(np.unique(S))}"
+        )
     if (t <= 0).any() or (B < 1).any() or (S < 1).any():
         raise ValueError("step times must be > 0 and B, S >= 1")
     s_ref, t_ref = S.max(), t.max()
@@ -175,9 +185,15 @@ def fit_cost(B, S, t, p: float | None = None, source: str = "", aggregate: bool 
 
     b_scale = t_ref / s_ref**p_hat
     model = CostModel(
-        a=float(a_n * t_ref), b=float(b_n * b_scale), p=float(p_hat),
-        a_ci=ci(0, t_ref, a_n), b_ci=ci(1, b_scale, b_n), p_ci=ci(2, 1.0, p_hat),
-        n=len(t), p_fixed=p is not None, source=source,
+        a=float(a_n * t_ref),
+        b=float(b_n * b_scale),
+        p=float(p_hat),
+        a_ci=ci(0, t_ref, a_n),
+        b_ci=ci(1, b_scale, b_n),
+        p_ci=ci(2, 1.0, p_hat),
+        n=len(t),
+        p_fixed=p is not None,
+        source=source,
     )
     pred = model.predict(B, S)
     r2 = 1 - np.sum((t - pred) ** 2) / np.sum((t - t.mean()) ** 2)
@@ -217,7 +233,9 @@ def fit_memory(B, S, peak_bytes) -> tuple[float, float, float]:
     return float(m0), float(m1), float(r2)
 
 
-def memory_budget(m0: float, m1: float, capacity_bytes: float, safety: float = DEFAULT_SAFETY) -> float:
+def memory_budget(
+    m0: float, m1: float, capacity_bytes: float, safety: float = DEFAULT_SAFETY
+) -> float:
     """M_mem in tokens per batch: the largest B*S whose predicted peak fits C * (1 - safety)."""
     if not 0 <= safety < 1:
         raise ValueError(f"safety margin must be in [0, 1), got {safety}")
@@ -225,8 +243,10 @@ def memory_budget(m0: float, m1: float, capacity_bytes: float, safety: float = D
         raise ValueError(f"memory slope m1 must be > 0 bytes/token, got {m1}")
     m_mem = (capacity_bytes * (1 - safety) - m0) / m1
     if m_mem < 1:
-        raise ValueError(f"capacity {capacity_bytes:.3g} B with {safety:.0%} margin leaves no room "
-                         f"for one token above the fixed {m0:.3g} B")
+        raise ValueError(
+            f"capacity {capacity_bytes:.3g} B with {safety:.0%} margin leaves no room "
+            f"for one token above the fixed {m0:.3g} B"
+        )
     return float(m_mem)
 
 

@@ -106,15 +106,26 @@ class Plan:
     loads: np.ndarray  # predicted load per rank
 
 
-def deferrable(cost: np.ndarray, age: np.ndarray, target: float, max_defer: int,
-               defer_above: float) -> np.ndarray:
+def deferrable(
+    cost: np.ndarray, age: np.ndarray, target: float, max_defer: int, defer_above: float
+) -> np.ndarray:
     """Samples heavier alone than `defer_above` x the target rank load that may still wait."""
     return (cost > defer_above * target) & (age < max_defer)
 
 
-def plan_step(S: np.ndarray, age: np.ndarray, ranks: int, a: float, b: float, p: float,
-              m_mem: float, max_defer: int = 1, defer_above: float = 1.0,
-              target: float | None = None, method: str = "lpt") -> Plan:
+def plan_step(
+    S: np.ndarray,
+    age: np.ndarray,
+    ranks: int,
+    a: float,
+    b: float,
+    p: float,
+    m_mem: float,
+    max_defer: int = 1,
+    defer_above: float = 1.0,
+    target: float | None = None,
+    method: str = "lpt",
+) -> Plan:
     """The planner for one step: bounded deferral, then LPT over `ranks`.
 
     target is the intended rank load (default: the candidates' total cost / ranks).
@@ -158,8 +169,10 @@ class GlobalPolicy:
 
         S_k = buckets["S"].to_numpy(np.int64)
         if S_k.max() > self.m_mem:
-            raise ValueError(f"a sample of {S_k.max()} tokens exceeds the micro-batch cap "
-                             f"M_mem = {self.m_mem:.0f}; raise M_mem or split sequences")
+            raise ValueError(
+                f"a sample of {S_k.max()} tokens exceeds the micro-batch cap "
+                f"M_mem = {self.m_mem:.0f}; raise M_mem or split sequences"
+            )
         cdf = np.cumsum(buckets["share"].to_numpy(float))
         cdf /= cdf[-1]
         n = self.candidates_per_step(buckets, cfg.ranks)
@@ -176,8 +189,9 @@ class GlobalPolicy:
         delays, planner_s = [], []
         for t in range(cfg.steps):
             if len(q_S) < 2 * n:  # refill the stream from the sampler's seeded order
-                new = S_k[np.minimum(np.searchsorted(cdf, rng.random(2 * n), side="right"),
-                                     len(S_k) - 1)]
+                new = S_k[
+                    np.minimum(np.searchsorted(cdf, rng.random(2 * n), side="right"), len(S_k) - 1)
+                ]
                 q_S = np.concatenate([q_S, new])
                 q_age = np.concatenate([q_age, np.zeros(len(new), np.int64)])
             budget = n * (calib.b * mean_sp + mean_fixed)  # follows the calibration
@@ -189,9 +203,19 @@ class GlobalPolicy:
                 take = n
             S, age, q_S, q_age = q_S[:take], q_age[:take], q_S[take:], q_age[take:]
             t0 = time.perf_counter()
-            plan = plan_step(S, age, R, a, calib.b, p, self.m_mem, self.max_defer,
-                             self.defer_above, target=budget / R if self.budget == "cost" else None,
-                             method=self.method)
+            plan = plan_step(
+                S,
+                age,
+                R,
+                a,
+                calib.b,
+                p,
+                self.m_mem,
+                self.max_defer,
+                self.defer_above,
+                target=budget / R if self.budget == "cost" else None,
+                method=self.method,
+            )
             planner_s.append(time.perf_counter() - t0)
             s_run = S[plan.run]
             var = float(cost.b) * s_run.astype(float) ** p
@@ -200,18 +224,28 @@ class GlobalPolicy:
             tok = np.bincount(plan.owner, weights=s_run, minlength=R).astype(np.int64)
             micro = np.ceil(tok / self.m_mem)
             observed = np.bincount(plan.owner, weights=var, minlength=R)
-            comp[t], toks[t], cnt[t] = a * micro + observed, tok, np.bincount(plan.owner,
-                                                                               minlength=R)
+            comp[t], toks[t], cnt[t] = (
+                a * micro + observed,
+                tok,
+                np.bincount(plan.owner, minlength=R),
+            )
             delays.append(age[plan.run])
             if self.recalibrate:
-                calib.update(np.bincount(plan.owner, weights=calib.b * s_run.astype(float) ** p,
-                                         minlength=R), observed)
+                calib.update(
+                    np.bincount(
+                        plan.owner, weights=calib.b * s_run.astype(float) ** p, minlength=R
+                    ),
+                    observed,
+                )
             q_S = np.concatenate([S[plan.deferred], q_S])
             q_age = np.concatenate([age[plan.deferred] + 1, q_age])
         step_s = comp.max(axis=1) + cfg.collective_s + cfg.optimizer_s
         d = np.concatenate(delays)
-        extra = {"mean_delay_steps": float(d.mean()), "deferred_share": float((d > 0).mean()),
-                 "planner_ms": 1e3 * float(np.median(planner_s))}
+        extra = {
+            "mean_delay_steps": float(d.mean()),
+            "deferred_share": float((d > 0).mean()),
+            "planner_ms": 1e3 * float(np.median(planner_s)),
+        }
         return SimResult(self.name, R, np.zeros(shape, np.int64), cnt, toks, comp, step_s, extra)
 
 
@@ -265,9 +299,19 @@ class GlobalBatchSampler:
     token count for loss normalisation. Every sample runs exactly once per epoch.
     """
 
-    def __init__(self, tokens, cost, m_mem: float, *, rank: int = 0, world_size: int = 1,
-                 seed: int = 0, samples_per_rank: float | None = None, max_defer: int = 1,
-                 defer_above: float = 1.0) -> None:
+    def __init__(
+        self,
+        tokens,
+        cost,
+        m_mem: float,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+        samples_per_rank: float | None = None,
+        max_defer: int = 1,
+        defer_above: float = 1.0,
+    ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
         self.tokens = np.asarray(tokens, np.int64)
@@ -305,11 +349,22 @@ class GlobalBatchSampler:
             if take == len(q):  # the epoch's last step: nothing may be deferred past the end
                 age[:] = self.max_defer
             idx, a_idx, q, age = q[:take], age[:take], q[take:], age[take:]
-            pl = plan_step(self.tokens[idx], a_idx, R, a, b, p, self.m_mem, self.max_defer,
-                           self.defer_above, target=budget / R)
+            pl = plan_step(
+                self.tokens[idx],
+                a_idx,
+                R,
+                a,
+                b,
+                p,
+                self.m_mem,
+                self.max_defer,
+                self.defer_above,
+                target=budget / R,
+            )
             run = idx[pl.run]
-            per_rank = [micro_batches(run[pl.owner == r], self.tokens, self.m_mem)
-                        for r in range(R)]
+            per_rank = [
+                micro_batches(run[pl.owner == r], self.tokens, self.m_mem) for r in range(R)
+            ]
             steps.append(StepPlan(per_rank, int(self.tokens[run].sum())))
             q = np.concatenate([idx[pl.deferred], q])
             age = np.concatenate([a_idx[pl.deferred] + 1, age])

@@ -45,7 +45,9 @@ class DualConstraint:
 
     def batch_size(self, S) -> np.ndarray:
         S = np.asarray(S, dtype=float)
-        return np.maximum(1, np.minimum(_floor_div(self.m_mem, S), _floor_div(self.m_comp, S**self.p)))
+        return np.maximum(
+            1, np.minimum(_floor_div(self.m_mem, S), _floor_div(self.m_comp, S**self.p))
+        )
 
 
 def make_policy(name: str, m_mem: float, m_comp: float, p: float):

@@ -48,8 +48,15 @@ def sweep(
     return df
 
 
-def synthetic_step_fn(a: float = 0.01, b: float = 2e-9, p: float = 1.8, noise_cv: float = 0.03,
-                      seed: int = 0, m0: float = 1e8, m1: float = 4e3):
+def synthetic_step_fn(
+    a: float = 0.01,
+    b: float = 2e-9,
+    p: float = 1.8,
+    noise_cv: float = 0.03,
+    seed: int = 0,
+    m0: float = 1e8,
+    m1: float = 4e3,
+):
     """A stand-in step function: seconds = (a + b*B*S^p) x lognormal noise, peak = m0 + m1*B*S.
 
     It does not sleep; it returns the time it would have taken (for tests and dry runs).

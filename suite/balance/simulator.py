@@ -72,8 +72,9 @@ class LatencyTable:
         miss = self._keys[i] != k
         if miss.any():
             j = np.flatnonzero(miss.ravel())[0]
-            raise KeyError(f"latency table has no measurement for B={B.ravel()[j]}, "
-                           f"S={S.ravel()[j]}")
+            raise KeyError(
+                f"latency table has no measurement for B={B.ravel()[j]}, S={S.ravel()[j]}"
+            )
         return self._vals[i]
 
 
@@ -109,30 +110,34 @@ class SimResult:
     def rank_frame(self) -> pd.DataFrame:
         """Long table: one row per (step, rank)."""
         steps, ranks = self.compute.shape
-        return pd.DataFrame({
-            "policy": self.policy,
-            "ranks": self.ranks,
-            "step": np.repeat(np.arange(steps), ranks),
-            "rank": np.tile(np.arange(ranks), steps),
-            "S": self.S.ravel(),
-            "B": self.B.ravel(),
-            "tokens": self.tokens.ravel(),
-            "compute_s": self.compute.ravel(),
-        })
+        return pd.DataFrame(
+            {
+                "policy": self.policy,
+                "ranks": self.ranks,
+                "step": np.repeat(np.arange(steps), ranks),
+                "rank": np.tile(np.arange(ranks), steps),
+                "S": self.S.ravel(),
+                "B": self.B.ravel(),
+                "tokens": self.tokens.ravel(),
+                "compute_s": self.compute.ravel(),
+            }
+        )
 
     def step_frame(self) -> pd.DataFrame:
         """Long table: one row per step."""
         c = self.compute
-        return pd.DataFrame({
-            "policy": self.policy,
-            "ranks": self.ranks,
-            "step": np.arange(len(self.step_s)),
-            "step_s": self.step_s,
-            "tokens": self.tokens.sum(axis=1),
-            "max_s": c.max(axis=1),
-            "mean_s": c.mean(axis=1),
-            "rank_cv": c.std(axis=1) / c.mean(axis=1),
-        })
+        return pd.DataFrame(
+            {
+                "policy": self.policy,
+                "ranks": self.ranks,
+                "step": np.arange(len(self.step_s)),
+                "step_s": self.step_s,
+                "tokens": self.tokens.sum(axis=1),
+                "max_s": c.max(axis=1),
+                "mean_s": c.mean(axis=1),
+                "rank_cv": c.std(axis=1) / c.mean(axis=1),
+            }
+        )
 
 
 def noisy(rng: np.random.Generator, base: np.ndarray, fixed: float, n: np.ndarray, cv: float):
@@ -154,18 +159,27 @@ def simulate(buckets: pd.DataFrame, policy, cost, cfg: SimConfig) -> SimResult:
     w = buckets["share"].to_numpy(float) / B_k
     cdf = np.cumsum(w / w.sum())
     rng = np.random.default_rng([cfg.seed, cfg.ranks])
-    k = np.minimum(np.searchsorted(cdf, rng.random((cfg.steps, cfg.ranks)), side="right"),
-                   len(S_k) - 1)
+    k = np.minimum(
+        np.searchsorted(cdf, rng.random((cfg.steps, cfg.ranks)), side="right"), len(S_k) - 1
+    )
     S, B = S_k[k], B_k[k]
     base = np.asarray(cost.predict(B_k, S_k), float)[k]
     compute = noisy(rng, base, float(cost.fixed_s), B, cfg.noise_cv)
     step_s = compute.max(axis=1) + cfg.collective_s + cfg.optimizer_s
-    return SimResult(getattr(policy, "name", type(policy).__name__), cfg.ranks, S, B, B * S,
-                     compute, step_s)
+    return SimResult(
+        getattr(policy, "name", type(policy).__name__), cfg.ranks, S, B, B * S, compute, step_s
+    )
 
 
-def tune_s_cross(buckets: pd.DataFrame, cost, m_mem: float, ranks: int = 16, steps: int = 300,
-                 seed: int = 10_007, candidates: int = 12) -> tuple[float, pd.DataFrame]:
+def tune_s_cross(
+    buckets: pd.DataFrame,
+    cost,
+    m_mem: float,
+    ranks: int = 16,
+    steps: int = 300,
+    seed: int = 10_007,
+    candidates: int = 12,
+) -> tuple[float, pd.DataFrame]:
     """Choose the dual policy's crossover length s_cross (hence M_comp) by simulated throughput.
 
     Candidates are quantiles of the bucket lengths; the seed differs from evaluation seeds so the

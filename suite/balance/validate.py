@@ -34,8 +34,19 @@ import pandas as pd
 from suite.balance.simulator import noisy
 
 BASELINE_RUN = "default/equal-token/wan"
-RESULT_COLUMNS = ["model", "run", "step", "ranks", "held_out", "measured_step_s", "predicted_step_s",
-                  "measured_compute_max_s", "predicted_compute_max_s", "signed_error_pct", "error_pct"]
+RESULT_COLUMNS = [
+    "model",
+    "run",
+    "step",
+    "ranks",
+    "held_out",
+    "measured_step_s",
+    "predicted_step_s",
+    "measured_compute_max_s",
+    "predicted_compute_max_s",
+    "signed_error_pct",
+    "error_pct",
+]
 
 
 def noise_cv_from_sweep(sweep: pd.DataFrame, fixed_s: float = 0.0) -> float:
@@ -87,17 +98,30 @@ def cost_models(ranks: pd.DataFrame, fit: pd.DataFrame, baseline: str = BASELINE
     factor = float(base["compute_s"].sum() / np.sum(cm.predict(base["B"], base["S"])))
     out = {"costmodel_fit": _Scaled(cm, ratio), "costmodel_fit_calibrated": _Scaled(cm, factor)}
     try:  # needs >= 4 shapes over >= 3 sequence lengths in the calibration run
-        out["refit"] = _Scaled(fit_cost(base["B"].to_numpy(float), base["S"].to_numpy(float),
-                                        base["compute_s"].to_numpy(float),
-                                        source=f"refit on {baseline}"), 1.0)
+        out["refit"] = _Scaled(
+            fit_cost(
+                base["B"].to_numpy(float),
+                base["S"].to_numpy(float),
+                base["compute_s"].to_numpy(float),
+                source=f"refit on {baseline}",
+            ),
+            1.0,
+        )
     except ValueError:
         pass
     return out
 
 
-def validate(ranks: pd.DataFrame, fit: pd.DataFrame, sweep: pd.DataFrame | None = None, *,
-             noise_cv: float | None = None, draws: int = 400, seed: int = 0,
-             baseline: str = BASELINE_RUN) -> pd.DataFrame:
+def validate(
+    ranks: pd.DataFrame,
+    fit: pd.DataFrame,
+    sweep: pd.DataFrame | None = None,
+    *,
+    noise_cv: float | None = None,
+    draws: int = 400,
+    seed: int = 0,
+    baseline: str = BASELINE_RUN,
+) -> pd.DataFrame:
     """Predicted vs measured step time per (cost model, run, step): RESULT_COLUMNS."""
     r = _trace(ranks)
     if r.empty:
@@ -116,13 +140,21 @@ def validate(ranks: pd.DataFrame, fit: pd.DataFrame, sweep: pd.DataFrame | None 
             extra = float(d["collective_s"].max() + d["optimizer_s"].max())
             measured = float(d["compute_s"].max()) + extra
             pred = pred_max + extra
-            rows.append({"model": name, "run": run, "step": int(step), "ranks": len(d),
-                         "held_out": name == "costmodel_fit" or run != baseline,
-                         "measured_step_s": measured, "predicted_step_s": pred,
-                         "measured_compute_max_s": float(d["compute_s"].max()),
-                         "predicted_compute_max_s": pred_max,
-                         "signed_error_pct": 100 * (pred - measured) / measured,
-                         "error_pct": 100 * abs(pred - measured) / measured})
+            rows.append(
+                {
+                    "model": name,
+                    "run": run,
+                    "step": int(step),
+                    "ranks": len(d),
+                    "held_out": name == "costmodel_fit" or run != baseline,
+                    "measured_step_s": measured,
+                    "predicted_step_s": pred,
+                    "measured_compute_max_s": float(d["compute_s"].max()),
+                    "predicted_compute_max_s": pred_max,
+                    "signed_error_pct": 100 * (pred - measured) / measured,
+                    "error_pct": 100 * abs(pred - measured) / measured,
+                }
+            )
     out = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     out.attrs["noise_cv"] = noise_cv
     return out
@@ -131,10 +163,16 @@ def validate(ranks: pd.DataFrame, fit: pd.DataFrame, sweep: pd.DataFrame | None 
 def error_summary(result: pd.DataFrame) -> pd.DataFrame:
     """Mean absolute percentage error per (model, run) and over held-out steps per model."""
     if result.empty:
-        return pd.DataFrame(columns=["model", "run", "steps", "mape_pct", "bias_pct", "max_error_pct"])
+        return pd.DataFrame(
+            columns=["model", "run", "steps", "mape_pct", "bias_pct", "max_error_pct"]
+        )
     g = result.groupby(["model", "run"], sort=True)
-    agg = dict(steps=("step", "size"), mape_pct=("error_pct", "mean"),
-               bias_pct=("signed_error_pct", "mean"), max_error_pct=("error_pct", "max"))
+    agg = dict(
+        steps=("step", "size"),
+        mape_pct=("error_pct", "mean"),
+        bias_pct=("signed_error_pct", "mean"),
+        max_error_pct=("error_pct", "max"),
+    )
     per_run = g.agg(**agg).reset_index()
     held = result[result["held_out"]].groupby("model", sort=True).agg(**agg).reset_index()
     held["run"] = "held-out runs"
@@ -160,14 +198,20 @@ def main(argv: list[str] | None = None) -> int:
 
     from suite.rundir import RunDir
 
-    ap = argparse.ArgumentParser(prog="python -m suite.balance.validate", description=__doc__.split("\n")[0])
-    ap.add_argument("run", help="a run folder with results/training_ranks, costmodel_fit, shapes_sweep")
+    ap = argparse.ArgumentParser(
+        prog="python -m suite.balance.validate", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument(
+        "run", help="a run folder with results/training_ranks, costmodel_fit, shapes_sweep"
+    )
     ap.add_argument("--out", help="output folder (default RUN/validation)")
     ap.add_argument("--draws", type=int, default=400)
     a = ap.parse_args(argv)
     run = RunDir(Path(a.run))
     tables = {k: run.read_table(k) for k in ("training_ranks", "costmodel_fit", "shapes_sweep")}
-    res = validate(tables["training_ranks"], tables["costmodel_fit"], tables["shapes_sweep"], draws=a.draws)
+    res = validate(
+        tables["training_ranks"], tables["costmodel_fit"], tables["shapes_sweep"], draws=a.draws
+    )
     out = Path(a.out or Path(a.run) / "validation")
     out.mkdir(parents=True, exist_ok=True)
     res.round(6).to_csv(out / "validation.csv", index=False)

@@ -39,7 +39,11 @@ def tokens_array(height, width, frames) -> np.ndarray:
     h, w, f = (np.asarray(x) for x in (height, width, frames))
     h, w, f = np.broadcast_arrays(h, w, f)
     bad = (
-        (h < 1) | (w < 1) | (f < 1) | (h % SPATIAL_STRIDE != 0) | (w % SPATIAL_STRIDE != 0)
+        (h < 1)
+        | (w < 1)
+        | (f < 1)
+        | (h % SPATIAL_STRIDE != 0)
+        | (w % SPATIAL_STRIDE != 0)
         | ((f - 1) % TEMPORAL_STRIDE != 0)
     )
     if bad.any():

@@ -31,7 +31,9 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, list[int]]:
         except json.JSONDecodeError as e:
             raise ManifestError(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
         if not isinstance(obj, dict):
-            raise ManifestError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            raise ManifestError(
+                f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}"
+            )
         rows.append(obj)
         lines.append(lineno)
     return pd.DataFrame(rows), lines
@@ -49,7 +51,9 @@ def _load(path: Path) -> tuple[pd.DataFrame, list[int]]:
     if suffix in (".parquet", ".pq"):
         df = pd.read_parquet(path)
         return df, [i + 1 for i in range(len(df))]  # Parquet has no lines: row number, 1-based
-    raise ManifestError(f"{path}: unknown manifest format {suffix!r}; accepted: {', '.join(FORMATS)}")
+    raise ManifestError(
+        f"{path}: unknown manifest format {suffix!r}; accepted: {', '.join(FORMATS)}"
+    )
 
 
 def _as_int(path: Path, line: int, col: str, v) -> int:

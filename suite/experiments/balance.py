@@ -39,8 +39,15 @@ NEEDS = "cpu"
 
 NOISE_CV = 0.05
 SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
-PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "mean_delay_steps", "deferred_share",
-                   "planner_ms"]
+PLANNER_COLUMNS = [
+    "policy",
+    "ranks",
+    "mix",
+    "noise",
+    "mean_delay_steps",
+    "deferred_share",
+    "planner_ms",
+]
 CORPUS_SIZE = 100_000
 
 
@@ -65,8 +72,10 @@ def policies(cost: CostModel, buckets: pd.DataFrame) -> dict:
     if not np.isfinite(cost.m_comp):
         s_cross, _ = tune_s_cross(buckets, cost, m_mem)
         cost = cost.with_budgets(m_mem, s_cross)
-    pols = {"equal-token": EqualToken(m_tok=m_mem),
-            "dual": DualConstraint(m_mem=m_mem, m_comp=cost.m_comp, p=cost.p)}
+    pols = {
+        "equal-token": EqualToken(m_tok=m_mem),
+        "dual": DualConstraint(m_mem=m_mem, m_comp=cost.m_comp, p=cost.p),
+    }
     try:
         from suite.balance.global_policy import GlobalPolicy
     except ImportError:
@@ -76,34 +85,55 @@ def policies(cost: CostModel, buckets: pd.DataFrame) -> dict:
     return pols
 
 
-def simulate_tables(cost: CostModel, source: str, steps: int = 1000, seed: int = 0,
-                    scales=SCALES) -> dict[str, pd.DataFrame]:
+def simulate_tables(
+    cost: CostModel, source: str, steps: int = 1000, seed: int = 0, scales=SCALES
+) -> dict[str, pd.DataFrame]:
     """All balance tables for one cost model (pure apart from the seeded simulation)."""
-    mixes = {m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
-             for m in ("default", "long-video")}
+    mixes = {
+        m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
+        for m in ("default", "long-video")
+    }
     pols = policies(cost, mixes["default"])
     ranks, steps_t, buckets, extras = [], [], [], []
-    runs = [("default", 8, NOISE_CV, True), ("default", 16, NOISE_CV, True),
-            ("default", 16, 0.0, True), ("long-video", 16, NOISE_CV, True)]
+    runs = [
+        ("default", 8, NOISE_CV, True),
+        ("default", 16, NOISE_CV, True),
+        ("default", 16, 0.0, True),
+        ("long-video", 16, NOISE_CV, True),
+    ]
     runs += [("default", r, NOISE_CV, False) for r in scales if r not in (8, 16)]
     for name, pol in pols.items():
         for mix, b in mixes.items():
             if hasattr(pol, "batch_size"):
-                buckets.append(bucket_table(b["S"].repeat(b["count"]), pol)
-                               .assign(policy=name, mix=mix))
+                buckets.append(
+                    bucket_table(b["S"].repeat(b["count"]), pol).assign(policy=name, mix=mix)
+                )
         for mix, R, noise, keep_ranks in runs:
-            res = simulate(mixes[mix], pol, cost,
-                           SimConfig(ranks=R, steps=steps, noise_cv=noise, seed=seed))
+            res = simulate(
+                mixes[mix], pol, cost, SimConfig(ranks=R, steps=steps, noise_cv=noise, seed=seed)
+            )
             tag = {"mix": mix, "noise": "noisy" if noise else "cost"}
             steps_t.append(res.step_frame().assign(**tag))
             if keep_ranks:
                 ranks.append(res.rank_frame().assign(**tag))
             if res.extra:
                 extras.append({"policy": name, "ranks": R, **tag, **res.extra})
-    setup = pd.DataFrame([{
-        "policy": name, "m_mem": cost.m_mem, "m_comp": getattr(pol, "m_comp", np.nan),
-        "p": cost.p, "s_cross": cost.s_cross, "cost_source": source, "noise_cv": NOISE_CV,
-        "a": cost.a, "b": cost.b} for name, pol in pols.items()])
+    setup = pd.DataFrame(
+        [
+            {
+                "policy": name,
+                "m_mem": cost.m_mem,
+                "m_comp": getattr(pol, "m_comp", np.nan),
+                "p": cost.p,
+                "s_cross": cost.s_cross,
+                "cost_source": source,
+                "noise_cv": NOISE_CV,
+                "a": cost.a,
+                "b": cost.b,
+            }
+            for name, pol in pols.items()
+        ]
+    )
     order = ["policy", "mix", "ranks", "noise"]
     return {
         "balance_ranks": _front(pd.concat(ranks, ignore_index=True), order),
@@ -136,10 +166,14 @@ def step_metrics(steps: pd.DataFrame) -> dict[str, float]:
     cvs = steps["rank_cv"].to_numpy(float)
     mm = (steps["max_s"] / steps["mean_s"]).to_numpy(float)
     return {
-        "rank_cv": cvs.mean(), "rank_cv_se": cvs.std() / np.sqrt(len(cvs)),
-        "maxmean": mm.mean(), "bubble": np.mean(1 - 1 / mm),
-        "step_cv": st.std() / st.mean(), "step_cv_per_token": per_tok.std() / per_tok.mean(),
-        "throughput": tok.sum() / st.sum(), "floor_p5": np.percentile(tok / st, 5),
+        "rank_cv": cvs.mean(),
+        "rank_cv_se": cvs.std() / np.sqrt(len(cvs)),
+        "maxmean": mm.mean(),
+        "bubble": np.mean(1 - 1 / mm),
+        "step_cv": st.std() / st.mean(),
+        "step_cv_per_token": per_tok.std() / per_tok.mean(),
+        "throughput": tok.sum() / st.sum(),
+        "floor_p5": np.percentile(tok / st, 5),
     }
 
 
@@ -156,49 +190,112 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
     def cond(mix="default", R=16, noise="noisy"):
         what = "predicted costs, no noise" if noise == "cost" else f"noise CV {NOISE_CV:.0%}"
-        return (f"simulated, {R} ranks, {mix} mix, {what}; cost model: {src} (p={p:.3f}); "
-                f"equal-token M_tok = M_mem")
+        return (
+            f"simulated, {R} ranks, {mix} mix, {what}; cost model: {src} (p={p:.3f}); "
+            f"equal-token M_tok = M_mem"
+        )
 
     ev = "balance_steps, balance_ranks; figure balance_policies"
     rows = []
 
     def add(claim, key, value, unit, c, baseline=np.nan, lo=np.nan, hi=np.nan, evidence=ev):
-        rows.append({"claim": claim, "metric": key, "value": value, "ci_low": lo, "ci_high": hi,
-                     "baseline": baseline, "unit": unit, "conditions": c, "evidence": evidence})
+        rows.append(
+            {
+                "claim": claim,
+                "metric": key,
+                "value": value,
+                "ci_low": lo,
+                "ci_high": hi,
+                "baseline": baseline,
+                "unit": unit,
+                "conditions": c,
+                "evidence": evidence,
+            }
+        )
 
     eq, du = get("equal-token"), get("dual")
     if eq and du:
         add("C4", "cv_reduction_sim", 100 * (1 - du["rank_cv"] / eq["rank_cv"]), "%", cond())
-        add("C4", "imbalance_rate_reduction_sim", 100 * (1 - du["bubble"] / eq["bubble"]), "%",
-            cond() + "; imbalance rate (max-mean)/max")
-        add("C4", "maxmean_excess_reduction_sim",
-            100 * (1 - (du["maxmean"] - 1) / (eq["maxmean"] - 1)), "%", cond() + "; max/mean - 1")
+        add(
+            "C4",
+            "imbalance_rate_reduction_sim",
+            100 * (1 - du["bubble"] / eq["bubble"]),
+            "%",
+            cond() + "; imbalance rate (max-mean)/max",
+        )
+        add(
+            "C4",
+            "maxmean_excess_reduction_sim",
+            100 * (1 - (du["maxmean"] - 1) / (eq["maxmean"] - 1)),
+            "%",
+            cond() + "; max/mean - 1",
+        )
         se = du["rank_cv_se"]
-        add("C5", "rank_cv_sim", 100 * du["rank_cv"], "%", cond(), 100 * eq["rank_cv"],
-            100 * (du["rank_cv"] - 1.96 * se), 100 * (du["rank_cv"] + 1.96 * se))
+        add(
+            "C5",
+            "rank_cv_sim",
+            100 * du["rank_cv"],
+            "%",
+            cond(),
+            100 * eq["rank_cv"],
+            100 * (du["rank_cv"] - 1.96 * se),
+            100 * (du["rank_cv"] + 1.96 * se),
+        )
         add("C5", "rank_maxmean_sim", du["maxmean"], "x", cond(), eq["maxmean"])
         add("C6", "step_cv_sim", 100 * du["step_cv"], "%", cond(), 100 * eq["step_cv"])
-        add("C6", "step_cv_per_token_sim", 100 * du["step_cv_per_token"], "%",
-            cond() + "; step time per latent token", 100 * eq["step_cv_per_token"])
-        add("C8", "throughput_gain_16_sim", 100 * (du["throughput"] / eq["throughput"] - 1), "%",
-            cond() + f"; {eq['throughput']:.0f} -> {du['throughput']:.0f} tokens/s")
+        add(
+            "C6",
+            "step_cv_per_token_sim",
+            100 * du["step_cv_per_token"],
+            "%",
+            cond() + "; step time per latent token",
+            100 * eq["step_cv_per_token"],
+        )
+        add(
+            "C8",
+            "throughput_gain_16_sim",
+            100 * (du["throughput"] / eq["throughput"] - 1),
+            "%",
+            cond() + f"; {eq['throughput']:.0f} -> {du['throughput']:.0f} tokens/s",
+        )
     eqc, duc = get("equal-token", noise="cost"), get("dual", noise="cost")
     if eqc and duc:
-        add("C4", "cv_reduction_cost_sim", 100 * (1 - duc["rank_cv"] / eqc["rank_cv"]), "%",
-            cond(noise="cost"))
-        add("C5", "rank_cv_cost_sim", 100 * duc["rank_cv"], "%", cond(noise="cost"),
-            100 * eqc["rank_cv"])
+        add(
+            "C4",
+            "cv_reduction_cost_sim",
+            100 * (1 - duc["rank_cv"] / eqc["rank_cv"]),
+            "%",
+            cond(noise="cost"),
+        )
+        add(
+            "C5",
+            "rank_cv_cost_sim",
+            100 * duc["rank_cv"],
+            "%",
+            cond(noise="cost"),
+            100 * eqc["rank_cv"],
+        )
     eq8, du8 = get("equal-token", R=8), get("dual", R=8)
     if eq8 and du8:
         add("C5", "rank_cv_sim_8", 100 * du8["rank_cv"], "%", cond(R=8), 100 * eq8["rank_cv"])
         add("C6", "step_cv_sim_8", 100 * du8["step_cv"], "%", cond(R=8), 100 * eq8["step_cv"])
-        add("C7", "throughput_gain_8_sim", 100 * (du8["throughput"] / eq8["throughput"] - 1), "%",
-            cond(R=8) + f"; {eq8['throughput']:.0f} -> {du8['throughput']:.0f} tokens/s")
+        add(
+            "C7",
+            "throughput_gain_8_sim",
+            100 * (du8["throughput"] / eq8["throughput"] - 1),
+            "%",
+            cond(R=8) + f"; {eq8['throughput']:.0f} -> {du8['throughput']:.0f} tokens/s",
+        )
     eqw, duw = get("equal-token", "long-video"), get("dual", "long-video")
     if eqw and duw:
-        add("C9", "floor_gain_sim", 100 * (duw["floor_p5"] / eqw["floor_p5"] - 1), "%",
+        add(
+            "C9",
+            "floor_gain_sim",
+            100 * (duw["floor_p5"] / eqw["floor_p5"] - 1),
+            "%",
             cond("long-video") + "; 5th-percentile step throughput "
-            f"{eqw['floor_p5']:.0f} -> {duw['floor_p5']:.0f} tokens/s")
+            f"{eqw['floor_p5']:.0f} -> {duw['floor_p5']:.0f} tokens/s",
+        )
     rows += _global_rows(get, cond, ev, tables.get("balance_planner"))
     return metric_rows(rows)
 
@@ -209,36 +306,80 @@ def _global_rows(get, cond, ev, planner: pd.DataFrame | None) -> list[dict]:
     if not g or not eq:
         return []
     rows = [
-        {"claim": "C5", "metric": "rank_cv_global_sim", "value": 100 * g["rank_cv"],
-         "baseline": 100 * eq["rank_cv"], "unit": "%", "conditions": cond() + "; global policy"},
-        {"claim": "C6", "metric": "step_cv_global_sim", "value": 100 * g["step_cv"],
-         "baseline": 100 * eq["step_cv"], "unit": "%", "conditions": cond() + "; global policy"},
-        {"claim": "C4", "metric": "maxmean_global_sim_16", "value": g["maxmean"],
-         "baseline": eq["maxmean"], "unit": "x", "conditions": cond() + "; global policy"},
+        {
+            "claim": "C5",
+            "metric": "rank_cv_global_sim",
+            "value": 100 * g["rank_cv"],
+            "baseline": 100 * eq["rank_cv"],
+            "unit": "%",
+            "conditions": cond() + "; global policy",
+        },
+        {
+            "claim": "C6",
+            "metric": "step_cv_global_sim",
+            "value": 100 * g["step_cv"],
+            "baseline": 100 * eq["step_cv"],
+            "unit": "%",
+            "conditions": cond() + "; global policy",
+        },
+        {
+            "claim": "C4",
+            "metric": "maxmean_global_sim_16",
+            "value": g["maxmean"],
+            "baseline": eq["maxmean"],
+            "unit": "x",
+            "conditions": cond() + "; global policy",
+        },
     ]
     g1k, eq1k = get("global", R=1024), get("equal-token", R=1024)
     if g1k and eq1k:
-        rows.append({"claim": "C4", "metric": "maxmean_global_sim_1024", "value": g1k["maxmean"],
-                     "baseline": eq1k["maxmean"], "unit": "x",
-                     "conditions": cond(R=1024) + "; global policy"})
+        rows.append(
+            {
+                "claim": "C4",
+                "metric": "maxmean_global_sim_1024",
+                "value": g1k["maxmean"],
+                "baseline": eq1k["maxmean"],
+                "unit": "x",
+                "conditions": cond(R=1024) + "; global policy",
+            }
+        )
     for R, claim in ((8, "C7"), (16, "C8")):
         gr, er = get("global", R=R), get("equal-token", R=R)
         if gr and er:
-            rows.append({"claim": claim, "metric": f"throughput_gain_global_{R}_sim",
-                         "value": 100 * (gr["throughput"] / er["throughput"] - 1), "unit": "%",
-                         "conditions": cond(R=R) + f"; global policy; {er['throughput']:.0f} -> "
-                                                   f"{gr['throughput']:.0f} tokens/s"})
+            rows.append(
+                {
+                    "claim": claim,
+                    "metric": f"throughput_gain_global_{R}_sim",
+                    "value": 100 * (gr["throughput"] / er["throughput"] - 1),
+                    "unit": "%",
+                    "conditions": cond(R=R) + f"; global policy; {er['throughput']:.0f} -> "
+                    f"{gr['throughput']:.0f} tokens/s",
+                }
+            )
     if planner is not None and not planner.empty:
         pl = planner[(planner["policy"] == "global") & (planner["noise"] == "noisy")]
         top = pl[pl["ranks"] == pl["ranks"].max()]
         if not top.empty:
             R = int(top["ranks"].iloc[0])
-            rows.append({"claim": "C6", "metric": "planner_ms", "value": top["planner_ms"].iloc[0],
-                         "unit": "ms", "conditions": f"median planning time per step, {R} ranks, "
-                         "one CPU core of the machine that ran the suite; global policy"})
+            rows.append(
+                {
+                    "claim": "C6",
+                    "metric": "planner_ms",
+                    "value": top["planner_ms"].iloc[0],
+                    "unit": "ms",
+                    "conditions": f"median planning time per step, {R} ranks, "
+                    "one CPU core of the machine that ran the suite; global policy",
+                }
+            )
         d16 = pl[(pl["ranks"] == 16) & (pl["mix"] == "default")]
         if not d16.empty:
-            rows.append({"claim": "C6", "metric": "mean_delay_global_sim",
-                         "value": d16["mean_delay_steps"].iloc[0], "unit": "steps",
-                         "conditions": cond() + "; global policy, bounded deferral (1 step)"})
+            rows.append(
+                {
+                    "claim": "C6",
+                    "metric": "mean_delay_global_sim",
+                    "value": d16["mean_delay_steps"].iloc[0],
+                    "unit": "steps",
+                    "conditions": cond() + "; global policy, bounded deferral (1 step)",
+                }
+            )
     return [dict(r, evidence=ev) for r in rows]

@@ -39,9 +39,34 @@ NAME = "costmodel"
 CLAIMS = ("C1", "C2", "C3")
 NEEDS = "cpu"
 
-FIT_COLUMNS = ["variant", "a", "a_lo", "a_hi", "b", "b_lo", "b_hi", "p", "p_lo", "p_hi", "r2",
-               "loo_err", "n", "m0", "m1", "mem_r2", "capacity_bytes", "safety", "m_mem",
-               "m_comp", "s_cross", "budget_source", "device", "model", "layers", "dim"]
+FIT_COLUMNS = [
+    "variant",
+    "a",
+    "a_lo",
+    "a_hi",
+    "b",
+    "b_lo",
+    "b_hi",
+    "p",
+    "p_lo",
+    "p_hi",
+    "r2",
+    "loo_err",
+    "n",
+    "m0",
+    "m1",
+    "mem_r2",
+    "capacity_bytes",
+    "safety",
+    "m_mem",
+    "m_comp",
+    "s_cross",
+    "budget_source",
+    "device",
+    "model",
+    "layers",
+    "dim",
+]
 
 
 def _capacity(ctx: RunContext) -> float:
@@ -57,14 +82,17 @@ def _capacity(ctx: RunContext) -> float:
     return math.nan
 
 
-def fit_tables(sweep: pd.DataFrame, capacity_bytes: float = math.nan, seed: int = 0
-               ) -> dict[str, pd.DataFrame]:
+def fit_tables(
+    sweep: pd.DataFrame, capacity_bytes: float = math.nan, seed: int = 0
+) -> dict[str, pd.DataFrame]:
     """The costmodel tables from a shapes_sweep table (pure apart from the seeded tuning)."""
     need = {"B", "S", "step_s"}
     if missing := need - set(sweep.columns):
         raise ValueError(f"shapes_sweep lacks columns {sorted(missing)}; needs {sorted(need)}")
-    meta = {k: (sweep[k].iloc[0] if k in sweep.columns else "") for k in
-            ("device", "model", "layers", "dim")}
+    meta = {
+        k: (sweep[k].iloc[0] if k in sweep.columns else "")
+        for k in ("device", "model", "layers", "dim")
+    }
     B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
     mem = (math.nan,) * 3
     if "peak_mem_bytes" in sweep.columns and np.isfinite(sweep["peak_mem_bytes"]).sum() >= 2:
@@ -81,26 +109,59 @@ def fit_tables(sweep: pd.DataFrame, capacity_bytes: float = math.nan, seed: int 
     fits, resid = [], []
     for variant, p in (("free", None), ("p2", 2.0)):
         m = fit_cost(B, S, t, p=p, source=f"shapes_sweep {meta['device']} {meta['model']}")
-        m = CostModel(**{**m.__dict__, "m0": m0, "m1": m1, "mem_r2": mem_r2,
-                         "capacity_bytes": capacity_bytes})
+        m = CostModel(
+            **{**m.__dict__, "m0": m0, "m1": m1, "mem_r2": mem_r2, "capacity_bytes": capacity_bytes}
+        )
         s_cross, _ = tune_s_cross(buckets, m, m_mem)
         m = m.with_budgets(m_mem, s_cross)
-        fits.append({"variant": variant, "a": m.a, "a_lo": m.a_ci[0], "a_hi": m.a_ci[1],
-                     "b": m.b, "b_lo": m.b_ci[0], "b_hi": m.b_ci[1], "p": m.p,
-                     "p_lo": m.p_ci[0], "p_hi": m.p_ci[1], "r2": m.r2, "loo_err": m.loo_err,
-                     "n": m.n, "m0": m0, "m1": m1, "mem_r2": mem_r2,
-                     "capacity_bytes": capacity_bytes, "safety": DEFAULT_SAFETY,
-                     "m_mem": m.m_mem, "m_comp": m.m_comp, "s_cross": m.s_cross,
-                     "budget_source": source, **meta})
+        fits.append(
+            {
+                "variant": variant,
+                "a": m.a,
+                "a_lo": m.a_ci[0],
+                "a_hi": m.a_ci[1],
+                "b": m.b,
+                "b_lo": m.b_ci[0],
+                "b_hi": m.b_ci[1],
+                "p": m.p,
+                "p_lo": m.p_ci[0],
+                "p_hi": m.p_ci[1],
+                "r2": m.r2,
+                "loo_err": m.loo_err,
+                "n": m.n,
+                "m0": m0,
+                "m1": m1,
+                "mem_r2": mem_r2,
+                "capacity_bytes": capacity_bytes,
+                "safety": DEFAULT_SAFETY,
+                "m_mem": m.m_mem,
+                "m_comp": m.m_comp,
+                "s_cross": m.s_cross,
+                "budget_source": source,
+                **meta,
+            }
+        )
         pred = m.predict(B, S)
-        resid.append(pd.DataFrame({
-            "variant": variant, "B": B.astype(int), "S": S.astype(int),
-            "tokens": (B * S).astype(np.int64), "bs2": B * S**2,
-            "repeat": sweep["repeat"].to_numpy() if "repeat" in sweep.columns else 0,
-            "step_s": t, "pred_s": pred, "resid_s": t - pred, "rel_resid": t / pred - 1,
-        }))
-    return {"costmodel_fit": pd.DataFrame(fits, columns=FIT_COLUMNS),
-            "costmodel_residuals": pd.concat(resid, ignore_index=True)}
+        resid.append(
+            pd.DataFrame(
+                {
+                    "variant": variant,
+                    "B": B.astype(int),
+                    "S": S.astype(int),
+                    "tokens": (B * S).astype(np.int64),
+                    "bs2": B * S**2,
+                    "repeat": sweep["repeat"].to_numpy() if "repeat" in sweep.columns else 0,
+                    "step_s": t,
+                    "pred_s": pred,
+                    "resid_s": t - pred,
+                    "rel_resid": t / pred - 1,
+                }
+            )
+        )
+    return {
+        "costmodel_fit": pd.DataFrame(fits, columns=FIT_COLUMNS),
+        "costmodel_residuals": pd.concat(resid, ignore_index=True),
+    }
 
 
 def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
@@ -120,11 +181,23 @@ def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:
     if rows.empty:
         raise ValueError(f"costmodel_fit has no variant {variant!r}; has {sorted(fit['variant'])}")
     r = rows.iloc[0]
-    return CostModel(a=r["a"], b=r["b"], p=r["p"], p_ci=(r["p_lo"], r["p_hi"]), r2=r["r2"],
-                     loo_err=r["loo_err"], n=int(r["n"]), p_fixed=variant != "free",
-                     m0=r["m0"], m1=r["m1"], capacity_bytes=r["capacity_bytes"],
-                     m_mem=r["m_mem"], m_comp=r["m_comp"], s_cross=r["s_cross"],
-                     source=f"costmodel_fit[{variant}] ({r['device']} {r['model']})")
+    return CostModel(
+        a=r["a"],
+        b=r["b"],
+        p=r["p"],
+        p_ci=(r["p_lo"], r["p_hi"]),
+        r2=r["r2"],
+        loo_err=r["loo_err"],
+        n=int(r["n"]),
+        p_fixed=variant != "free",
+        m0=r["m0"],
+        m1=r["m1"],
+        capacity_bytes=r["capacity_bytes"],
+        m_mem=r["m_mem"],
+        m_comp=r["m_comp"],
+        s_cross=r["s_cross"],
+        source=f"costmodel_fit[{variant}] ({r['device']} {r['model']})",
+    )
 
 
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -134,28 +207,68 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     free = fit[fit["variant"] == "free"].iloc[0]
     p2 = fit[fit["variant"] == "p2"]
     sw = res[res["variant"] == "free"]
-    cond = (f"{free['model']} L={free['layers']} D={free['dim']} on {free['device']}; "
-            f"{len(sw)} timed runs, fit to per-shape medians, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
-            f"B {int(sw['B'].min())}-{int(sw['B'].max())}")
+    cond = (
+        f"{free['model']} L={free['layers']} D={free['dim']} on {free['device']}; "
+        f"{len(sw)} timed runs, fit to per-shape medians, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
+        f"B {int(sw['B'].min())}-{int(sw['B'].max())}"
+    )
     ev = "costmodel_fit, costmodel_residuals; figure costmodel_fit"
     rows = [
-        {"claim": "C3", "metric": "cost_fit_r2", "value": free["r2"], "unit": "R^2",
-         "conditions": f"p free = {free['p']:.3f}; {cond}", "evidence": ev},
-        {"claim": "C3", "metric": "cost_fit_loo_err", "value": 100 * free["loo_err"], "unit": "%",
-         "conditions": f"leave-one-bucket-out mean |rel. error|; {cond}", "evidence": ev},
-        {"claim": "C3", "metric": "cost_fit_p", "value": free["p"], "ci_low": free["p_lo"],
-         "ci_high": free["p_hi"], "unit": "p", "conditions": cond, "evidence": ev},
+        {
+            "claim": "C3",
+            "metric": "cost_fit_r2",
+            "value": free["r2"],
+            "unit": "R^2",
+            "conditions": f"p free = {free['p']:.3f}; {cond}",
+            "evidence": ev,
+        },
+        {
+            "claim": "C3",
+            "metric": "cost_fit_loo_err",
+            "value": 100 * free["loo_err"],
+            "unit": "%",
+            "conditions": f"leave-one-bucket-out mean |rel. error|; {cond}",
+            "evidence": ev,
+        },
+        {
+            "claim": "C3",
+            "metric": "cost_fit_p",
+            "value": free["p"],
+            "ci_low": free["p_lo"],
+            "ci_high": free["p_hi"],
+            "unit": "p",
+            "conditions": cond,
+            "evidence": ev,
+        },
     ]
     if not p2.empty:
-        rows.append({"claim": "C3", "metric": "cost_fit_r2_p2", "value": p2.iloc[0]["r2"],
-                     "unit": "R^2", "conditions": f"p fixed at 2; {cond}", "evidence": ev})
+        rows.append(
+            {
+                "claim": "C3",
+                "metric": "cost_fit_r2_p2",
+                "value": p2.iloc[0]["r2"],
+                "unit": "R^2",
+                "conditions": f"p fixed at 2; {cond}",
+                "evidence": ev,
+            }
+        )
     med = sw.groupby(["B", "S"], as_index=False)["step_s"].median()
     y = med["step_s"].to_numpy(float)
-    for claim, key, x in (("C1", "r_tokens_sweep", med["B"] * med["S"]),
-                          ("C2", "r_bs2_sweep", med["B"] * med["S"] ** 2.0)):
+    for claim, key, x in (
+        ("C1", "r_tokens_sweep", med["B"] * med["S"]),
+        ("C2", "r_bs2_sweep", med["B"] * med["S"] ** 2.0),
+    ):
         r, lo, hi = pearson_ci(x.to_numpy(float), y, seed=0)
-        rows.append({"claim": claim, "metric": key, "value": r, "ci_low": lo, "ci_high": hi,
-                     "unit": "R", "conditions": f"Pearson over the {len(med)} shapes' median "
-                                                f"step times; {cond}",
-                     "evidence": "costmodel_residuals; figure costmodel_correlation"})
+        rows.append(
+            {
+                "claim": claim,
+                "metric": key,
+                "value": r,
+                "ci_low": lo,
+                "ci_high": hi,
+                "unit": "R",
+                "conditions": f"Pearson over the {len(med)} shapes' median step times; {cond}",
+                "evidence": "costmodel_residuals; figure costmodel_correlation",
+            }
+        )
     return metric_rows(rows)

@@ -44,8 +44,19 @@ BWD_IMPLS = (
 
 
 # the columns of reports/reference/<machine>/kernels.csv (ARCHITECTURE.md)
-REFERENCE_COLUMNS = ["impl", "op", "B", "N", "D", "dtype", "out_dtype", "ms_median", "gbps",
-                     "pct_copy_bw", "copy_gbps"]
+REFERENCE_COLUMNS = [
+    "impl",
+    "op",
+    "B",
+    "N",
+    "D",
+    "dtype",
+    "out_dtype",
+    "ms_median",
+    "gbps",
+    "pct_copy_bw",
+    "copy_gbps",
+]
 
 
 def grid(profile: str) -> list[tuple[int, int, int, str]]:

@@ -25,11 +25,27 @@ NEEDS = "cpu"
 S_CUDA = (1560, 3120, 7800, 14040, 20280, 32760, 46800, 75600)
 S_CPU = (16, 64, 128, 256, 512, 1024, 2048)
 PROFILES = {
-    "cpu": dict(model="tiny", layers=None, dtype="fp32", S=S_CPU, B=(1, 2, 4, 8), max_tokens=4096, repeats=5),
-    "quick": dict(model="wan-1.3b", layers=2, dtype="bf16", S=S_CUDA, B=(1, 2, 4, 8, 16, 32, 64),
-                  max_tokens=100_000, repeats=3),
-    "full": dict(model="wan-1.3b", layers=4, dtype="bf16", S=S_CUDA, B=(1, 2, 3, 4, 6, 8, 16, 32, 64, 96),
-                 max_tokens=160_000, repeats=5),
+    "cpu": dict(
+        model="tiny", layers=None, dtype="fp32", S=S_CPU, B=(1, 2, 4, 8), max_tokens=4096, repeats=5
+    ),
+    "quick": dict(
+        model="wan-1.3b",
+        layers=2,
+        dtype="bf16",
+        S=S_CUDA,
+        B=(1, 2, 4, 8, 16, 32, 64),
+        max_tokens=100_000,
+        repeats=3,
+    ),
+    "full": dict(
+        model="wan-1.3b",
+        layers=4,
+        dtype="bf16",
+        S=S_CUDA,
+        B=(1, 2, 3, 4, 6, 8, 16, 32, 64, 96),
+        max_tokens=160_000,
+        repeats=5,
+    ),
 }
 
 
@@ -44,8 +60,18 @@ def sweep(step, pairs, repeats: int, meta: dict, log=None) -> pd.DataFrame:
         step(b, s)  # warm-up: kernels, allocator, autotuning for this shape
         for r in range(repeats):
             sec, peak = step(b, s)
-            rows.append({"B": b, "S": s, "tokens": b * s, "bs2": float(b) * s * s, "repeat": r,
-                         "step_s": sec, "peak_mem_bytes": peak, **meta})
+            rows.append(
+                {
+                    "B": b,
+                    "S": s,
+                    "tokens": b * s,
+                    "bs2": float(b) * s * s,
+                    "repeat": r,
+                    "step_s": sec,
+                    "peak_mem_bytes": peak,
+                    **meta,
+                }
+            )
         if log:
             log(f"shapes: B={b} S={s} {rows[-1]['step_s'] * 1e3:.1f} ms")
     return pd.DataFrame(rows)
@@ -54,19 +80,36 @@ def sweep(step, pairs, repeats: int, meta: dict, log=None) -> pd.DataFrame:
 def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     from suite.train.stepfn import make_step_fn
 
-    prof = dict(PROFILES["cpu" if ctx.device != "cuda" else ("full" if ctx.profile == "full" else "quick")])
+    prof = dict(
+        PROFILES["cpu" if ctx.device != "cuda" else ("full" if ctx.profile == "full" else "quick")]
+    )
     prof.update(ctx.options.get("shapes", {}))
     threads = torch.get_num_threads()
     if ctx.device != "cuda":
-        torch.set_num_threads(1)  # small CPU steps: one thread is fastest and least noisy on 2 cores
+        torch.set_num_threads(
+            1
+        )  # small CPU steps: one thread is fastest and least noisy on 2 cores
     try:
-        step = make_step_fn(prof["model"], prof["layers"], device=ctx.device, dtype=prof["dtype"],
-                            adaln="wan", seed=ctx.seed)
+        step = make_step_fn(
+            prof["model"],
+            prof["layers"],
+            device=ctx.device,
+            dtype=prof["dtype"],
+            adaln="wan",
+            seed=ctx.seed,
+        )
         cfg = step.model.cfg
-        meta = {"device": torch.cuda.get_device_name(0) if ctx.device == "cuda" else "cpu",
-                "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "dtype": prof["dtype"],
-                "adaln": "wan"}
-        table = sweep(step, grid(prof["S"], prof["B"], prof["max_tokens"]), prof["repeats"], meta, ctx.log)
+        meta = {
+            "device": torch.cuda.get_device_name(0) if ctx.device == "cuda" else "cpu",
+            "model": cfg.name,
+            "layers": cfg.num_layers,
+            "dim": cfg.dim,
+            "dtype": prof["dtype"],
+            "adaln": "wan",
+        }
+        table = sweep(
+            step, grid(prof["S"], prof["B"], prof["max_tokens"]), prof["repeats"], meta, ctx.log
+        )
     finally:
         torch.set_num_threads(threads)
     return {"shapes_sweep": table}

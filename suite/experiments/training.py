@@ -74,29 +74,94 @@ DISTRIBUTED = True  # under torchrun every rank runs it: the real-rank runs need
 
 TINY_LONG_MIX = pd.DataFrame(
     [("image", 32, 32, 1, 1, 0.1), ("video", 128, 128, 9, 17, 0.9)],
-    columns=["kind", "height", "width", "frames_min", "frames_max", "share"])
+    columns=["kind", "height", "width", "frames_min", "frames_max", "share"],
+)
 
 PROFILES = {
-    "cpu": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX, ranks=16,
-                steps=3, long_steps=2, m_mem_factor=2, loss_steps=12, loss_max_S=80, loss_m_mem=160,
-                maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000, real_steps_max=8),
+    "cpu": dict(
+        model="tiny",
+        layers=None,
+        dtype="fp32",
+        mix="tiny",
+        long_mix=TINY_LONG_MIX,
+        ranks=16,
+        steps=3,
+        long_steps=2,
+        m_mem_factor=2,
+        loss_steps=12,
+        loss_max_S=80,
+        loss_m_mem=160,
+        maxseq_probes=(),
+        maxseq_ref=0,
+        frame_tokens=16,
+        corpus=4000,
+        real_steps_max=8,
+    ),
     # SUITE_TRAINING_DEVICE=cpu: the cpu profile cut down for the torchrun test (< 30 s on 2 cores)
-    "cpu-test": dict(model="tiny", layers=None, dtype="fp32", mix="tiny", long_mix=TINY_LONG_MIX,
-                     ranks=16, steps=2, long_steps=1, m_mem_factor=2, loss_steps=4, loss_max_S=80,
-                     loss_m_mem=160, maxseq_probes=(), maxseq_ref=0, frame_tokens=16, corpus=4000,
-                     real_steps_max=4),
-    "quick": dict(model="wan-1.3b", layers=1, dtype="bf16", mix="default", long_mix="long-video",
-                  ranks=16, steps=8, long_steps=3, global_steps=4, m_mem_factor=3, loss_steps=40,
-                  loss_max_S=7800,
-                  loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360), maxseq_ref=48_360,
-                  frame_tokens=1560, corpus=20_000, time_budget_s=320, real_steps_max=40,
-                  rank_batch_s_guess=0.6, tail_s_guess=15),
-    "full": dict(model="wan-1.3b", layers=2, dtype="bf16", mix="default", long_mix="long-video",
-                 ranks=16, steps=20, long_steps=10, time_budget_s=2700, m_mem_factor=3, loss_steps=200,
-                 loss_max_S=7800,
-                 loss_m_mem=12_480, maxseq_probes=(15_600, 31_200, 48_360, 62_400), maxseq_ref=48_360,
-                 frame_tokens=1560, corpus=20_000, real_steps_max=120, rank_batch_s_guess=1.2,
-                 tail_s_guess=240),
+    "cpu-test": dict(
+        model="tiny",
+        layers=None,
+        dtype="fp32",
+        mix="tiny",
+        long_mix=TINY_LONG_MIX,
+        ranks=16,
+        steps=2,
+        long_steps=1,
+        m_mem_factor=2,
+        loss_steps=4,
+        loss_max_S=80,
+        loss_m_mem=160,
+        maxseq_probes=(),
+        maxseq_ref=0,
+        frame_tokens=16,
+        corpus=4000,
+        real_steps_max=4,
+    ),
+    "quick": dict(
+        model="wan-1.3b",
+        layers=1,
+        dtype="bf16",
+        mix="default",
+        long_mix="long-video",
+        ranks=16,
+        steps=8,
+        long_steps=3,
+        global_steps=4,
+        m_mem_factor=3,
+        loss_steps=40,
+        loss_max_S=7800,
+        loss_m_mem=12_480,
+        maxseq_probes=(15_600, 31_200, 48_360),
+        maxseq_ref=48_360,
+        frame_tokens=1560,
+        corpus=20_000,
+        time_budget_s=320,
+        real_steps_max=40,
+        rank_batch_s_guess=0.6,
+        tail_s_guess=15,
+    ),
+    "full": dict(
+        model="wan-1.3b",
+        layers=2,
+        dtype="bf16",
+        mix="default",
+        long_mix="long-video",
+        ranks=16,
+        steps=20,
+        long_steps=10,
+        time_budget_s=2700,
+        m_mem_factor=3,
+        loss_steps=200,
+        loss_max_S=7800,
+        loss_m_mem=12_480,
+        maxseq_probes=(15_600, 31_200, 48_360, 62_400),
+        maxseq_ref=48_360,
+        frame_tokens=1560,
+        corpus=20_000,
+        real_steps_max=120,
+        rank_batch_s_guess=1.2,
+        tail_s_guess=240,
+    ),
 }
 
 
@@ -180,9 +245,17 @@ def _warmup(prof, jobs, device, seed):
             tok = [int(corpus.tokens[b].sum()) for b in flat]
             bs2 = [float(corpus.tokens[b[0]]) * t for b, t in zip(flat, tok)]
             for k in {int(np.argmax(tok)), int(np.argmax(bs2)), 0}:
-                x0, ctx_, _ = make_batch(corpus, flat[k], text_len=model.cfg.text_len,
-                                         text_dim=model.cfg.text_dim, seed=seed, device=device)
-                forward_backward(model, x0, ctx_, noise_generator(device, seed, 0, 0), prof["dtype"])
+                x0, ctx_, _ = make_batch(
+                    corpus,
+                    flat[k],
+                    text_len=model.cfg.text_len,
+                    text_dim=model.cfg.text_dim,
+                    seed=seed,
+                    device=device,
+                )
+                forward_backward(
+                    model, x0, ctx_, noise_generator(device, seed, 0, 0), prof["dtype"]
+                )
         del model
 
 
@@ -226,7 +299,9 @@ class _Parts:
         if self.deadline is None:
             return  # one invocation: nothing to resume
         self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self._path(name, steps, "csv"), rows.to_csv(index=False, lineterminator="\n"))
+        atomic_write_text(
+            self._path(name, steps, "csv"), rows.to_csv(index=False, lineterminator="\n")
+        )
         write_json(self._path(name, steps, "json"), {"seconds": seconds})
 
     def check(self, what: str, need_s: float) -> None:
@@ -235,7 +310,8 @@ class _Parts:
             raise TrainingIncomplete(
                 f"training: {what} needs ~{need_s:.0f} s but this invocation has {left:.0f} s left "
                 f"(--budget); finished runs are kept in {self.dir}; rerun the same command (same "
-                "--out) to continue")
+                "--out) to continue"
+            )
 
     def clear(self) -> None:
         import shutil
@@ -251,12 +327,23 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     from suite.train.plan import make_plan
 
     dev = torch.device(ctx.device)
-    specs = [("default", "equal-token", "wan", prof["steps"]), ("default", "dual", "wan", prof["steps"]),
-             ("default", "dual", "fused", prof["steps"]),
-             ("default", "global", "wan", prof.get("global_steps", prof["steps"])),  # issue 7; runs when the budget allows
-             ("long", "equal-token", "wan", prof["long_steps"]), ("long", "dual", "wan", prof["long_steps"])]
-    corpora = {"default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
-               "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)}
+    specs = [
+        ("default", "equal-token", "wan", prof["steps"]),
+        ("default", "dual", "wan", prof["steps"]),
+        ("default", "dual", "fused", prof["steps"]),
+        (
+            "default",
+            "global",
+            "wan",
+            prof.get("global_steps", prof["steps"]),
+        ),  # issue 7; runs when the budget allows
+        ("long", "equal-token", "wan", prof["long_steps"]),
+        ("long", "dual", "wan", prof["long_steps"]),
+    ]
+    corpora = {
+        "default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
+        "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed),
+    }
     runs, jobs = [], []
     for mix, policy, adaln, steps in specs:
         name = f"{mix}/{policy}/{adaln}"
@@ -294,8 +381,13 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         world = len(plan[0].ranks) if policy == "global" else len(plan[0])
         est = elapsed / done * len(plan) * world if done else 0.0  # s per rank-batch so far
         if elapsed + est > prof.get("time_budget_s", math.inf):
-            runs.append({"run": name, "status": f"skipped: time budget ({elapsed:.0f} s spent, "
-                         f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})"})
+            runs.append(
+                {
+                    "run": name,
+                    "status": f"skipped: time budget ({elapsed:.0f} s spent, "
+                    f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})",
+                }
+            )
             continue
         rate = elapsed / done if done else prof.get("rank_batch_s_guess", 0.0)
         parts.check(f"the run {name}", rate * len(plan) * prof["ranks"])
@@ -305,8 +397,17 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         coll = collective_seconds(gbytes, prof["ranks"], busbw)
         ctx.log(f"training: {name}, {prof['ranks']} emulated ranks x {steps} steps")
         run_ = emulate_global if policy == "global" else emulate
-        rows = run_(model, opt, corpus, plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
-                    collective_s=coll, run_info={"run": name, "mix": mix})
+        rows = run_(
+            model,
+            opt,
+            corpus,
+            plan,
+            seed=ctx.seed,
+            dtype=prof["dtype"],
+            policy=policy,
+            collective_s=coll,
+            run_info={"run": name, "mix": mix},
+        )
         rows["grad_bytes"], rows["busbw_gbps"] = gbytes, busbw
         ranks.append(rows)
         parts.save(name, steps, rows, time.perf_counter() - t_run)
@@ -328,27 +429,52 @@ def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
     impls = ["wan", "eager"] + ([] if fused_reason else ["fused"])
     ref_peak = None
     for impl in impls:
-        step = make_step_fn(prof["model"], prof["layers"], device=ctx.device, adaln=impl, dtype=prof["dtype"])
+        step = make_step_fn(
+            prof["model"], prof["layers"], device=ctx.device, adaln=impl, dtype=prof["dtype"]
+        )
         step(1, prof["maxseq_probes"][0])
         pts = []
         for s in prof["maxseq_probes"]:
             pts.append((s, step(1, s)[1]))
-            rows.append({"adaln": impl, "S": s, "peak_mem_bytes": pts[-1][1], "kind": "probe",
-                         "layers": step.model.cfg.num_layers})
+            rows.append(
+                {
+                    "adaln": impl,
+                    "S": s,
+                    "peak_mem_bytes": pts[-1][1],
+                    "kind": "probe",
+                    "layers": step.model.cfg.num_layers,
+                }
+            )
         if impl == "wan":
             ref_peak = dict(pts)[prof["maxseq_ref"]]
         m1, m0 = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
         # the baseline's own longest sequence is the reference length, by definition
-        s_max = prof["maxseq_ref"] if impl == "wan" else int(round((ref_peak - m0) / m1, 6) // ft * ft)
+        s_max = (
+            prof["maxseq_ref"] if impl == "wan" else int(round((ref_peak - m0) / m1, 6) // ft * ft)
+        )
         for _ in range(4):  # verify the prediction with a real step; step down a frame if over
             peak = step(1, s_max)[1]
-            rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": peak, "kind": "verify",
-                         "layers": step.model.cfg.num_layers})
+            rows.append(
+                {
+                    "adaln": impl,
+                    "S": s_max,
+                    "peak_mem_bytes": peak,
+                    "kind": "verify",
+                    "layers": step.model.cfg.num_layers,
+                }
+            )
             if peak <= ref_peak:
                 break
             s_max -= ft
-        rows.append({"adaln": impl, "S": s_max, "peak_mem_bytes": ref_peak, "kind": "max",
-                     "layers": step.model.cfg.num_layers})
+        rows.append(
+            {
+                "adaln": impl,
+                "S": s_max,
+                "peak_mem_bytes": ref_peak,
+                "kind": "max",
+                "layers": step.model.cfg.num_layers,
+            }
+        )
         del step
         torch.cuda.empty_cache()
     return pd.DataFrame(rows)
@@ -368,17 +494,40 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     s_small = s_cross * m / budgets.m_mem  # the crossover scaled with the smaller memory budget
     small = Budgets(m, m * s_small ** (budgets.p - 1), budgets.p, "loss runs")
     out = []
-    specs = [("equal-token", "wan"), ("equal-token", "eager"), ("equal-token", "fused"), ("dual", "wan")]
+    specs = [
+        ("equal-token", "wan"),
+        ("equal-token", "eager"),
+        ("equal-token", "fused"),
+        ("dual", "wan"),
+    ]
     for policy, adaln in specs:
         if adaln == "fused" and fused_reason:
             continue
         model, opt = _new_model(prof, adaln, torch.device(ctx.device), ctx.seed)
         plan = make_plan(corpus, small.policy(policy), 1, prof["loss_steps"], ctx.seed)
-        rows = emulate(model, opt, corpus, plan, seed=ctx.seed, dtype=prof["dtype"], policy=policy,
-                       collective_s=0.0)
-        out.append(pd.DataFrame({"run": f"{policy}/{adaln}", "policy": policy, "adaln": adaln,
-                                 "layers": model.cfg.num_layers,
-                                 "step": rows.step, "loss": rows.loss, "tokens": rows.tokens}))
+        rows = emulate(
+            model,
+            opt,
+            corpus,
+            plan,
+            seed=ctx.seed,
+            dtype=prof["dtype"],
+            policy=policy,
+            collective_s=0.0,
+        )
+        out.append(
+            pd.DataFrame(
+                {
+                    "run": f"{policy}/{adaln}",
+                    "policy": policy,
+                    "adaln": adaln,
+                    "layers": model.cfg.num_layers,
+                    "step": rows.step,
+                    "loss": rows.loss,
+                    "tokens": rows.tokens,
+                }
+            )
+        )
     return pd.concat(out, ignore_index=True)
 
 
@@ -393,16 +542,29 @@ def _real_ranks(ctx, prof, corpus, budgets):
     try:
         budgets = broadcast(budgets if rank == 0 else None)  # rank 0's budgets on every rank
         R = prof["ranks"]
-        steps = min(prof["steps"] * R // world, prof["real_steps_max"]) if R % world == 0 else prof["steps"]
+        steps = (
+            min(prof["steps"] * R // world, prof["real_steps_max"])
+            if R % world == 0
+            else prof["steps"]
+        )
         cost = None
         if rank == 0:
             from suite.train.globalstep import planner_cost
 
             cost = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
         cost = broadcast(cost)  # the global policy's planner cost model, rank 0's
-        real = real_runs(lambda d: _new_model(prof, "wan", d, ctx.seed), corpus, budgets,
-                         supported_policies(budgets, cost), steps=steps, seed=ctx.seed,
-                         dtype=prof["dtype"], device=dev, log=ctx.log, global_cost=cost)
+        real = real_runs(
+            lambda d: _new_model(prof, "wan", d, ctx.seed),
+            corpus,
+            budgets,
+            supported_policies(budgets, cost),
+            steps=steps,
+            seed=ctx.seed,
+            dtype=prof["dtype"],
+            device=dev,
+            log=ctx.log,
+            global_cost=cost,
+        )
     finally:
         dist.destroy_process_group()
     return real, rank
@@ -435,21 +597,42 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     finally:
         torch.set_num_threads(threads)
     cap = torch.cuda.get_device_properties(0).total_memory if ctx.device == "cuda" else math.nan
-    info = pd.DataFrame([{
-        "profile": prof["name"], "model": prof["model"], "layers": int(ranks.layers.iloc[0]),
-        "dim": int(ranks.dim.iloc[0]), "dtype": prof["dtype"], "ranks": prof["ranks"],
-        "device": torch.cuda.get_device_name(0) if ctx.device == "cuda" else "cpu",
-        "capacity_bytes": cap, "m_mem": budgets.m_mem, "m_comp": budgets.m_comp, "p": budgets.p,
-        "s_cross": s_cross, "budget_source": budgets.source,
-        "m_mem_cap": prof["m_mem_factor"] * float(corpus.tokens.max()),
-        "busbw_gbps": busbw, "maxseq_ref": prof["maxseq_ref"], "fused": fused_reason or "ok",
-        "steps": prof["steps"], "long_steps": prof["long_steps"],
-        "real_world": ctx.world_size if real is not None else 1,
-        "real_steps": int(real["step"].max()) + 1 if real is not None else 0,
-    }])
+    info = pd.DataFrame(
+        [
+            {
+                "profile": prof["name"],
+                "model": prof["model"],
+                "layers": int(ranks.layers.iloc[0]),
+                "dim": int(ranks.dim.iloc[0]),
+                "dtype": prof["dtype"],
+                "ranks": prof["ranks"],
+                "device": torch.cuda.get_device_name(0) if ctx.device == "cuda" else "cpu",
+                "capacity_bytes": cap,
+                "m_mem": budgets.m_mem,
+                "m_comp": budgets.m_comp,
+                "p": budgets.p,
+                "s_cross": s_cross,
+                "budget_source": budgets.source,
+                "m_mem_cap": prof["m_mem_factor"] * float(corpus.tokens.max()),
+                "busbw_gbps": busbw,
+                "maxseq_ref": prof["maxseq_ref"],
+                "fused": fused_reason or "ok",
+                "steps": prof["steps"],
+                "long_steps": prof["long_steps"],
+                "real_world": ctx.world_size if real is not None else 1,
+                "real_steps": int(real["step"].max()) + 1 if real is not None else 0,
+            }
+        ]
+    )
     parts.clear()  # complete: the tables below replace the parts
-    out = {"training_ranks": ranks, "training_runs": runs, "training_info": info,
-           "training_maxseq": maxseq, "training_loss": loss, "training_real": real}
+    out = {
+        "training_ranks": ranks,
+        "training_runs": runs,
+        "training_info": info,
+        "training_maxseq": maxseq,
+        "training_loss": loss,
+        "training_real": real,
+    }
     return {k: v for k, v in out.items() if v is not None}
 
 

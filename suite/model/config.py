@@ -38,8 +38,9 @@ class DiTConfig:
 
 
 CONFIGS: dict[str, DiTConfig] = {
-    "tiny": DiTConfig("tiny", dim=64, ffn_dim=128, num_heads=4, num_layers=2, text_dim=32, text_len=8,
-                      freq_dim=32),
+    "tiny": DiTConfig(
+        "tiny", dim=64, ffn_dim=128, num_heads=4, num_layers=2, text_dim=32, text_len=8, freq_dim=32
+    ),
     "wan-1.3b": DiTConfig("wan-1.3b", dim=1536, ffn_dim=8960, num_heads=12, num_layers=30),
     "wan-14b": DiTConfig("wan-14b", dim=5120, ffn_dim=13824, num_heads=40, num_layers=40),
 }

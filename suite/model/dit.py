@@ -28,7 +28,9 @@ def _fused_adaln():
     try:
         import suite.ops as ops
     except ImportError as e:  # pragma: no cover - depends on the kernel issue
-        raise RuntimeError("adaln='fused' needs suite.ops (the fused AdaLN op); not importable") from e
+        raise RuntimeError(
+            "adaln='fused' needs suite.ops (the fused AdaLN op); not importable"
+        ) from e
     fn = getattr(ops, "adaln", None)
     if not callable(fn):
         raise RuntimeError("adaln='fused': suite.ops defines no adaln(x, scale, shift, eps)")
@@ -38,13 +40,23 @@ def _fused_adaln():
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, impl: str, eps: float):
     """y = LN(x) * (1 + scale) + shift with per-sample [B, 1, D] fp32 shift/scale."""
     if impl == "wan":
-        return F.layer_norm(x.float(), x.shape[-1:], eps=eps).type_as(x).float() * (1 + scale) + shift
+        return (
+            F.layer_norm(x.float(), x.shape[-1:], eps=eps).type_as(x).float() * (1 + scale) + shift
+        )
     if impl == "eager":
-        dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        dt = (
+            torch.get_autocast_dtype(x.device.type)
+            if torch.is_autocast_enabled(x.device.type)
+            else x.dtype
+        )
         xl = x.to(dt)
         return F.layer_norm(xl, x.shape[-1:], eps=eps) * (1 + scale.to(dt)) + shift.to(dt)
     if impl == "fused":
-        dt = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        dt = (
+            torch.get_autocast_dtype(x.device.type)
+            if torch.is_autocast_enabled(x.device.type)
+            else x.dtype
+        )
         with torch.autocast(x.device.type, enabled=False):
             return _fused_adaln()(x.to(dt), scale, shift, eps)
     raise ValueError(f"adaln must be one of {ADALN_IMPLS}, got {impl!r}")
@@ -53,7 +65,9 @@ def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor, impl: st
 def sinusoidal_embedding_1d(dim: int, position: torch.Tensor) -> torch.Tensor:
     half = dim // 2
     position = position.double()
-    freqs = torch.outer(position, torch.pow(10000, -torch.arange(half, device=position.device).double().div(half)))
+    freqs = torch.outer(
+        position, torch.pow(10000, -torch.arange(half, device=position.device).double().div(half))
+    )
     return torch.cat([torch.cos(freqs), torch.sin(freqs)], dim=1).float()
 
 
@@ -64,14 +78,19 @@ def rope_cos_sin(head_dim: int, grid: tuple[int, int, int], device, theta: float
     angles = []
     for n, sub in zip(grid, parts):
         dim = 2 * sub
-        inv = 1.0 / torch.pow(theta, torch.arange(0, dim, 2, device=device, dtype=torch.float64) / dim)
+        inv = 1.0 / torch.pow(
+            theta, torch.arange(0, dim, 2, device=device, dtype=torch.float64) / dim
+        )
         angles.append(torch.outer(torch.arange(n, device=device, dtype=torch.float64), inv))
     f, h, w = grid
-    a = torch.cat([
-        angles[0][:, None, None, :].expand(f, h, w, -1),
-        angles[1][None, :, None, :].expand(f, h, w, -1),
-        angles[2][None, None, :, :].expand(f, h, w, -1),
-    ], dim=-1).reshape(f * h * w, c)
+    a = torch.cat(
+        [
+            angles[0][:, None, None, :].expand(f, h, w, -1),
+            angles[1][None, :, None, :].expand(f, h, w, -1),
+            angles[2][None, None, :, :].expand(f, h, w, -1),
+        ],
+        dim=-1,
+    ).reshape(f * h * w, c)
     return a.cos().float(), a.sin().float()
 
 
@@ -90,7 +109,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+        return (
+            x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        ).type_as(x) * self.weight
 
 
 class Attention(nn.Module):
@@ -122,8 +143,11 @@ class Block(nn.Module):
         self.self_attn = Attention(cfg)
         self.norm3 = nn.LayerNorm(cfg.dim, eps=cfg.eps, elementwise_affine=True)
         self.cross_attn = Attention(cfg)
-        self.ffn = nn.Sequential(nn.Linear(cfg.dim, cfg.ffn_dim), nn.GELU(approximate="tanh"),
-                                 nn.Linear(cfg.ffn_dim, cfg.dim))
+        self.ffn = nn.Sequential(
+            nn.Linear(cfg.dim, cfg.ffn_dim),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(cfg.ffn_dim, cfg.dim),
+        )
         self.modulation = nn.Parameter(torch.randn(1, 6, cfg.dim) / cfg.dim**0.5)
 
     def _residual(self, x, y, gate):
@@ -138,7 +162,9 @@ class Block(nn.Module):
         y = self.self_attn(modulate(x, e[0], e[1], self.adaln, eps), rope=rope)
         x = self._residual(x, y, e[2])
         if self.adaln == "wan":
-            xn = F.layer_norm(x.float(), x.shape[-1:], self.norm3.weight.float(), self.norm3.bias.float(), eps).type_as(x)
+            xn = F.layer_norm(
+                x.float(), x.shape[-1:], self.norm3.weight.float(), self.norm3.bias.float(), eps
+            ).type_as(x)
         else:
             xn = self.norm3(x)
         x = x + self.cross_attn(xn, context=context).to(x.dtype)
@@ -153,8 +179,12 @@ class WanDiT(nn.Module):
             raise ValueError(f"adaln must be one of {ADALN_IMPLS}, got {adaln!r}")
         self.cfg, self.adaln, self.checkpointing = cfg, adaln, checkpointing
         d = cfg.dim
-        self.patch_embedding = nn.Conv3d(cfg.in_dim, d, kernel_size=cfg.patch_size, stride=cfg.patch_size)
-        self.text_embedding = nn.Sequential(nn.Linear(cfg.text_dim, d), nn.GELU(approximate="tanh"), nn.Linear(d, d))
+        self.patch_embedding = nn.Conv3d(
+            cfg.in_dim, d, kernel_size=cfg.patch_size, stride=cfg.patch_size
+        )
+        self.text_embedding = nn.Sequential(
+            nn.Linear(cfg.text_dim, d), nn.GELU(approximate="tanh"), nn.Linear(d, d)
+        )
         self.time_embedding = nn.Sequential(nn.Linear(cfg.freq_dim, d), nn.SiLU(), nn.Linear(d, d))
         self.time_projection = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
         self.blocks = nn.ModuleList(Block(cfg, adaln) for _ in range(cfg.num_layers))
@@ -175,11 +205,15 @@ class WanDiT(nn.Module):
             self._rope_cache[key] = rope_cos_sin(self.cfg.head_dim, grid, device)
         return self._rope_cache[key]
 
-    def forward(self, latents: torch.Tensor, t: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, latents: torch.Tensor, t: torch.Tensor, context: torch.Tensor
+    ) -> torch.Tensor:
         """latents [B, C, F, H, W]; t [B] in [0, 1000]; context [B, L, text_dim] -> [B, C, F, H, W]."""
         cfg = self.cfg
         if latents.dim() != 5 or latents.shape[1] != cfg.in_dim:
-            raise ValueError(f"latents must be [B, {cfg.in_dim}, F, H, W], got {list(latents.shape)}")
+            raise ValueError(
+                f"latents must be [B, {cfg.in_dim}, F, H, W], got {list(latents.shape)}"
+            )
         x = self.patch_embedding(latents)
         grid = tuple(x.shape[2:])
         x = x.flatten(2).transpose(1, 2)  # [B, S, D]
@@ -208,8 +242,13 @@ class WanDiT(nn.Module):
         return x.reshape(b, self.cfg.out_dim, f * pf, h * ph, w * pw)
 
 
-def flow_matching_loss(model: nn.Module, x0: torch.Tensor, context: torch.Tensor,
-                       generator: torch.Generator | None = None, shift: float = 1.0) -> torch.Tensor:
+def flow_matching_loss(
+    model: nn.Module,
+    x0: torch.Tensor,
+    context: torch.Tensor,
+    generator: torch.Generator | None = None,
+    shift: float = 1.0,
+) -> torch.Tensor:
     """Rectified flow (Wan): x_t = (1 - t) x0 + t eps, target eps - x0, MSE.
 
     Loss normalisation: the mean over every element of the batch, i.e. the mean over the batch's

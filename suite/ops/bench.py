@@ -12,7 +12,7 @@ enqueue time is recorded and a repetition whose host time exceeded the spin is c
 overhead but not the custom-op backward's at N <= 16384.
 
 Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out", optionally with a
-kernel variant "fused@fwd-r2" (suite.ops.fused_cuda.VARIANTS); the baselines "eager",
+kernel variant "fused@round1" (suite.ops.fused_cuda.VARIANTS); the baselines "eager",
 "wan-eager", "compile-eager", "compile-wan".
 """
 
@@ -307,8 +307,15 @@ def variant_table(rows) -> pd.DataFrame:
 
 def variant_impls(op: str, variants) -> list[str]:
     """The fused impls a variant sweep times for `op`: default and each variant that changes the
-    op's kernel (fwd-* for the forward, bwd-* for the backward), bf16 and fp32 output."""
-    vs = [v for v in variants if v != "default" and v.startswith(op)]
+    op's kernel (a field fwd_*/bwd_* in VARIANTS; unknown names by their prefix), bf16 and fp32
+    output."""
+    from suite.ops.fused_cuda import VARIANTS
+
+    def changes(v: str) -> bool:
+        fields = VARIANTS.get(v)
+        return v.startswith(op) if fields is None else any(k.startswith(op) for k in fields)
+
+    vs = [v for v in variants if v != "default" and changes(v)]
     return [f"{f}{'@' + v if v else ''}" for f in ("fused", "fused-f32out") for v in ["", *vs]]
 
 

@@ -34,8 +34,8 @@ def _threads_per_row(D: int, vec: int, ept: int) -> int:
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """One NVRTC program. The fields after `mode` select benchmark variants of the row kernels;
-    their defaults are the kernels measured on the H200 on 2026-12-01 (docs/perf-notes.md)."""
+    """One NVRTC program. The fields after `mode` select the row kernels' design; their defaults
+    are the fastest measured on the H200 (docs/perf-notes.md, round 2 of 2026-12-01)."""
 
     tx: str  # C++ element types: "float" | "bf16" | "f16"
     tm: str
@@ -43,14 +43,25 @@ class KernelConfig:
     D: int
     mode: int
     fwd_ept: int = 16  # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32)
-    fwd_rif: int = 1  # forward: rows in flight per row group (loaded before the first reduction)
+    # forward: persistent with the next row prefetched (aligned rows). None: where it measured
+    # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
+    fwd_pf: bool | None = None
+    fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
+    fwd_regs: int = 64  # forward (with prefetch): register cap per thread (0: ptxas chooses)
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
-    fwd_pf: bool = False  # forward: persistent, next row prefetched (16-byte aligned rows)
-    fwd_mreg: bool = False  # forward (with fwd_pf): per-sample modulation kept in registers
-    fwd_regs: int = 0  # forward (with fwd_pf): register cap per thread (0: ptxas chooses)
-    bwd_pf: bool = False  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
+    bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
+
+    @property
+    def fwd_prefetch(self) -> bool:
+        return self.ty != "float" if self.fwd_pf is None else self.fwd_pf
+
+    @property
+    def bwd_prefetch(self) -> bool:
+        """Past 320 threads per CTA (D > 5120 at 16 elements per thread) the register cap of
+        65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch."""
+        return self.bwd_pf and self.bwd_threads <= 320
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
@@ -104,23 +115,22 @@ class KernelConfig:
         return self.bwd_sacc and 8 * nch * self.vec * self.bwd_rt * self.bwd_rows <= 48 * 1024
 
     def fwd(self, vector: bool) -> str:
-        if vector and self.fwd_pf:
+        if vector and self.fwd_prefetch:
             nb = 65536 // (self.fwd_regs * self.fwd_threads) if self.fwd_regs else 1
             minb = f", {nb}" if nb > 1 else ""
             return (
                 f"adaln_fwd_pf<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
                 f"{self.fwd_rows}, {self.mode}, {str(self.fwd_mreg).lower()}{minb}>"
             )
-        rif = f", {self.fwd_rif}" if self.fwd_rif != 1 else ""
         return (
             f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
-            f"{self.fwd_rows}, {self.mode}, {str(vector).lower()}{rif}>"
+            f"{self.fwd_rows}, {self.mode}, {str(vector).lower()}>"
         )
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
         # trailing template arguments (MINB, SACC, PF), written only up to the last non-default
-        tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_pf and vector).lower()]
+        tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         while tail and tail[-1] in ("1", "false"):
             tail.pop()
         extra = "".join(", " + a for a in tail)
@@ -145,24 +155,19 @@ class KernelConfig:
         return replace(self, **VARIANTS[name])
 
 
-# Benchmark-only kernel variants (docs/perf-notes.md, "Next measurements"). The op uses "default"
+# Benchmark-only kernel variants (docs/perf-notes.md, rounds 1 and 2). The op uses "default"
 # unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
-# same function (tests/test_adaln_gpu.py runs the suite on each).
+# same function (tests/test_adaln_gpu.py runs the suite on each). Kept: the designs that win
+# somewhere, and the first reference kernels to measure the defaults against. Measured and
+# dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
+# sums with the prefetch.
 VARIANTS: dict[str, dict] = {
     "default": {},
-    "fwd-r2": {"fwd_rif": 2},  # 2 rows in flight per row group, 16 elements per thread
-    "fwd-e8": {"fwd_ept": 8},  # 8 elements per thread (1 bf16 vector), twice the threads per row
-    "fwd-e8r2": {"fwd_ept": 8, "fwd_rif": 2},
-    "bwd-e8": {"bwd_ept": 8},  # 8 elements per thread
+    "round1": {"fwd_pf": False, "bwd_pf": False},  # the kernels of the first H200 reference
+    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0},  # fastest bf16 y at D = 5120
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
-    # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x)
-    "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2},
-    # second round (after the 2026-12-01 variant run): rows kept in flight through the reductions
-    "fwd-pf": {"fwd_pf": True},  # persistent forward, next row prefetched
-    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True},  # + per-sample modulation in registers
-    "fwd-pf64": {"fwd_pf": True, "fwd_regs": 64},  # prefetch at the default's occupancy
-    "bwd-pf": {"bwd_pf": True},  # backward, next row prefetched
-    "bwd-sm2pf": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": True},
+    # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
+    "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
 }
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
 
@@ -271,8 +276,8 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     func = _fn(cfg, cfg.fwd(vector), idx)
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
-    grid = min(-(-rows // (cfg.fwd_rows * cfg.fwd_rif)), 2**31 - 1)
-    if vector and cfg.fwd_pf:  # persistent: one wave, each CTA a contiguous run of rows
+    grid = min(-(-rows // cfg.fwd_rows), 2**31 - 1)
+    if vector and cfg.fwd_prefetch:  # persistent: one wave, each CTA a contiguous run of rows
         grid = min(grid, _grid_cap(func, cfg.fwd_threads, idx))
     launch(
         func,

@@ -34,16 +34,19 @@ POLICY_COLUMNS = [  # (key, label, unit, format)
     ("mean_delay_steps", "mean sample delay", "steps", "{:.2f}"),
 ]
 # issue 7's targets for the global policy: (key, ranks, op, threshold, paper's value or "")
-TARGETS = pd.DataFrame([
-    ("rank_cv", 16, "<=", 5.0, "18.9%"),
-    ("maxmean", 16, "<=", 1.05, ""),
-    ("maxmean", 1024, "<=", 1.10, ""),
-    ("step_cv", 16, "<=", 3.0, "10.4%"),
-    ("planner_ms", 1024, "<=", 5.0, ""),
-    ("mean_delay_steps", 16, "<=", 1.0, ""),
-    ("mean_delay_steps", 1024, "<=", 1.0, ""),
-    ("sim_step_error_pct", 0, "<=", 10.0, ""),
-], columns=["key", "ranks", "op", "threshold", "paper"])
+TARGETS = pd.DataFrame(
+    [
+        ("rank_cv", 16, "<=", 5.0, "18.9%"),
+        ("maxmean", 16, "<=", 1.05, ""),
+        ("maxmean", 1024, "<=", 1.10, ""),
+        ("step_cv", 16, "<=", 3.0, "10.4%"),
+        ("planner_ms", 1024, "<=", 5.0, ""),
+        ("mean_delay_steps", 16, "<=", 1.0, ""),
+        ("mean_delay_steps", 1024, "<=", 1.0, ""),
+        ("sim_step_error_pct", 0, "<=", 10.0, ""),
+    ],
+    columns=["key", "ranks", "op", "threshold", "paper"],
+)
 OPS = {"<=": operator.le, ">=": operator.ge}
 VALIDATION_LABEL = "simulator step-time error (trace replay of the training run)"
 
@@ -65,7 +68,8 @@ def policy_table(tables: dict[str, pd.DataFrame], scales=SCALES) -> pd.DataFrame
     s = _default_noisy(steps)
     planner = tables.get("balance_planner")
     if planner is not None and not {"policy", "ranks", "planner_ms", "mean_delay_steps"} <= set(
-            planner.columns):
+        planner.columns
+    ):
         planner = None
     if planner is not None and not planner.empty:
         planner = _default_noisy(planner)
@@ -75,13 +79,17 @@ def policy_table(tables: dict[str, pd.DataFrame], scales=SCALES) -> pd.DataFrame
             d = s[(s["policy"] == policy) & (s["ranks"] == R)]
             if d.empty:
                 continue
-            row = {"policy": policy, "ranks": int(R),
-                   "rank_cv": 100 * float(d["rank_cv"].mean()),
-                   "maxmean": float((d["max_s"] / d["mean_s"]).mean()),
-                   "bubble": 100 * float((1 - d["mean_s"] / d["max_s"]).mean()),
-                   "step_cv": 100 * float(d["step_s"].std(ddof=0) / d["step_s"].mean()),
-                   "throughput": float(d["tokens"].sum() / d["step_s"].sum()),
-                   "planner_ms": math.nan, "mean_delay_steps": math.nan}
+            row = {
+                "policy": policy,
+                "ranks": int(R),
+                "rank_cv": 100 * float(d["rank_cv"].mean()),
+                "maxmean": float((d["max_s"] / d["mean_s"]).mean()),
+                "bubble": 100 * float((1 - d["mean_s"] / d["max_s"]).mean()),
+                "step_cv": 100 * float(d["step_s"].std(ddof=0) / d["step_s"].mean()),
+                "throughput": float(d["tokens"].sum() / d["step_s"].sum()),
+                "planner_ms": math.nan,
+                "mean_delay_steps": math.nan,
+            }
             if planner is not None and not planner.empty:
                 p = planner[(planner["policy"] == policy) & (planner["ranks"] == R)]
                 if not p.empty:
@@ -98,7 +106,9 @@ def _metric(metrics: pd.DataFrame | None, key: str) -> float:
     return float(v.iloc[0]) if len(v) else math.nan
 
 
-def target_table(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+def target_table(
+    tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """TARGETS with the global policy's value (the others' beside it) and met: True/False/None."""
     pol = policy_table(tables, sorted({int(r) for r in TARGETS["ranks"] if r}))
     rows = []
@@ -108,13 +118,27 @@ def target_table(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None =
             vals["global"] = _metric(metrics, t.key)
         else:
             for policy in POLICIES:
-                d = pol[(pol["policy"] == policy) & (pol["ranks"] == t.ranks)] if not pol.empty else pol
+                d = (
+                    pol[(pol["policy"] == policy) & (pol["ranks"] == t.ranks)]
+                    if not pol.empty
+                    else pol
+                )
                 vals[policy] = float(d[t.key].iloc[0]) if len(d) else math.nan
         v = vals.get("global", math.nan)
         met = None if not np.isfinite(v) else bool(OPS[t.op](v, t.threshold))
-        rows.append({"key": t.key, "ranks": int(t.ranks), "op": t.op, "threshold": float(t.threshold),
-                     "paper": t.paper, "equal-token": vals.get("equal-token", math.nan),
-                     "dual": vals.get("dual", math.nan), "global": v, "met": met})
+        rows.append(
+            {
+                "key": t.key,
+                "ranks": int(t.ranks),
+                "op": t.op,
+                "threshold": float(t.threshold),
+                "paper": t.paper,
+                "equal-token": vals.get("equal-token", math.nan),
+                "dual": vals.get("dual", math.nan),
+                "global": v,
+                "met": met,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -129,20 +153,41 @@ def section(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         return None
     fmts = {k: (label, unit, f) for k, label, unit, f in POLICY_COLUMNS}
     header = [f"{label} ({unit})" if unit else label for _, label, unit, _ in POLICY_COLUMNS]
-    prow = [{"policy": r["policy"], "ranks": int(r["ranks"]),
-             "cells": [_fmt(r[k], f) for k, _, _, f in POLICY_COLUMNS]} for _, r in pol.iterrows()]
+    prow = [
+        {
+            "policy": r["policy"],
+            "ranks": int(r["ranks"]),
+            "cells": [_fmt(r[k], f) for k, _, _, f in POLICY_COLUMNS],
+        }
+        for _, r in pol.iterrows()
+    ]
     trow = []
     for _, t in target_table(tables, metrics).iterrows():
         label, unit, f = fmts.get(t["key"], (VALIDATION_LABEL, "%", "{:.1f}"))
-        trow.append({"target": f"{label} {t['op']} {f.format(t['threshold'])}"
-                               f"{' ' + unit if unit else ''}",
-                     "ranks": str(t["ranks"]) if t["ranks"] else "–", "paper": t["paper"] or "–",
-                     "cells": [_fmt(t[p], f) for p in POLICIES],
-                     "met": "not measured" if t["met"] is None else ("met" if t["met"] else "not met")})
+        trow.append(
+            {
+                "target": f"{label} {t['op']} {f.format(t['threshold'])}"
+                f"{' ' + unit if unit else ''}",
+                "ranks": str(t["ranks"]) if t["ranks"] else "–",
+                "paper": t["paper"] or "–",
+                "cells": [_fmt(t[p], f) for p in POLICIES],
+                "met": "not measured" if t["met"] is None else ("met" if t["met"] else "not met"),
+            }
+        )
     setup = tables.get("balance_setup")
     source = str(setup["cost_source"].iloc[0]) if setup is not None and len(setup) else "unknown"
-    noise = (f"{100 * float(setup['noise_cv'].iloc[0]):.0f}%" if setup is not None and len(setup)
-             and "noise_cv" in setup.columns else "?")
-    return {"header": header, "policies": prow, "targets": trow, "policy_names": list(POLICIES),
-            "cost_source": source, "noise": noise,
-            "met": sum(r["met"] == "met" for r in trow), "n_targets": len(trow)}
+    noise = (
+        f"{100 * float(setup['noise_cv'].iloc[0]):.0f}%"
+        if setup is not None and len(setup) and "noise_cv" in setup.columns
+        else "?"
+    )
+    return {
+        "header": header,
+        "policies": prow,
+        "targets": trow,
+        "policy_names": list(POLICIES),
+        "cost_source": source,
+        "noise": noise,
+        "met": sum(r["met"] == "met" for r in trow),
+        "n_targets": len(trow),
+    }

@@ -47,8 +47,10 @@ def open_run(run_dir: Path | str) -> RunDir:
     if not root.is_dir():
         raise NotARunDir(f"{root}: no such directory ({HOW_TO})")
     if not (root / "results").is_dir():
-        raise NotARunDir(f"{root} is not a run directory: it has no results/ folder with the raw "
-                         f"tables (results/*.csv, results/<experiment>.done.json); {HOW_TO}")
+        raise NotARunDir(
+            f"{root} is not a run directory: it has no results/ folder with the raw "
+            f"tables (results/*.csv, results/<experiment>.done.json); {HOW_TO}"
+        )
     return RunDir(root)
 
 
@@ -75,10 +77,17 @@ def experiment_states(run: RunDir) -> list[dict[str, Any]]:
         err = run.results / f"{name}.error.txt"
         skip = run.results / f"{name}.notrun.json"
         info = done.get(name, {})
-        state = {"name": name, "status": "absent", "reason": "not run in this run directory",
-                 "error": "", "profile": info.get("profile", ""), "device": info.get("device", ""),
-                 "world_size": info.get("world_size", ""), "seconds": info.get("seconds", ""),
-                 "method": _method(name)}
+        state = {
+            "name": name,
+            "status": "absent",
+            "reason": "not run in this run directory",
+            "error": "",
+            "profile": info.get("profile", ""),
+            "device": info.get("device", ""),
+            "world_size": info.get("world_size", ""),
+            "seconds": info.get("seconds", ""),
+            "method": _method(name),
+        }
         if name in done:
             state.update(status="done", reason="")
         elif err.exists():
@@ -91,8 +100,9 @@ def experiment_states(run: RunDir) -> list[dict[str, Any]]:
     return states
 
 
-def compute_metrics(tables: dict[str, pd.DataFrame], states: list[dict]) -> tuple[
-        pd.DataFrame, dict[str, str], list[dict]]:
+def compute_metrics(
+    tables: dict[str, pd.DataFrame], states: list[dict]
+) -> tuple[pd.DataFrame, dict[str, str], list[dict]]:
     """Metric rows of every done experiment by its own summarize(); not-run reasons; errors."""
     frames, not_run, errors = [], {}, []
     for s in states:
@@ -124,11 +134,15 @@ def ranks_notes(verdicts: list[Verdict], states: list[dict]) -> dict[str, str]:
             notes[v.id] = "ranks emulated on one GPU"
         elif v.metric.endswith("_sim"):
             notes[v.id] = "ranks simulated"
-        real_alts = [a["metric"] for a in v.alternatives
-                     if a["metric"].endswith("_real") and a["metric"] != v.metric]
+        real_alts = [
+            a["metric"]
+            for a in v.alternatives
+            if a["metric"].endswith("_real") and a["metric"] != v.metric
+        ]
         if real_alts:  # e.g. torchrun with 2 GPUs: throughput_gain_real beside the emulated value
-            note = (f"real ranks (world size {world.get(by_exp[v.id], '?')}) in "
-                    f"{', '.join(real_alts)}")
+            note = (
+                f"real ranks (world size {world.get(by_exp[v.id], '?')}) in {', '.join(real_alts)}"
+            )
             notes[v.id] = f"{notes[v.id]}; {note}" if v.id in notes else note
     return notes
 
@@ -137,8 +151,9 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", str(name)).strip("-.") or "figure"
 
 
-def draw_figures(run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataFrame,
-                 verdicts: list[Verdict]) -> tuple[list[dict], list[str], list[dict]]:
+def draw_figures(
+    run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataFrame, verdicts: list[Verdict]
+) -> tuple[list[dict], list[str], list[dict]]:
     """Save every figure as SVG + PNG; returns (figures, notes on missing plots, errors).
 
     Each figure dict holds name, caption, experiment, and the open matplotlib Figure ("fig") so the
@@ -152,8 +167,15 @@ def draw_figures(run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataF
     notes, errors = [], []
     fig = plots.overview(verdicts)
     if fig is not None:
-        drawn.append(("claims-overview", "Each measured claim's primary value divided by the "
-                      "paper's value, with its 95% CI; colour is the verdict.", "claims", fig))
+        drawn.append(
+            (
+                "claims-overview",
+                "Each measured claim's primary value divided by the "
+                "paper's value, with its 95% CI; colour is the verdict.",
+                "claims",
+                fig,
+            )
+        )
     for name in experiments.REGISTRY:
         if not any(t == name or t.startswith(f"{name}_") for t in tables):
             continue
@@ -175,7 +197,9 @@ def draw_figures(run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataF
             fig.savefig(run.figures / f"{safe}.svg", format="svg", metadata={"Date": None})
             fig.savefig(run.figures / f"{safe}.png", format="png")
         except Exception:
-            errors.append({"where": f"saving figure {safe} ({exp})", "text": traceback.format_exc()})
+            errors.append(
+                {"where": f"saving figure {safe} ({exp})", "text": traceback.format_exc()}
+            )
             notes.append(f"{exp}: figure {safe} could not be saved")
             plt.close(fig)
             continue
@@ -204,22 +228,35 @@ def build_report(run_dir: Path | str) -> BuildResult:
     with mpl.rc_context(plots.RC):
         figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts)
         try:
-            context = _context(run, env, states, tables, verdicts, figs, plot_notes,
-                               errors + plot_errors, notes)
+            context = _context(
+                run, env, states, tables, verdicts, figs, plot_notes, errors + plot_errors, notes
+            )
             context["beyond"] = beyond.section(tables, metrics)
             atomic_write_text(run.root / "report.html", html.render(context))
-            pdf.write_pdf(run.root / "report.pdf", verdicts, context["subtitle"],
-                          [(f["name"], f["caption"], f["fig"]) for f in figs], context["beyond"])
+            pdf.write_pdf(
+                run.root / "report.pdf",
+                verdicts,
+                context["subtitle"],
+                [(f["name"], f["caption"], f["fig"]) for f in figs],
+                context["beyond"],
+            )
         finally:
             for f in figs:
                 plt.close(f["fig"])
-    return BuildResult(run.root, verdicts, metrics, [f["name"] for f in figs],
-                       errors + plot_errors)
+    return BuildResult(run.root, verdicts, metrics, [f["name"] for f in figs], errors + plot_errors)
 
 
-def _context(run: RunDir, env: dict, states: list[dict], tables: dict[str, pd.DataFrame],
-             verdicts: list[Verdict], figs: list[dict], plot_notes: list[str], errors: list[dict],
-             ranks: dict[str, str]) -> dict[str, Any]:
+def _context(
+    run: RunDir,
+    env: dict,
+    states: list[dict],
+    tables: dict[str, pd.DataFrame],
+    verdicts: list[Verdict],
+    figs: list[dict],
+    plot_notes: list[str],
+    errors: list[dict],
+    ranks: dict[str, str],
+) -> dict[str, Any]:
     claims = load_claims()
     figures_of: dict[str, list[str]] = {}
     for f in figs:
@@ -240,31 +277,56 @@ def _context(run: RunDir, env: dict, states: list[dict], tables: dict[str, pd.Da
         rank_groups.setdefault(note, []).append(cid)
     return {
         "rank_groups": sorted(rank_groups.items()),
-        "run_name": run_name, "profile": profile, "timestamp": timestamp,
-        "git_sha": sha, "git_dirty": bool(git.get("dirty")), "device": device,
+        "run_name": run_name,
+        "profile": profile,
+        "timestamp": timestamp,
+        "git_sha": sha,
+        "git_dirty": bool(git.get("dirty")),
+        "device": device,
         "subtitle": f"run {run_name} · {timestamp} · git {sha}"
-                    f"{' (dirty)' if git.get('dirty') else ''} · {device}",
-        "counts": [(k, n) for k, n in counts if n], "claims": rows,
+        f"{' (dirty)' if git.get('dirty') else ''} · {device}",
+        "counts": [(k, n) for k, n in counts if n],
+        "claims": rows,
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
-        "choices": html.CHOICES, "experiments": states,
+        "choices": html.CHOICES,
+        "experiments": states,
         "figures": [{**f, "svg": html.inline_svg(run.figures / f"{f['name']}.svg")} for f in figs],
         "plot_notes": plot_notes,
-        "not_run": [{"id": r["id"], "claim": r["claim"], "experiment": r["experiment"],
-                     "hardware": by_id[r["id"]].hardware, "reason": r["reason"]}
-                    for r in rows if r["verdict"] == "not-run"],
+        "not_run": [
+            {
+                "id": r["id"],
+                "claim": r["claim"],
+                "experiment": r["experiment"],
+                "hardware": by_id[r["id"]].hardware,
+                "reason": r["reason"],
+            }
+            for r in rows
+            if r["verdict"] == "not-run"
+        ],
         "errors": errors,
-        "tables": [{"name": n, "file": run.table_path(n).name, "rows": len(df),
-                    "columns": ", ".join(map(str, df.columns))} for n, df in sorted(tables.items())],
-        "table_names": set(tables), "table_files": {n: run.table_path(n).name for n in tables}, "figure_names": {f["name"] for f in figs},
+        "tables": [
+            {
+                "name": n,
+                "file": run.table_path(n).name,
+                "rows": len(df),
+                "columns": ", ".join(map(str, df.columns)),
+            }
+            for n, df in sorted(tables.items())
+        ],
+        "table_names": set(tables),
+        "table_files": {n: run.table_path(n).name for n in tables},
+        "figure_names": {f["name"] for f in figs},
         "has_metrics": True,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m suite report",
-                                description="Rebuild metrics.csv, claims.json, figures/, "
-                                "report.html and report.pdf of a run directory from its raw "
-                                "tables alone (byte-identical for the same tables).")
+    p = argparse.ArgumentParser(
+        prog="python -m suite report",
+        description="Rebuild metrics.csv, claims.json, figures/, "
+        "report.html and report.pdf of a run directory from its raw "
+        "tables alone (byte-identical for the same tables).",
+    )
     p.add_argument("run_dir", type=Path, help="a run directory written by `reproduce`")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:

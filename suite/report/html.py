@@ -26,21 +26,41 @@ COLOURS = {
 
 # The choices the paper leaves open (ADAPTIVELOAD.md section 4) and what this suite does.
 CHOICES = [
-    ("Imbalance rate / CV of compute load",
-     "CV across ranks within a step, averaged over steps, of measured (or emulated) per-rank "
-     "compute time; alternatives: CV of predicted cost, (max - mean)/max, max/mean."),
-    ("Step-time CV", "Across steps of the synchronous step (slowest rank's compute + gradient "
-     "collective + optimizer); alternative: per-token normalised step time."),
-    ("Peak VRAM utilisation", "Relative change of mean per-step torch.cuda.max_memory_allocated; "
-     "alternatives: reserved memory, percentage points."),
-    ("Throughput", "Global latent tokens after patchify per second, no padding, same data order "
-     "and seed for both policies."),
-    ("Correlation R", "Pearson over the equal-token baseline's training steps (fallback: the "
-     "offline (B, S) sweep), proxy B*S^2 per batch; bootstrap 95% CI; Spearman as alternative."),
-    ("Cost model", "step_time ~ a + b*B*S^p by non-linear least squares with p free; p fixed at 2 "
-     "as alternative; M_comp and M_mem derived from the fit and measured memory."),
-    ("Kernel baseline", "The Wan 2.1 eager path (LayerNorm and modulation in fp32) as primary; "
-     "bf16 eager and torch.compile as alternatives; bf16 x, N = 65536, D in {1536, 3072, 5120}."),
+    (
+        "Imbalance rate / CV of compute load",
+        "CV across ranks within a step, averaged over steps, of measured (or emulated) per-rank "
+        "compute time; alternatives: CV of predicted cost, (max - mean)/max, max/mean.",
+    ),
+    (
+        "Step-time CV",
+        "Across steps of the synchronous step (slowest rank's compute + gradient "
+        "collective + optimizer); alternative: per-token normalised step time.",
+    ),
+    (
+        "Peak VRAM utilisation",
+        "Relative change of mean per-step torch.cuda.max_memory_allocated; "
+        "alternatives: reserved memory, percentage points.",
+    ),
+    (
+        "Throughput",
+        "Global latent tokens after patchify per second, no padding, same data order "
+        "and seed for both policies.",
+    ),
+    (
+        "Correlation R",
+        "Pearson over the equal-token baseline's training steps (fallback: the "
+        "offline (B, S) sweep), proxy B*S^2 per batch; bootstrap 95% CI; Spearman as alternative.",
+    ),
+    (
+        "Cost model",
+        "step_time ~ a + b*B*S^p by non-linear least squares with p free; p fixed at 2 "
+        "as alternative; M_comp and M_mem derived from the fit and measured memory.",
+    ),
+    (
+        "Kernel baseline",
+        "The Wan 2.1 eager path (LayerNorm and modulation in fp32) as primary; "
+        "bf16 eager and torch.compile as alternatives; bf16 x, N = 65536, D in {1536, 3072, 5120}.",
+    ),
     ("Learning rate with variable B", "Unchanged across buckets (loss averaged per sample)."),
 ]
 
@@ -99,8 +119,12 @@ def rule_text(c: Claim) -> str:
     return f"{c.direction} is better, ±{fmt_num(c.tolerance)} {c.unit}"
 
 
-def claim_rows(verdicts: list[Verdict], claims: list[Claim], figures_of: Mapping[str, list[str]],
-               ranks: Mapping[str, str]) -> list[dict]:
+def claim_rows(
+    verdicts: list[Verdict],
+    claims: list[Claim],
+    figures_of: Mapping[str, list[str]],
+    ranks: Mapping[str, str],
+) -> list[dict]:
     """What the summary and definitions sections show for each claim."""
     by_id = {c.id: c for c in claims}
     rows = []
@@ -117,33 +141,57 @@ def claim_rows(verdicts: list[Verdict], claims: list[Claim], figures_of: Mapping
             note = ""
             if a and not a["verdict"]:
                 note = f"unit {a['unit']} is not the claim's {c.unit}: shown, not judged"
-            alts.append({"metric": key, "role": role,
-                         "value": fmt_num(a["value"]) if a else "not measured",
-                         "ci": fmt_ci(a["ci_low"], a["ci_high"]) if a else "",
-                         "unit": a["unit"] if a else "", "verdict": a["verdict"] if a else "",
-                         "conditions": "; ".join(x for x in (a["conditions"], note) if x)
-                         if a else ""})
+            alts.append(
+                {
+                    "metric": key,
+                    "role": role,
+                    "value": fmt_num(a["value"]) if a else "not measured",
+                    "ci": fmt_ci(a["ci_low"], a["ci_high"]) if a else "",
+                    "unit": a["unit"] if a else "",
+                    "verdict": a["verdict"] if a else "",
+                    "conditions": "; ".join(x for x in (a["conditions"], note) if x) if a else "",
+                }
+            )
         evidence = [e.strip() for e in re.split(r"[;,]", v.evidence) if e.strip()]
-        rows.append({
-            "id": v.id, "claim": v.claim, "paper": v.paper_text, "unit": v.unit,
-            "ours": fmt_num(v.measured), "ci": fmt_ci(v.ci_low, v.ci_high),
-            "baseline": fmt_num(v.baseline), "verdict": v.verdict, "metric": v.metric,
-            "primary": primary,
-            "definition": v.definition, "conditions": v.conditions, "reason": v.reason,
-            "evidence": evidence, "figures": figures_of.get(c.experiment, []),
-            "experiment": c.experiment, "hardware": c.hardware, "rule": c.rule,
-            "direction": c.direction, "tolerance": fmt_num(c.tolerance), "alternatives": alts,
-            "rule_text": rule_text(c),
-            "ranks": ranks.get(v.id, ""),
-            "depends": len({a["verdict"] for a in alts if a["verdict"]} | {v.verdict}) > 1,
-        })
+        rows.append(
+            {
+                "id": v.id,
+                "claim": v.claim,
+                "paper": v.paper_text,
+                "unit": v.unit,
+                "ours": fmt_num(v.measured),
+                "ci": fmt_ci(v.ci_low, v.ci_high),
+                "baseline": fmt_num(v.baseline),
+                "verdict": v.verdict,
+                "metric": v.metric,
+                "primary": primary,
+                "definition": v.definition,
+                "conditions": v.conditions,
+                "reason": v.reason,
+                "evidence": evidence,
+                "figures": figures_of.get(c.experiment, []),
+                "experiment": c.experiment,
+                "hardware": c.hardware,
+                "rule": c.rule,
+                "direction": c.direction,
+                "tolerance": fmt_num(c.tolerance),
+                "alternatives": alts,
+                "rule_text": rule_text(c),
+                "ranks": ranks.get(v.id, ""),
+                "depends": len({a["verdict"] for a in alts if a["verdict"]} | {v.verdict}) > 1,
+            }
+        )
     return rows
 
 
 def render(context: Mapping[str, Any]) -> str:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                             autoescape=jinja2.select_autoescape(["html", "j2"]),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.globals.update(colours=COLOURS)
     return env.get_template("report.html.j2").render(**context)

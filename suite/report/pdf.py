@@ -13,17 +13,35 @@ from matplotlib.figure import Figure
 from suite.claims import Verdict
 from suite.report.html import COLOURS, fmt_ci, fmt_num
 
-PDF_METADATA = {"CreationDate": None, "ModDate": None, "Creator": "adaptiveload-suite",
-                "Producer": "matplotlib"}
+PDF_METADATA = {
+    "CreationDate": None,
+    "ModDate": None,
+    "Creator": "adaptiveload-suite",
+    "Producer": "matplotlib",
+}
 
 
-def _table_page(fig: Figure, top: float, height: float, header: list[str], rows: list[list[str]],
-                widths: list[float], colours: list[list[str]] | None = None, scale: float = 1.4):
+def _table_page(
+    fig: Figure,
+    top: float,
+    height: float,
+    header: list[str],
+    rows: list[list[str]],
+    widths: list[float],
+    colours: list[list[str]] | None = None,
+    scale: float = 1.4,
+):
     """A matplotlib table filling (0.03, top - height)..(0.97, top) of the page; returns it."""
     ax = fig.add_axes((0.03, top - height, 0.94, height))
     ax.axis("off")
-    table = ax.table(cellText=rows, colLabels=header, cellColours=colours, loc="upper center",
-                     colWidths=widths, cellLoc="left")
+    table = ax.table(
+        cellText=rows,
+        colLabels=header,
+        cellColours=colours,
+        loc="upper center",
+        colWidths=widths,
+        cellLoc="left",
+    )
     table.auto_set_font_size(False)
     table.set_fontsize(7)
     table.scale(1, scale)
@@ -44,22 +62,50 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
     x = 0.04
     for name, n in counts.items():
         if n:
-            t = fig.text(x, 0.885, f" {n} {name} ", fontsize=8, color="white", weight="bold",
-                         bbox={"boxstyle": "round,pad=0.25", "fc": COLOURS[name], "ec": "none"})
+            t = fig.text(
+                x,
+                0.885,
+                f" {n} {name} ",
+                fontsize=8,
+                color="white",
+                weight="bold",
+                bbox={"boxstyle": "round,pad=0.25", "fc": COLOURS[name], "ec": "none"},
+            )
             x += 0.012 + 0.0062 * len(t.get_text())
-    fig.text(0.04, 0.02, "Verdicts recomputed from the raw tables in results/; definitions, "
-             "alternatives, environment and methods are in report.html.", fontsize=7,
-             color="#555")
+    fig.text(
+        0.04,
+        0.02,
+        "Verdicts recomputed from the raw tables in results/; definitions, "
+        "alternatives, environment and methods are in report.html.",
+        fontsize=7,
+        color="#555",
+    )
     header = ["ID", "Claim", "Paper", "Ours [95% CI]", "Unit", "Verdict", "Note"]
     cells, colours = [], []
     for v in verdicts:
         note = v.reason or v.conditions
-        cells.append([v.id, textwrap.shorten(v.claim, 58), textwrap.shorten(v.paper_text, 28),
-                      fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high), v.unit, v.verdict,
-                      textwrap.shorten(note, 46)])
+        cells.append(
+            [
+                v.id,
+                textwrap.shorten(v.claim, 58),
+                textwrap.shorten(v.paper_text, 28),
+                fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high),
+                v.unit,
+                v.verdict,
+                textwrap.shorten(note, 46),
+            ]
+        )
         colours.append(["white"] * 5 + [COLOURS.get(v.verdict, "#888")] + ["white"])
-    table = _table_page(fig, 0.85, 0.8, header, cells, [0.04, 0.31, 0.13, 0.14, 0.05, 0.09, 0.24],
-                        colours=colours, scale=1.45)
+    table = _table_page(
+        fig,
+        0.85,
+        0.8,
+        header,
+        cells,
+        [0.04, 0.31, 0.13, 0.14, 0.05, 0.09, 0.24],
+        colours=colours,
+        scale=1.45,
+    )
     for (row, col), cell in table.get_celld().items():
         if row > 0 and col == 5:  # verdict badges: white on the verdict's colour
             cell.set_text_props(color="white", weight="bold")
@@ -69,25 +115,49 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
 def beyond_page(section: dict) -> Figure:
     """'Beyond the paper': the three policies side by side and issue 7's targets, as in the HTML."""
     fig = plt.figure(figsize=(11.69, 8.27))
-    fig.text(0.04, 0.95, "Beyond the paper: coordinated global balancing", fontsize=16,
-             weight="bold")
-    fig.text(0.04, 0.915, f"simulated with {section['cost_source']}, per-sample noise "
-             f"{section['noise']}; {section['met']} of {section['n_targets']} targets met",
-             fontsize=9, color="#555")
+    fig.text(
+        0.04, 0.95, "Beyond the paper: coordinated global balancing", fontsize=16, weight="bold"
+    )
+    fig.text(
+        0.04,
+        0.915,
+        f"simulated with {section['cost_source']}, per-sample noise "
+        f"{section['noise']}; {section['met']} of {section['n_targets']} targets met",
+        fontsize=9,
+        color="#555",
+    )
     prows = [[r["policy"], str(r["ranks"]), *r["cells"]] for r in section["policies"]]
     n = len(section["header"])
-    _table_page(fig, 0.88, 0.38, ["policy", "ranks", *section["header"]], prows,
-                [0.09, 0.05] + [0.8 / n] * n)
-    trows = [[r["target"], r["ranks"], r["paper"], *r["cells"], r["met"]]
-             for r in section["targets"]]
+    _table_page(
+        fig,
+        0.88,
+        0.38,
+        ["policy", "ranks", *section["header"]],
+        prows,
+        [0.09, 0.05] + [0.8 / n] * n,
+    )
+    trows = [
+        [r["target"], r["ranks"], r["paper"], *r["cells"], r["met"]] for r in section["targets"]
+    ]
     k = len(section["policy_names"])
-    _table_page(fig, 0.45, 0.4, ["target", "ranks", "paper", *section["policy_names"], "met"],
-                trows, [0.3, 0.06, 0.12] + [0.1] * k + [0.12])
+    _table_page(
+        fig,
+        0.45,
+        0.4,
+        ["target", "ranks", "paper", *section["policy_names"], "met"],
+        trows,
+        [0.3, 0.06, 0.12] + [0.1] * k + [0.12],
+    )
     return fig
 
 
-def write_pdf(path: Path, verdicts: list[Verdict], subtitle: str,
-              figures: list[tuple[str, str, Figure]], beyond: dict | None = None) -> None:
+def write_pdf(
+    path: Path,
+    verdicts: list[Verdict],
+    subtitle: str,
+    figures: list[tuple[str, str, Figure]],
+    beyond: dict | None = None,
+) -> None:
     """Title page, the Beyond-the-paper page when there is one, then each (name, caption, figure)
     with its caption as the page's footer."""
     tmp = Path(path).with_suffix(".pdf.tmp")
@@ -97,8 +167,14 @@ def write_pdf(path: Path, verdicts: list[Verdict], subtitle: str,
             pdf.savefig(page)
             plt.close(page)
         for name, caption, fig in figures:
-            note = fig.text(0.01, 0.005, textwrap.shorten(f"{name}: {caption}", 160), fontsize=6,
-                            color="#555", va="bottom")
+            note = fig.text(
+                0.01,
+                0.005,
+                textwrap.shorten(f"{name}: {caption}", 160),
+                fontsize=6,
+                color="#555",
+                va="bottom",
+            )
             pdf.savefig(fig)
             note.remove()
     tmp.replace(path)

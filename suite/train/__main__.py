@@ -32,37 +32,68 @@ bucket = longest S, micro_batches, sub_batches, sum_s2, global_tokens.
 
 
 def parse(argv: list[str] | None = None) -> TrainArgs:
-    ap = argparse.ArgumentParser(prog="python -m suite.train", description=__doc__.split("\n")[0]
-                                 + "\nTrain the Wan 2.1-style DiT with per-rank instrumentation.",
-                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m suite.train",
+        description=__doc__.split("\n")[0]
+        + "\nTrain the Wan 2.1-style DiT with per-rank instrumentation.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--model", choices=list(CONFIGS), default="tiny", help="model configuration")
     ap.add_argument("--layers", type=int, help="override the number of DiT blocks")
-    ap.add_argument("--policy", choices=["equal-token", "dual", "global"], default="equal-token",
-                    help="batch-size policy: B*S = M_mem, the dual constraint (M_mem, M_comp, p), or "
-                    "global (per-step LPT over ranks, micro-batches of <= M_mem tokens, gradient "
-                    "accumulation, loss normalised by the global token count; planner cost from --cost)")
+    ap.add_argument(
+        "--policy",
+        choices=["equal-token", "dual", "global"],
+        default="equal-token",
+        help="batch-size policy: B*S = M_mem, the dual constraint (M_mem, M_comp, p), or "
+        "global (per-step LPT over ranks, micro-batches of <= M_mem tokens, gradient "
+        "accumulation, loss normalised by the global token count; planner cost from --cost)",
+    )
     ap.add_argument("--steps", type=int, default=10, help="training steps")
     ap.add_argument("--out", required=True, help="output folder for the logs")
-    ap.add_argument("--adaln", choices=list(ADALN_IMPLS), default="wan",
-                    help="AdaLN implementation: wan (fp32 LN + fp32 modulation), eager (bf16), fused")
+    ap.add_argument(
+        "--adaln",
+        choices=list(ADALN_IMPLS),
+        default="wan",
+        help="AdaLN implementation: wan (fp32 LN + fp32 modulation), eager (bf16), fused",
+    )
     ap.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard) instead of DDP")
-    ap.add_argument("--emulate-ranks", type=int, default=0, metavar="R",
-                    help="emulate R data-parallel ranks in this one process (one GPU)")
-    ap.add_argument("--mix", default="default", help="synthetic corpus mix: default, long-video, tiny")
-    ap.add_argument("--manifest", help="a manifest (CSV/JSONL/Parquet with height, width[, frames])")
+    ap.add_argument(
+        "--emulate-ranks",
+        type=int,
+        default=0,
+        metavar="R",
+        help="emulate R data-parallel ranks in this one process (one GPU)",
+    )
+    ap.add_argument(
+        "--mix", default="default", help="synthetic corpus mix: default, long-video, tiny"
+    )
+    ap.add_argument(
+        "--manifest", help="a manifest (CSV/JSONL/Parquet with height, width[, frames])"
+    )
     ap.add_argument("--corpus-size", type=int, default=20000, help="synthetic corpus samples")
     ap.add_argument("--cost", help="cost JSON (python -m suite fit-cost) giving p, M_mem, M_comp")
-    ap.add_argument("--m-mem", type=float, help="memory budget, tokens per batch (also equal-token's M_tok)")
+    ap.add_argument(
+        "--m-mem", type=float, help="memory budget, tokens per batch (also equal-token's M_tok)"
+    )
     ap.add_argument("--m-comp", type=float, help="compute budget B*S^p")
     ap.add_argument("--p", type=float, help="cost exponent p")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="autocast dtype")
-    ap.add_argument("--checkpointing", action="store_true", help="activation checkpointing per block")
-    ap.add_argument("--text-len", type=int, help="text tokens per sample (default: the model's, 512)")
+    ap.add_argument(
+        "--checkpointing", action="store_true", help="activation checkpointing per block"
+    )
+    ap.add_argument(
+        "--text-len", type=int, help="text tokens per sample (default: the model's, 512)"
+    )
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    ap.add_argument("--collective-busbw-gbps", type=float, default=350.0,
-                    help="emulation only: all-reduce bus bandwidth for the collective cost model")
+    ap.add_argument(
+        "--collective-busbw-gbps",
+        type=float,
+        default=350.0,
+        help="emulation only: all-reduce bus bandwidth for the collective cost model",
+    )
     a = ap.parse_args(argv)
     if a.steps < 1:
         ap.error(f"--steps must be >= 1, got {a.steps}")

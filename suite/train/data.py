@@ -34,11 +34,15 @@ TINY_MIX = pd.DataFrame(
 
 def latent_shape(frames: int, height: int, width: int) -> tuple[int, int, int, int]:
     if (frames - 1) % 4 or height % 16 or width % 16:
-        raise ValueError(f"(frames, height, width) must be (1 + 4k, 16m, 16n), got {(frames, height, width)}")
+        raise ValueError(
+            f"(frames, height, width) must be (1 + 4k, 16m, 16n), got {(frames, height, width)}"
+        )
     return (LATENT_CHANNELS, (frames - 1) // 4 + 1, height // 8, width // 8)
 
 
-def load_corpus(n: int, mix: str | pd.DataFrame = "default", seed: int = 0, manifest: str | None = None) -> pd.DataFrame:
+def load_corpus(
+    n: int, mix: str | pd.DataFrame = "default", seed: int = 0, manifest: str | None = None
+) -> pd.DataFrame:
     """Columns frames, height, width, tokens (one row per sample)."""
     if manifest:
         df = read_manifest(manifest)
@@ -54,8 +58,17 @@ def _generator(device: torch.device, seed: int, index: int) -> torch.Generator:
     return g
 
 
-def sample_tensors(index: int, frames: int, height: int, width: int, *, text_len: int, text_dim: int,
-                   seed: int = 0, device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tensors(
+    index: int,
+    frames: int,
+    height: int,
+    width: int,
+    *,
+    text_len: int,
+    text_dim: int,
+    seed: int = 0,
+    device="cpu",
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(latent [16, T, H/8, W/8], text [text_len, text_dim]) for one sample, fp32, deterministic."""
     device = torch.device(device)
     g = _generator(device, seed, index)
@@ -64,8 +77,9 @@ def sample_tensors(index: int, frames: int, height: int, width: int, *, text_len
     return x0, text
 
 
-def make_batch(corpus: pd.DataFrame, indices, *, text_len: int, text_dim: int, seed: int = 0,
-               device="cpu") -> tuple[torch.Tensor, torch.Tensor, dict]:
+def make_batch(
+    corpus: pd.DataFrame, indices, *, text_len: int, text_dim: int, seed: int = 0, device="cpu"
+) -> tuple[torch.Tensor, torch.Tensor, dict]:
     """Stack the samples of one bucket batch: (x0 [B, 16, T, h, w], text [B, L, text_dim], info).
 
     A bucket holds one sequence length S; two shapes with the same S (rare) have the same number of
@@ -76,12 +90,24 @@ def make_batch(corpus: pd.DataFrame, indices, *, text_len: int, text_dim: int, s
         raise ValueError("make_batch needs at least one index")
     rows = corpus.iloc[indices]
     if rows.tokens.nunique() != 1:
-        raise ValueError(f"a batch must hold one sequence length, got tokens {sorted(set(rows.tokens))}")
+        raise ValueError(
+            f"a batch must hold one sequence length, got tokens {sorted(set(rows.tokens))}"
+        )
     xs, ts = [], []
-    first = latent_shape(int(rows.frames.iloc[0]), int(rows.height.iloc[0]), int(rows.width.iloc[0]))
+    first = latent_shape(
+        int(rows.frames.iloc[0]), int(rows.height.iloc[0]), int(rows.width.iloc[0])
+    )
     for i, r in zip(indices, rows.itertuples()):
-        x0, t = sample_tensors(i, int(r.frames), int(r.height), int(r.width), text_len=text_len,
-                               text_dim=text_dim, seed=seed, device=device)
+        x0, t = sample_tensors(
+            i,
+            int(r.frames),
+            int(r.height),
+            int(r.width),
+            text_len=text_len,
+            text_dim=text_dim,
+            seed=seed,
+            device=device,
+        )
         xs.append(x0.reshape(first))
         ts.append(t)
     S = int(np.prod(first[1:])) // 4

@@ -39,8 +39,12 @@ def gradient_bytes(model: torch.nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
-def collective_seconds(grad_bytes: float, ranks: int, busbw_gbps: float = DEFAULT_BUSBW_GBPS,
-                       latency_s: float = DEFAULT_LATENCY_S) -> float:
+def collective_seconds(
+    grad_bytes: float,
+    ranks: int,
+    busbw_gbps: float = DEFAULT_BUSBW_GBPS,
+    latency_s: float = DEFAULT_LATENCY_S,
+) -> float:
     """Ring all-reduce time of grad_bytes over `ranks` (nccl-tests' bus-bandwidth convention)."""
     if ranks <= 1:
         return 0.0
@@ -58,8 +62,19 @@ def compose_steps(rows: pd.DataFrame, collective_s: float) -> pd.DataFrame:
     return rows
 
 
-def emulate(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str, policy: str,
-            collective_s: float, run_info: dict | None = None, log=None) -> pd.DataFrame:
+def emulate(
+    model,
+    opt,
+    corpus: pd.DataFrame,
+    plan,
+    *,
+    seed: int,
+    dtype: str,
+    policy: str,
+    collective_s: float,
+    run_info: dict | None = None,
+    log=None,
+) -> pd.DataFrame:
     """Run the plan (plan[step][rank] = indices) with virtual ranks; returns composed rank rows."""
     device = next(model.parameters()).device
     cfg = model.cfg
@@ -69,24 +84,43 @@ def emulate(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str, po
         step_rows = []
         for r, idx in enumerate(batches):
             t0 = time.perf_counter()
-            x0, ctx, info = make_batch(corpus, idx, text_len=cfg.text_len, text_dim=cfg.text_dim,
-                                       seed=seed, device=device)
+            x0, ctx, info = make_batch(
+                corpus, idx, text_len=cfg.text_len, text_dim=cfg.text_dim, seed=seed, device=device
+            )
             data_s = time.perf_counter() - t0
             reset_peak(device)
             timer = PhaseTimer(device)
             timer.mark("start")
-            loss = forward_backward(model, x0, ctx, noise_generator(device, seed, step, r), dtype, scale=1.0 / R)
+            loss = forward_backward(
+                model, x0, ctx, noise_generator(device, seed, step, r), dtype, scale=1.0 / R
+            )
             timer.mark("compute")
             timer.finish()
             peak, reserved = peak_bytes(device)
-            step_rows.append({
-                "step": step, "rank": r, "world": R, "policy": policy, "adaln": model.adaln,
-                "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "emulated": True,
-                "B": info["B"], "S": info["S"], "tokens": info["tokens"], "samples": info["B"],
-                "bucket": info["S"], "loss": float(loss), "data_s": data_s,
-                "compute_s": timer.seconds("start", "compute"),
-                "peak_mem_bytes": peak, "peak_reserved_bytes": reserved, **(run_info or {}),
-            })
+            step_rows.append(
+                {
+                    "step": step,
+                    "rank": r,
+                    "world": R,
+                    "policy": policy,
+                    "adaln": model.adaln,
+                    "model": cfg.name,
+                    "layers": cfg.num_layers,
+                    "dim": cfg.dim,
+                    "emulated": True,
+                    "B": info["B"],
+                    "S": info["S"],
+                    "tokens": info["tokens"],
+                    "samples": info["B"],
+                    "bucket": info["S"],
+                    "loss": float(loss),
+                    "data_s": data_s,
+                    "compute_s": timer.seconds("start", "compute"),
+                    "peak_mem_bytes": peak,
+                    "peak_reserved_bytes": reserved,
+                    **(run_info or {}),
+                }
+            )
         rows.append(_finish_step(opt, step_rows, collective_s, device, log))
     return pd.concat(rows, ignore_index=True)
 
@@ -105,9 +139,19 @@ def _finish_step(opt, step_rows: list[dict], collective_s: float, device, log) -
     return composed
 
 
-def emulate_global(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: str,
-                   collective_s: float, policy: str = "global", run_info: dict | None = None,
-                   log=None) -> pd.DataFrame:
+def emulate_global(
+    model,
+    opt,
+    corpus: pd.DataFrame,
+    plan,
+    *,
+    seed: int,
+    dtype: str,
+    collective_s: float,
+    policy: str = "global",
+    run_info: dict | None = None,
+    log=None,
+) -> pd.DataFrame:
     """The global policy with virtual ranks (plan[step] = StepPlan of suite.balance): each virtual
     rank's micro-batches run one after another and are timed together as its compute_s; loss
     weights tokens / global tokens, so the accumulated gradient is the real run's all-reduced sum."""
@@ -121,54 +165,87 @@ def emulate_global(model, opt, corpus: pd.DataFrame, plan, *, seed: int, dtype: 
         step_rows = []
         for r, mbs in enumerate(st.ranks):
             t0 = time.perf_counter()
-            batches = gs.rank_batches(corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim,
-                                      seed=seed, device=device)
+            batches = gs.rank_batches(
+                corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim, seed=seed, device=device
+            )
             data_s = time.perf_counter() - t0
             reset_peak(device)
             timer = PhaseTimer(device)
             timer.mark("start")
-            info = gs.rank_backward(model, batches, seed=seed, step=step,
-                                    global_tokens=st.global_tokens, dtype=dtype)
+            info = gs.rank_backward(
+                model, batches, seed=seed, step=step, global_tokens=st.global_tokens, dtype=dtype
+            )
             timer.mark("compute")
             timer.finish()
             peak, reserved = peak_bytes(device)
-            step_rows.append({
-                "step": step, "rank": r, "world": R, "policy": policy, "adaln": model.adaln,
-                "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "emulated": True,
-                **gs.log_fields(info, mbs, corpus), "loss": info["loss"], "data_s": data_s,
-                "global_tokens": st.global_tokens, "compute_s": timer.seconds("start", "compute"),
-                "peak_mem_bytes": peak, "peak_reserved_bytes": reserved, **(run_info or {}),
-            })
+            step_rows.append(
+                {
+                    "step": step,
+                    "rank": r,
+                    "world": R,
+                    "policy": policy,
+                    "adaln": model.adaln,
+                    "model": cfg.name,
+                    "layers": cfg.num_layers,
+                    "dim": cfg.dim,
+                    "emulated": True,
+                    **gs.log_fields(info, mbs, corpus),
+                    "loss": info["loss"],
+                    "data_s": data_s,
+                    "global_tokens": st.global_tokens,
+                    "compute_s": timer.seconds("start", "compute"),
+                    "peak_mem_bytes": peak,
+                    "peak_reserved_bytes": reserved,
+                    **(run_info or {}),
+                }
+            )
         rows.append(_finish_step(opt, step_rows, collective_s, device, log))
     return pd.concat(rows, ignore_index=True)
 
 
 def emulate_run(args: TrainArgs) -> Path:
     """The CLI path (--emulate-ranks R): writes OUT/rank{r}.jsonl for every virtual rank."""
-    device = torch.device("cuda" if (args.device == "auto" and torch.cuda.is_available())
-                          or args.device == "cuda" else "cpu")
+    device = torch.device(
+        "cuda"
+        if (args.device == "auto" and torch.cuda.is_available()) or args.device == "cuda"
+        else "cpu"
+    )
     R = int(args.emulate_ranks)
     out = Path(args.out)
     model = build_model(args, device)
     corpus = load_corpus(args.corpus_size, args.mix, args.seed, args.manifest)
-    budgets = budgets_for(corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p)
+    budgets = budgets_for(
+        corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p
+    )
     if args.policy == "global":
         from suite.train import globalstep as gs
 
-        plan = gs.global_plan(corpus, gs.planner_cost(args.cost, budgets.p), budgets.m_mem, R,
-                              args.steps, args.seed)
+        plan = gs.global_plan(
+            corpus, gs.planner_cost(args.cost, budgets.p), budgets.m_mem, R, args.steps, args.seed
+        )
     else:
         plan = make_plan(corpus, budgets.policy(args.policy), R, args.steps, args.seed)
     coll = collective_seconds(gradient_bytes(model), R, args.collective_busbw_gbps)
     from suite.rundir import write_json
 
-    write_json(out / "config.json", {**asdict(args), "world": R, "budgets": asdict(budgets),
-                                      "collective_s": coll})
+    write_json(
+        out / "config.json",
+        {**asdict(args), "world": R, "budgets": asdict(budgets), "collective_s": coll},
+    )
     logs = [JsonlLog(out / f"rank{r}.jsonl") for r in range(R)]
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     run = emulate_global if args.policy == "global" else emulate
-    run(model, opt, corpus, plan, seed=args.seed, dtype=args.dtype, policy=args.policy,
-        collective_s=coll, log=lambda rec: logs[rec["rank"]].write(rec))
+    run(
+        model,
+        opt,
+        corpus,
+        plan,
+        seed=args.seed,
+        dtype=args.dtype,
+        policy=args.policy,
+        collective_s=coll,
+        log=lambda rec: logs[rec["rank"]].write(rec),
+    )
     for log in logs:
         log.close()
     return out

@@ -36,14 +36,23 @@ def planner_cost(cost_json: str | None, p: float):
     return CostModel(a=0.0, b=1.0, p=float(p), source="b*S^p, a=0 (no cost JSON)")
 
 
-def global_plan(corpus: pd.DataFrame, cost, m_mem: float, world: int, steps: int, seed: int = 0,
-                max_defer: int = 1) -> list:
+def global_plan(
+    corpus: pd.DataFrame,
+    cost,
+    m_mem: float,
+    world: int,
+    steps: int,
+    seed: int = 0,
+    max_defer: int = 1,
+) -> list:
     """plan[step] = StepPlan(ranks=[micro-batches of rank r], global_tokens), epochs chained."""
     from suite.balance.global_policy import GlobalBatchSampler
 
     tokens = corpus.tokens.to_numpy()
     m_mem = max(float(m_mem), float(tokens.max()))
-    sampler = GlobalBatchSampler(tokens, cost, m_mem, world_size=world, seed=seed, max_defer=max_defer)
+    sampler = GlobalBatchSampler(
+        tokens, cost, m_mem, world_size=world, seed=seed, max_defer=max_defer
+    )
     out, epoch = [], 0
     while len(out) < steps:
         sampler.set_epoch(epoch)
@@ -63,7 +72,9 @@ def sub_batches(micro_batch, tokens) -> list[list[int]]:
     return [groups[s] for s in sorted(groups, reverse=True)]
 
 
-def sample_noise(x0: torch.Tensor, indices, seed: int, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_noise(
+    x0: torch.Tensor, indices, seed: int, step: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(t [B], eps like x0) drawn per sample from (seed, step, sample index)."""
     ts, eps = [], []
     for i in indices:
@@ -99,18 +110,27 @@ def same_length_batches(micro_batches, tokens, cap: float | None = None) -> list
     out = []
     for group in sub_batches(idx, tokens):
         per = max(1, int(cap // int(tokens[group[0]])))
-        out += [group[k:k + per] for k in range(0, len(group), per)]
+        out += [group[k : k + per] for k in range(0, len(group), per)]
     return out
 
 
-def rank_batches(corpus: pd.DataFrame, micro_batches, *, text_len: int, text_dim: int, seed: int,
-                 device, cap: float | None = None) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
+def rank_batches(
+    corpus: pd.DataFrame,
+    micro_batches,
+    *,
+    text_len: int,
+    text_dim: int,
+    seed: int,
+    device,
+    cap: float | None = None,
+) -> list[tuple[list[int], torch.Tensor, torch.Tensor]]:
     """This rank's model batches (same_length_batches) as tensors: [(indices, x0, text), ...]."""
     tokens = corpus.tokens.to_numpy()
     out = []
     for idx in same_length_batches(micro_batches, tokens, cap):
-        x0, ctx, _ = make_batch(corpus, idx, text_len=text_len, text_dim=text_dim, seed=seed,
-                                device=device)
+        x0, ctx, _ = make_batch(
+            corpus, idx, text_len=text_len, text_dim=text_dim, seed=seed, device=device
+        )
         out.append((idx, x0, ctx))
     return out
 
@@ -128,8 +148,13 @@ def rank_backward(model, batches, *, seed: int, step: int, global_tokens: int, d
         (loss * (tok / global_tokens)).backward()
         loss_sum += float(loss.detach()) * tok
         tok_sum, samples, s2 = tok_sum + tok, samples + len(idx), s2 + len(idx) * float(S) ** 2
-    return {"loss": loss_sum / tok_sum if tok_sum else math.nan, "tokens": tok_sum,
-            "samples": samples, "sub_batches": len(batches), "sum_s2": s2}
+    return {
+        "loss": loss_sum / tok_sum if tok_sum else math.nan,
+        "tokens": tok_sum,
+        "samples": samples,
+        "sub_batches": len(batches),
+        "sum_s2": s2,
+    }
 
 
 def ensure_grads(params) -> None:
@@ -144,7 +169,13 @@ def log_fields(info: dict, micro_batches, corpus: pd.DataFrame) -> dict:
     tokens = corpus.tokens.to_numpy()
     idx = [i for mb in micro_batches for i in mb]
     B = len(idx)
-    return {"B": B, "S": int(round(info["tokens"] / B)) if B else 0, "tokens": info["tokens"],
-            "samples": B, "bucket": int(max(tokens[idx])) if B else 0,
-            "micro_batches": len(micro_batches), "sub_batches": info["sub_batches"],
-            "sum_s2": info["sum_s2"]}
+    return {
+        "B": B,
+        "S": int(round(info["tokens"] / B)) if B else 0,
+        "tokens": info["tokens"],
+        "samples": B,
+        "bucket": int(max(tokens[idx])) if B else 0,
+        "micro_batches": len(micro_batches),
+        "sub_batches": info["sub_batches"],
+        "sum_s2": info["sum_s2"],
+    }

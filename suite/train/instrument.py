@@ -14,9 +14,30 @@ from pathlib import Path
 import torch
 
 # one JSON object per line, per step and rank (also the emulator's per-virtual-rank rows)
-LOG_FIELDS = ("step", "rank", "world", "policy", "adaln", "model", "layers", "dim", "emulated",
-              "B", "S", "tokens", "samples", "bucket", "loss", "data_s", "compute_s",
-              "collective_wait_s", "optimizer_s", "step_s", "peak_mem_bytes", "peak_reserved_bytes")
+LOG_FIELDS = (
+    "step",
+    "rank",
+    "world",
+    "policy",
+    "adaln",
+    "model",
+    "layers",
+    "dim",
+    "emulated",
+    "B",
+    "S",
+    "tokens",
+    "samples",
+    "bucket",
+    "loss",
+    "data_s",
+    "compute_s",
+    "collective_wait_s",
+    "optimizer_s",
+    "step_s",
+    "peak_mem_bytes",
+    "peak_reserved_bytes",
+)
 
 
 class PhaseTimer:
@@ -60,7 +81,9 @@ def reset_peak(device: torch.device) -> None:
 def peak_bytes(device: torch.device) -> tuple[int, int]:
     """(max allocated, max reserved) since the last reset; (0, 0) on CPU (not measured)."""
     if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device)), int(torch.cuda.max_memory_reserved(device))
+        return int(torch.cuda.max_memory_allocated(device)), int(
+            torch.cuda.max_memory_reserved(device)
+        )
     return 0, 0
 
 

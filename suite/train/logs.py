@@ -34,12 +34,21 @@ def step_table(ranks: pd.DataFrame, keys: list[str] | None = None) -> pd.DataFra
     """Aggregate rank rows into one row per step (grouped by `keys` + step)."""
     keys = [k for k in (keys or RUN_KEYS) if k in ranks.columns]
     g = ranks.groupby(keys + ["step"], sort=True)
-    out = g.agg(step_s=("step_s", "max"), compute_max_s=("compute_s", "max"),
-                compute_mean_s=("compute_s", "mean"), compute_std_s=("compute_s", lambda x: float(np.std(x))),
-                collective_wait_mean_s=("collective_wait_s", "mean"), optimizer_s=("optimizer_s", "max"),
-                tokens=("tokens", "sum"), samples=("samples", "sum"), loss=("loss", "mean"),
-                peak_mem_bytes=("peak_mem_bytes", "max"), peak_mem_mean_bytes=("peak_mem_bytes", "mean"),
-                peak_reserved_bytes=("peak_reserved_bytes", "max"), ranks=("rank", "count")).reset_index()
+    out = g.agg(
+        step_s=("step_s", "max"),
+        compute_max_s=("compute_s", "max"),
+        compute_mean_s=("compute_s", "mean"),
+        compute_std_s=("compute_s", lambda x: float(np.std(x))),
+        collective_wait_mean_s=("collective_wait_s", "mean"),
+        optimizer_s=("optimizer_s", "max"),
+        tokens=("tokens", "sum"),
+        samples=("samples", "sum"),
+        loss=("loss", "mean"),
+        peak_mem_bytes=("peak_mem_bytes", "max"),
+        peak_mem_mean_bytes=("peak_mem_bytes", "mean"),
+        peak_reserved_bytes=("peak_reserved_bytes", "max"),
+        ranks=("rank", "count"),
+    ).reset_index()
     out["rank_cv"] = out.compute_std_s / out.compute_mean_s
     out["maxmean"] = out.compute_max_s / out.compute_mean_s
     out["bubble"] = 1 - out.compute_mean_s / out.compute_max_s
@@ -53,10 +62,19 @@ def summary_table(steps: pd.DataFrame, keys: list[str] | None = None) -> pd.Data
     rows = []
     for key, d in steps.groupby(keys, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(keys, key)), "steps": len(d),
-                     "throughput": d.tokens.sum() / d.step_s.sum(),
-                     "rank_cv": d.rank_cv.mean(), "maxmean": d.maxmean.mean(), "bubble": d.bubble.mean(),
-                     "step_cv": d.step_s.std(ddof=0) / d.step_s.mean(), "step_s_mean": d.step_s.mean(),
-                     "floor_p5": float(np.percentile(d.tokens / d.step_s, 5)),
-                     "peak_mem_mean_bytes": d.peak_mem_bytes.mean(), "loss_final": d.loss.iloc[-1]})
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "steps": len(d),
+                "throughput": d.tokens.sum() / d.step_s.sum(),
+                "rank_cv": d.rank_cv.mean(),
+                "maxmean": d.maxmean.mean(),
+                "bubble": d.bubble.mean(),
+                "step_cv": d.step_s.std(ddof=0) / d.step_s.mean(),
+                "step_s_mean": d.step_s.mean(),
+                "floor_p5": float(np.percentile(d.tokens / d.step_s, 5)),
+                "peak_mem_mean_bytes": d.peak_mem_bytes.mean(),
+                "loss_final": d.loss.iloc[-1],
+            }
+        )
     return pd.DataFrame(rows)

@@ -32,9 +32,15 @@ class Budgets:
         return make_policy(name, m_mem=self.m_mem, m_comp=self.m_comp, p=self.p)
 
 
-def budgets_for(corpus: pd.DataFrame, *, cost_json: str | None = None, m_mem: float | None = None,
-                m_comp: float | None = None, p: float | None = None,
-                s_cross: float | None = None) -> Budgets:
+def budgets_for(
+    corpus: pd.DataFrame,
+    *,
+    cost_json: str | None = None,
+    m_mem: float | None = None,
+    m_comp: float | None = None,
+    p: float | None = None,
+    s_cross: float | None = None,
+) -> Budgets:
     """Budgets from a cost JSON (suite.balance CostModel) with explicit values overriding it.
 
     Defaults without a JSON: M_mem = the corpus's longest sample, p = 2, crossover at the median S.
@@ -60,17 +66,22 @@ def budgets_for(corpus: pd.DataFrame, *, cost_json: str | None = None, m_mem: fl
     return Budgets(float(m_mem), float(m_comp), p, "; ".join(src) or "defaults")
 
 
-def make_plan(corpus: pd.DataFrame, policy, world: int, steps: int, seed: int = 0) -> list[list[list[int]]]:
+def make_plan(
+    corpus: pd.DataFrame, policy, world: int, steps: int, seed: int = 0
+) -> list[list[list[int]]]:
     """plan[step][rank] = the sample indices of that rank's batch (epochs chained as needed)."""
     out: list[list[int]] = []
     epoch = 0
-    sampler = BucketBatchSampler(corpus.tokens.to_numpy(), policy, world_size=world, seed=seed,
-                                 drop_last=True)
+    sampler = BucketBatchSampler(
+        corpus.tokens.to_numpy(), policy, world_size=world, seed=seed, drop_last=True
+    )
     while len(out) < steps * world:
         sampler.set_epoch(epoch)
         batches = sampler.global_batches()
         if not batches:
-            raise ValueError(f"the corpus ({len(corpus)} samples) gives no full round of {world} batches")
+            raise ValueError(
+                f"the corpus ({len(corpus)} samples) gives no full round of {world} batches"
+            )
         out += [b.tolist() for b in batches]
         epoch += 1
-    return [out[k * world:(k + 1) * world] for k in range(steps)]
+    return [out[k * world : (k + 1) * world] for k in range(steps)]

@@ -62,8 +62,9 @@ def init_group(device_type: str, local_rank: int):
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo",
-                                timeout=datetime.timedelta(hours=1))
+        dist.init_process_group(
+            "nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(hours=1)
+        )
     dev = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
     return dev, dist.get_rank(), dist.get_world_size()
 
@@ -77,9 +78,20 @@ def broadcast(obj):
     return box[0]
 
 
-def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int, seed: int,
-              dtype: str, device, mix: str = "default", log=print,
-              global_cost=None) -> pd.DataFrame | None:
+def real_runs(
+    new_model,
+    corpus: pd.DataFrame,
+    budgets,
+    policies,
+    *,
+    steps: int,
+    seed: int,
+    dtype: str,
+    device,
+    mix: str = "default",
+    log=print,
+    global_cost=None,
+) -> pd.DataFrame | None:
     """Train each policy with the process group's ranks; rank 0 gets all ranks' rows, others None.
 
     new_model(device) -> (model, optimizer) must give the same initial weights on every rank.
@@ -100,15 +112,32 @@ def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int,
     for policy in policies:
         name = f"{mix}/{policy}/wan"
         if policy == "global":
-            rows += _global_run(new_model, corpus, budgets, global_cost, name, mix, steps=steps,
-                                seed=seed, dtype=dtype, device=device, log=log)
+            rows += _global_run(
+                new_model,
+                corpus,
+                budgets,
+                global_cost,
+                name,
+                mix,
+                steps=steps,
+                seed=seed,
+                dtype=dtype,
+                device=device,
+                log=log,
+            )
             continue
         plan = make_plan(corpus, budgets.policy(policy), world, steps, seed)
         model, opt = new_model(device)
         cfg = model.cfg
         # warm-up on the bare model (kernel selection, allocator growth); no optimizer step
-        x0, tctx, _ = make_batch(corpus, plan[0][rank], text_len=cfg.text_len,
-                                 text_dim=cfg.text_dim, seed=seed, device=device)
+        x0, tctx, _ = make_batch(
+            corpus,
+            plan[0][rank],
+            text_len=cfg.text_len,
+            text_dim=cfg.text_dim,
+            seed=seed,
+            device=device,
+        )
         forward_backward(model, x0, tctx, noise_generator(device, seed, 0, rank), dtype)
         opt.zero_grad(set_to_none=True)
         ids = [device.index] if device.type == "cuda" else None
@@ -119,30 +148,56 @@ def real_runs(new_model, corpus: pd.DataFrame, budgets, policies, *, steps: int,
         dist.barrier()
         for step in range(steps):
             t0 = time.perf_counter()
-            x0, tctx, info = make_batch(corpus, plan[step][rank], text_len=cfg.text_len,
-                                        text_dim=cfg.text_dim, seed=seed, device=device)
+            x0, tctx, info = make_batch(
+                corpus,
+                plan[step][rank],
+                text_len=cfg.text_len,
+                text_dim=cfg.text_dim,
+                seed=seed,
+                device=device,
+            )
             data_s = time.perf_counter() - t0
             reset_peak(device)
             timer = PhaseTimer(device)
             timer.mark("start")
             with ddp.no_sync():
-                loss = forward_backward(ddp, x0, tctx, noise_generator(device, seed, step, rank), dtype)
+                loss = forward_backward(
+                    ddp, x0, tctx, noise_generator(device, seed, step, rank), dtype
+                )
             timer.mark("compute")
             average_gradients(params, world)
             timer.mark("collective")
             optimizer_step(opt, timer)
             peak, reserved = peak_bytes(device)
-            rows.append({
-                "run": name, "mix": mix, "step": step, "rank": rank, "world": world, "policy": policy,
-                "adaln": model.adaln, "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim,
-                "emulated": False, "backend": backend, "B": info["B"], "S": info["S"],
-                "tokens": info["tokens"], "samples": info["B"], "bucket": info["S"], "loss": float(loss),
-                "data_s": data_s, "compute_s": timer.seconds("start", "compute"),
-                "collective_wait_s": timer.seconds("compute", "collective"),
-                "optimizer_s": timer.seconds("collective", "optimizer"),
-                "step_s": timer.seconds("start", "optimizer"),
-                "peak_mem_bytes": peak, "peak_reserved_bytes": reserved,
-            })
+            rows.append(
+                {
+                    "run": name,
+                    "mix": mix,
+                    "step": step,
+                    "rank": rank,
+                    "world": world,
+                    "policy": policy,
+                    "adaln": model.adaln,
+                    "model": cfg.name,
+                    "layers": cfg.num_layers,
+                    "dim": cfg.dim,
+                    "emulated": False,
+                    "backend": backend,
+                    "B": info["B"],
+                    "S": info["S"],
+                    "tokens": info["tokens"],
+                    "samples": info["B"],
+                    "bucket": info["S"],
+                    "loss": float(loss),
+                    "data_s": data_s,
+                    "compute_s": timer.seconds("start", "compute"),
+                    "collective_wait_s": timer.seconds("compute", "collective"),
+                    "optimizer_s": timer.seconds("collective", "optimizer"),
+                    "step_s": timer.seconds("start", "optimizer"),
+                    "peak_mem_bytes": peak,
+                    "peak_reserved_bytes": reserved,
+                }
+            )
         del ddp, model, opt
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -194,8 +249,10 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
     dev = "GPUs" if backend == "nccl" else "CPU processes"
     i0 = real.iloc[0]
     S = real["S"]
-    cond = (f"{K} real ranks ({backend}, {K} {dev}, DDP), {i0['model']} width D={int(i0['dim'])}, "
-            f"{int(i0['layers'])} layers, S {int(S.min())}-{int(S.max())}")
+    cond = (
+        f"{K} real ranks ({backend}, {K} {dev}, DDP), {i0['model']} width D={int(i0['dim'])}, "
+        f"{int(i0['layers'])} layers, S {int(S.min())}-{int(S.max())}"
+    )
     steps = {run: step_table(d, keys=["run"]) for run, d in real.groupby("run")}
     base = "default/equal-token/wan"
     rows: list[dict] = []
@@ -207,16 +264,30 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
                 continue
             g, lo, hi = _gain(steps[base], steps[run])
             d = summary_table(steps[run], keys=["run"]).iloc[0]
-            c = (f"{cond}; {len(steps[run])} steps; tokens/s {pol} {d.throughput:.0f} vs "
-                 f"{e.throughput:.0f}")
+            c = (
+                f"{cond}; {len(steps[run])} steps; tokens/s {pol} {d.throughput:.0f} vs "
+                f"{e.throughput:.0f}"
+            )
             if suffix == "" and K in (8, 16):
                 targets = [("C7" if K == 8 else "C8", f"throughput_gain_{K}_real")]
             else:
-                targets = [("C7", f"throughput_gain{suffix}_real"), ("C8", f"throughput_gain{suffix}_real")]
+                targets = [
+                    ("C7", f"throughput_gain{suffix}_real"),
+                    ("C8", f"throughput_gain{suffix}_real"),
+                ]
             for claim, key in targets:
-                rows.append({"claim": claim, "metric": key, "value": g, "ci_low": lo, "ci_high": hi,
-                             "unit": "%", "conditions": c,
-                             "evidence": "training_real; figure training_throughput"})
+                rows.append(
+                    {
+                        "claim": claim,
+                        "metric": key,
+                        "value": g,
+                        "ci_low": lo,
+                        "ci_high": hi,
+                        "unit": "%",
+                        "conditions": c,
+                        "evidence": "training_real; figure training_throughput",
+                    }
+                )
     emu = tables.get("training_ranks")
     if emu is not None and not emu.empty:
         errs, tot_r, tot_e = [], 0.0, 0.0
@@ -234,11 +305,17 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
             tot_r += float(m.step_s_real.sum())
             tot_e += float(m.step_s_emu.sum())
         if errs:
-            rows.append({"claim": "C7", "metric": "emulation_error_pct",
-                         "value": 100 * float(np.mean(errs)), "unit": "% error",
-                         "conditions": f"mean |emulated/real - 1| of the step time over {len(errs)} "
-                         f"matched steps (same batches); total-time error "
-                         f"{100 * (tot_e / tot_r - 1):+.1f}%; real: {cond}"
-                         + (f"; emulated: {cond_emulated}" if cond_emulated else ""),
-                         "evidence": "training_real, training_ranks"})
+            rows.append(
+                {
+                    "claim": "C7",
+                    "metric": "emulation_error_pct",
+                    "value": 100 * float(np.mean(errs)),
+                    "unit": "% error",
+                    "conditions": f"mean |emulated/real - 1| of the step time over {len(errs)} "
+                    f"matched steps (same batches); total-time error "
+                    f"{100 * (tot_e / tot_r - 1):+.1f}%; real: {cond}"
+                    + (f"; emulated: {cond_emulated}" if cond_emulated else ""),
+                    "evidence": "training_real, training_ranks",
+                }
+            )
     return rows

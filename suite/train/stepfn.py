@@ -27,9 +27,16 @@ def token_grid(S: int) -> tuple[int, int, int]:
     return (1, 1, int(S))
 
 
-def make_step_fn(model: str = "tiny", layers: int | None = None, device: str = "cpu",
-                 adaln: str = "wan", dtype: str = "bf16", seed: int = 0, text_len: int | None = None,
-                 checkpointing: bool = False):
+def make_step_fn(
+    model: str = "tiny",
+    layers: int | None = None,
+    device: str = "cpu",
+    adaln: str = "wan",
+    dtype: str = "bf16",
+    seed: int = 0,
+    text_len: int | None = None,
+    checkpointing: bool = False,
+):
     """Returns step(B, S) -> (seconds, peak_bytes); step.model is the model it trains."""
     dev = torch.device(device)
     overrides = {"text_len": text_len} if text_len else {}

@@ -45,7 +45,11 @@ def regroup(rows: pd.DataFrame, world: int) -> pd.DataFrame:
     r["step"] = r["step"] * k + r["rank"] // world
     r["rank"] = r["rank"] % world
     r["world"] = world
-    coll = 2 * (world - 1) / world * r["grad_bytes"] / (r["busbw_gbps"] * 1e9) + 30e-6 if world > 1 else 0.0
+    coll = (
+        2 * (world - 1) / world * r["grad_bytes"] / (r["busbw_gbps"] * 1e9) + 30e-6
+        if world > 1
+        else 0.0
+    )
     slowest = r.groupby(["run", "step"])["compute_s"].transform("max")
     r["collective_s"] = coll
     r["collective_wait_s"] = slowest - r["compute_s"] + coll
@@ -93,9 +97,11 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return metric_rows([])
     i = info.iloc[0]
     S = ranks["S"]
-    cond = (f"{i['model']} width D={i['dim']}, {i['layers']} layers, {i['dtype']}, S {int(S.min())}-"
-            f"{int(S.max())}, {{R}} ranks emulated on one {i['device']}; M_mem={i['m_mem']:.0f}, "
-            f"M_comp={i['m_comp']:.3g}, p={i['p']:.2f} ({i['budget_source']})")
+    cond = (
+        f"{i['model']} width D={i['dim']}, {i['layers']} layers, {i['dtype']}, S {int(S.min())}-"
+        f"{int(S.max())}, {{R}} ranks emulated on one {i['device']}; M_mem={i['m_mem']:.0f}, "
+        f"M_comp={i['m_comp']:.3g}, p={i['p']:.2f} ({i['budget_source']})"
+    )
     R = int(ranks["world"].max())
     base, dual = "default/equal-token/wan", "default/dual/wan"
     fused = "default/dual/fused"
@@ -106,10 +112,19 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     for claim, key, x in (("C1", "tokens", b.tokens), ("C2", "bs2", b.B * b.S.astype(float) ** 2)):
         for stat, fn in (("r", pearson_ci), ("spearman", spearman_ci)):
             v, lo, hi = fn(x.to_numpy(float), b.compute_s.to_numpy(float), seed=0)
-            rows.append({"claim": claim, "metric": f"{stat}_{key}_steps", "value": v, "ci_low": lo,
-                         "ci_high": hi, "unit": "R", "evidence": "training_ranks; figure training_latency",
-                         "conditions": "per rank-batch compute time of the equal-token run, "
-                         + cond.format(R=R)})
+            rows.append(
+                {
+                    "claim": claim,
+                    "metric": f"{stat}_{key}_steps",
+                    "value": v,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "unit": "R",
+                    "evidence": "training_ranks; figure training_latency",
+                    "conditions": "per rank-batch compute time of the equal-token run, "
+                    + cond.format(R=R),
+                }
+            )
 
     summ = {}
     for world in sorted({R, 8} & set(range(1, R + 1))):
@@ -124,60 +139,143 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         flag = "DEGENERATE: both policies gave identical batches; " if same else ""
         c = flag + c
         rows += [
-            {"claim": "C4", "metric": "cv_reduction_emulated", "value": 100 * (1 - d.rank_cv / e.rank_cv),
-             "unit": "%", "conditions": c, "evidence": ev},
-            {"claim": "C5", "metric": "rank_cv_emulated", "value": 100 * d.rank_cv,
-             "baseline": 100 * e.rank_cv, "unit": "%", "conditions": c, "evidence": ev},
-            {"claim": "C6", "metric": "step_cv_emulated", "value": 100 * d.step_cv,
-             "baseline": 100 * e.step_cv, "unit": "%", "conditions": c,
-             "evidence": "training_ranks; figure training_step_time"},
+            {
+                "claim": "C4",
+                "metric": "cv_reduction_emulated",
+                "value": 100 * (1 - d.rank_cv / e.rank_cv),
+                "unit": "%",
+                "conditions": c,
+                "evidence": ev,
+            },
+            {
+                "claim": "C5",
+                "metric": "rank_cv_emulated",
+                "value": 100 * d.rank_cv,
+                "baseline": 100 * e.rank_cv,
+                "unit": "%",
+                "conditions": c,
+                "evidence": ev,
+            },
+            {
+                "claim": "C6",
+                "metric": "step_cv_emulated",
+                "value": 100 * d.step_cv,
+                "baseline": 100 * e.step_cv,
+                "unit": "%",
+                "conditions": c,
+                "evidence": "training_ranks; figure training_step_time",
+            },
         ]
         for claim, world in (("C7", 8), ("C8", 16)):
             if (base, world) in summ and (dual, world) in summ:
                 g, lo, hi = _gain(summ[(base, world)][0], summ[(dual, world)][0])
-                rows.append({"claim": claim, "metric": f"throughput_gain_{world}_emulated", "value": g,
-                             "ci_low": lo, "ci_high": hi, "unit": "%", "conditions": flag + cond.format(R=world) + f"; tokens/s dual "
-                             f"{summ[(dual, world)][1].throughput:.0f} vs {summ[(base, world)][1].throughput:.0f}",
-                             "evidence": "training_ranks; figure training_throughput"})
+                rows.append(
+                    {
+                        "claim": claim,
+                        "metric": f"throughput_gain_{world}_emulated",
+                        "value": g,
+                        "ci_low": lo,
+                        "ci_high": hi,
+                        "unit": "%",
+                        "conditions": flag + cond.format(R=world) + f"; tokens/s dual "
+                        f"{summ[(dual, world)][1].throughput:.0f} vs {summ[(base, world)][1].throughput:.0f}",
+                        "evidence": "training_ranks; figure training_throughput",
+                    }
+                )
         pe, pd_ = b.peak_mem_bytes.mean(), ranks[ranks["run"] == dual].peak_mem_bytes.mean()
         if pe > 0:
             re_ = b.peak_reserved_bytes.mean()
             rd = ranks[ranks["run"] == dual].peak_reserved_bytes.mean()
             cap = float(i["capacity_bytes"])
             rows += [
-                {"claim": "C10", "metric": "peak_vram_util_gain", "value": 100 * (pd_ / pe - 1),
-                 "unit": "%", "evidence": "training_ranks",
-                 "conditions": f"mean peak allocated {pd_ / 2**30:.1f} vs {pe / 2**30:.1f} GiB; " + c},
-                {"claim": "C10", "metric": "peak_vram_util_gain_reserved", "value": 100 * (rd / re_ - 1),
-                 "unit": "%", "evidence": "training_ranks", "conditions": "max reserved; " + c},
-                {"claim": "C10", "metric": "peak_vram_util_gain_pp", "value": 100 * (pd_ - pe) / cap,
-                 "unit": "pp", "evidence": "training_ranks", "conditions": "% of device memory; " + c},
+                {
+                    "claim": "C10",
+                    "metric": "peak_vram_util_gain",
+                    "value": 100 * (pd_ / pe - 1),
+                    "unit": "%",
+                    "evidence": "training_ranks",
+                    "conditions": f"mean peak allocated {pd_ / 2**30:.1f} vs {pe / 2**30:.1f} GiB; "
+                    + c,
+                },
+                {
+                    "claim": "C10",
+                    "metric": "peak_vram_util_gain_reserved",
+                    "value": 100 * (rd / re_ - 1),
+                    "unit": "%",
+                    "evidence": "training_ranks",
+                    "conditions": "max reserved; " + c,
+                },
+                {
+                    "claim": "C10",
+                    "metric": "peak_vram_util_gain_pp",
+                    "value": 100 * (pd_ - pe) / cap,
+                    "unit": "pp",
+                    "evidence": "training_ranks",
+                    "conditions": "% of device memory; " + c,
+                },
             ]
     glob = "default/global/wan"
     if (base, R) in summ and (glob, R) in summ:
         e, g_ = summ[(base, R)][1], summ[(glob, R)][1]
         c = "global policy; " + cond.format(R=R)
-        rows.append({"claim": "C5", "metric": "rank_cv_global_emulated", "value": 100 * g_.rank_cv,
-                     "baseline": 100 * e.rank_cv, "unit": "%", "conditions": c, "evidence": ev})
+        rows.append(
+            {
+                "claim": "C5",
+                "metric": "rank_cv_global_emulated",
+                "value": 100 * g_.rank_cv,
+                "baseline": 100 * e.rank_cv,
+                "unit": "%",
+                "conditions": c,
+                "evidence": ev,
+            }
+        )
         if R == 16:
             g, lo, hi = _gain(summ[(base, R)][0], summ[(glob, R)][0])
-            rows.append({"claim": "C8", "metric": "throughput_gain_global_16_emulated", "value": g,
-                         "ci_low": lo, "ci_high": hi, "unit": "%", "evidence": "training_ranks",
-                         "conditions": c + f"; tokens/s global {g_.throughput:.0f} vs "
-                         f"{e.throughput:.0f}"})
+            rows.append(
+                {
+                    "claim": "C8",
+                    "metric": "throughput_gain_global_16_emulated",
+                    "value": g,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "unit": "%",
+                    "evidence": "training_ranks",
+                    "conditions": c + f"; tokens/s global {g_.throughput:.0f} vs "
+                    f"{e.throughput:.0f}",
+                }
+            )
     lb, ld = ("long/equal-token/wan", R), ("long/dual/wan", R)
     if lb in summ and ld in summ:
         e, d = summ[lb][1], summ[ld][1]
-        rows.append({"claim": "C9", "metric": "floor_gain_emulated", "value": 100 * (d.floor_p5 / e.floor_p5 - 1),
-                     "unit": "%", "evidence": "training_ranks; figure training_throughput",
-                     "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}; " + cond.format(R=R)})
-    for claim, key, num, den in (("C17", "fused_throughput_gain", fused, dual),
-                                 ("C18", "overall_throughput_gain", fused, base)):
+        rows.append(
+            {
+                "claim": "C9",
+                "metric": "floor_gain_emulated",
+                "value": 100 * (d.floor_p5 / e.floor_p5 - 1),
+                "unit": "%",
+                "evidence": "training_ranks; figure training_throughput",
+                "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}; "
+                + cond.format(R=R),
+            }
+        )
+    for claim, key, num, den in (
+        ("C17", "fused_throughput_gain", fused, dual),
+        ("C18", "overall_throughput_gain", fused, base),
+    ):
         if (num, R) in summ and (den, R) in summ:
             g, lo, hi = _gain(summ[(den, R)][0], summ[(num, R)][0])
-            rows.append({"claim": claim, "metric": key, "value": g, "ci_low": lo, "ci_high": hi,
-                         "unit": "%", "evidence": "training_ranks",
-                         "conditions": f"{num} over {den}; " + cond.format(R=R)})
+            rows.append(
+                {
+                    "claim": claim,
+                    "metric": key,
+                    "value": g,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "unit": "%",
+                    "evidence": "training_ranks",
+                    "conditions": f"{num} over {den}; " + cond.format(R=R),
+                }
+            )
 
     ms = tables.get("training_maxseq")
     if ms is not None and not ms.empty:
@@ -185,37 +283,74 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         ml = int(ms["layers"].iloc[0]) if "layers" in ms.columns else i["layers"]
         if "wan" in mx and "fused" in mx:
             rows += [
-                {"claim": "C14", "metric": "max_seq_gain", "value": 100 * (mx["fused"] / mx["wan"] - 1),
-                 "unit": "%", "evidence": "training_maxseq",
-                 "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
-                 f"{i['model']} D={i['dim']} L={ml} {i['dtype']}"},
-                {"claim": "C14", "metric": "max_seq_tokens_fused", "value": float(mx["fused"]),
-                 "unit": "tokens", "evidence": "training_maxseq", "conditions": f"D={i['dim']} L={ml}"},
+                {
+                    "claim": "C14",
+                    "metric": "max_seq_gain",
+                    "value": 100 * (mx["fused"] / mx["wan"] - 1),
+                    "unit": "%",
+                    "evidence": "training_maxseq",
+                    "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
+                    f"{i['model']} D={i['dim']} L={ml} {i['dtype']}",
+                },
+                {
+                    "claim": "C14",
+                    "metric": "max_seq_tokens_fused",
+                    "value": float(mx["fused"]),
+                    "unit": "tokens",
+                    "evidence": "training_maxseq",
+                    "conditions": f"D={i['dim']} L={ml}",
+                },
             ]
     lo_ = tables.get("training_loss")
     if lo_ is not None and not lo_.empty:
-        curves = {r: _ma(d.sort_values("step").loss.reset_index(drop=True)) for r, d in lo_.groupby("run")}
+        curves = {
+            r: _ma(d.sort_values("step").loss.reset_index(drop=True)) for r, d in lo_.groupby("run")
+        }
         ll = int(lo_["layers"].iloc[0]) if "layers" in lo_.columns else i["layers"]
-        lc = (f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data, "
-              f"S <= 7800, D={i['dim']} L={ll}")
+        lc = (
+            f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data, "
+            f"S <= 7800, D={i['dim']} L={ll}"
+        )
         if "equal-token/fused" in curves and "equal-token/wan" in curves:
             a, f = curves["equal-token/wan"], curves["equal-token/fused"]
-            rows.append({"claim": "C15", "metric": "loss_max_rel_diff", "value": 100 * float(np.max(np.abs(f - a) / a)),
-                         "unit": "%", "evidence": "training_loss; figure training_loss",
-                         "conditions": f"fused vs Wan-path AdaLN; {lc}"})
+            rows.append(
+                {
+                    "claim": "C15",
+                    "metric": "loss_max_rel_diff",
+                    "value": 100 * float(np.max(np.abs(f - a) / a)),
+                    "unit": "%",
+                    "evidence": "training_loss; figure training_loss",
+                    "conditions": f"fused vs Wan-path AdaLN; {lc}",
+                }
+            )
         if "dual/wan" in curves and "equal-token/wan" in curves:
             a, d = curves["equal-token/wan"], curves["dual/wan"]
-            same = _same_batches(lo_[lo_["run"] == "dual/wan"], lo_[lo_["run"] == "equal-token/wan"])
+            same = _same_batches(
+                lo_[lo_["run"] == "dual/wan"], lo_[lo_["run"] == "equal-token/wan"]
+            )
             flag = "DEGENERATE: both policies gave identical batches; " if same else ""
-            rows.append({"claim": "C15", "metric": "loss_final_rel_diff_policy",
-                         "value": 100 * float(abs(d[-1] - a[-1]) / a[-1]), "unit": "%",
-                         "evidence": "training_loss; figure training_loss",
-                         "conditions": f"{flag}dual vs equal-token (batches of the same data); {lc}"})
+            rows.append(
+                {
+                    "claim": "C15",
+                    "metric": "loss_final_rel_diff_policy",
+                    "value": 100 * float(abs(d[-1] - a[-1]) / a[-1]),
+                    "unit": "%",
+                    "evidence": "training_loss; figure training_loss",
+                    "conditions": f"{flag}dual vs equal-token (batches of the same data); {lc}",
+                }
+            )
         if "equal-token/eager" in curves and "equal-token/wan" in curves:
             a, f = curves["equal-token/wan"], curves["equal-token/eager"]
-            rows.append({"claim": "C15", "metric": "loss_max_rel_diff_eager",
-                         "value": 100 * float(np.max(np.abs(f - a) / a)), "unit": "%",
-                         "evidence": "training_loss", "conditions": f"eager (bf16) vs Wan-path AdaLN; {lc}"})
+            rows.append(
+                {
+                    "claim": "C15",
+                    "metric": "loss_max_rel_diff_eager",
+                    "value": 100 * float(np.max(np.abs(f - a) / a)),
+                    "unit": "%",
+                    "evidence": "training_loss",
+                    "conditions": f"eager (bf16) vs Wan-path AdaLN; {lc}",
+                }
+            )
     rows += _validation_rows(tables)
     out = metric_rows(rows)
     out["value"] = out["value"].astype(float)
@@ -230,13 +365,25 @@ def _validation_rows(tables: dict[str, pd.DataFrame]) -> list[dict]:
 
     errs = step_errors(tables)
     out = []
-    for key, model, how in (("sim_step_error_pct", "refit", "a + b*B*S^p refit"),
-                            ("sim_step_error_pct_sweep_fit", "costmodel_fit_calibrated",
-                             "costmodel_fit's shape, one calibration factor")):
+    for key, model, how in (
+        ("sim_step_error_pct", "refit", "a + b*B*S^p refit"),
+        (
+            "sim_step_error_pct_sweep_fit",
+            "costmodel_fit_calibrated",
+            "costmodel_fit's shape, one calibration factor",
+        ),
+    ):
         if model in errs:
-            out.append({"claim": "C6", "metric": key, "value": errs[model], "unit": "%",
-                        "evidence": "training_ranks, costmodel_fit, shapes_sweep",
-                        "conditions": f"mean |predicted - measured| / measured step time over the "
-                        f"steps of runs other than {BASELINE_RUN} (trace replay of the same batches, "
-                        f"per-sample noise from the sweep repeats); cost: {how} on {BASELINE_RUN}"})
+            out.append(
+                {
+                    "claim": "C6",
+                    "metric": key,
+                    "value": errs[model],
+                    "unit": "%",
+                    "evidence": "training_ranks, costmodel_fit, shapes_sweep",
+                    "conditions": f"mean |predicted - measured| / measured step time over the "
+                    f"steps of runs other than {BASELINE_RUN} (trace replay of the same batches, "
+                    f"per-sample noise from the sweep repeats); cost: {how} on {BASELINE_RUN}",
+                }
+            )
     return out

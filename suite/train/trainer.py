@@ -135,16 +135,23 @@ def _global_step(args, d: Dist, wrapped, params, opt, corpus, st, step: int, cfg
 
     t0 = time.perf_counter()
     mbs = st.ranks[d.rank]
-    batches = gs.rank_batches(corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim,
-                              seed=args.seed, device=d.device)
+    batches = gs.rank_batches(
+        corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim, seed=args.seed, device=d.device
+    )
     data_s = time.perf_counter() - t0
     reset_peak(d.device)
     timer = PhaseTimer(d.device)
     timer.mark("start")
     sync = wrapped.no_sync() if d.initialized else contextlib.nullcontext()
     with sync:
-        info = gs.rank_backward(wrapped, batches, seed=args.seed, step=step,
-                                global_tokens=st.global_tokens, dtype=args.dtype)
+        info = gs.rank_backward(
+            wrapped,
+            batches,
+            seed=args.seed,
+            step=step,
+            global_tokens=st.global_tokens,
+            dtype=args.dtype,
+        )
     timer.mark("compute")
     if d.initialized:
         gs.ensure_grads(params)
@@ -153,15 +160,25 @@ def _global_step(args, d: Dist, wrapped, params, opt, corpus, st, step: int, cfg
     optimizer_step(opt, timer)
     peak, reserved = peak_bytes(d.device)
     return {
-        "step": step, "rank": d.rank, "world": d.world, "policy": args.policy, "adaln": args.adaln,
-        "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "emulated": False,
-        **gs.log_fields(info, mbs, corpus), "loss": info["loss"], "data_s": data_s,
+        "step": step,
+        "rank": d.rank,
+        "world": d.world,
+        "policy": args.policy,
+        "adaln": args.adaln,
+        "model": cfg.name,
+        "layers": cfg.num_layers,
+        "dim": cfg.dim,
+        "emulated": False,
+        **gs.log_fields(info, mbs, corpus),
+        "loss": info["loss"],
+        "data_s": data_s,
         "global_tokens": st.global_tokens,
         "compute_s": timer.seconds("start", "compute"),
         "collective_wait_s": timer.seconds("compute", "collective"),
         "optimizer_s": timer.seconds("collective", "optimizer"),
         "step_s": timer.seconds("start", "optimizer"),
-        "peak_mem_bytes": peak, "peak_reserved_bytes": reserved,
+        "peak_mem_bytes": peak,
+        "peak_reserved_bytes": reserved,
     }
 
 
@@ -173,13 +190,17 @@ def train(args: TrainArgs) -> Path:
         model = build_model(args, d.device)
         cfg = model.cfg
         corpus = load_corpus(args.corpus_size, args.mix, args.seed, args.manifest)
-        budgets = budgets_for(corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p)
+        budgets = budgets_for(
+            corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p
+        )
         if args.policy == "global":
             from suite.train import globalstep as gs
 
             if args.fsdp:
-                raise ValueError("--policy global runs different numbers of micro-batches per rank; "
-                                 "FSDP2's per-forward collectives need equal counts: use DDP")
+                raise ValueError(
+                    "--policy global runs different numbers of micro-batches per rank; "
+                    "FSDP2's per-forward collectives need equal counts: use DDP"
+                )
             cost = gs.planner_cost(args.cost, budgets.p)
             plan = gs.global_plan(corpus, cost, budgets.m_mem, d.world, args.steps, args.seed)
         else:
@@ -187,7 +208,9 @@ def train(args: TrainArgs) -> Path:
         if d.rank == 0:
             from suite.rundir import write_json
 
-            write_json(out / "config.json", {**asdict(args), "world": d.world, "budgets": asdict(budgets)})
+            write_json(
+                out / "config.json", {**asdict(args), "world": d.world, "budgets": asdict(budgets)}
+            )
         if args.fsdp:
             from torch.distributed.fsdp import fully_shard
 
@@ -207,12 +230,20 @@ def train(args: TrainArgs) -> Path:
         log = JsonlLog(out / f"rank{d.rank}.jsonl")
         for step in range(args.steps):
             if args.policy == "global":
-                log.write(_global_step(args, d, wrapped, params, opt, corpus, plan[step], step, cfg))
+                log.write(
+                    _global_step(args, d, wrapped, params, opt, corpus, plan[step], step, cfg)
+                )
                 continue
             t0 = time.perf_counter()
             idx = plan[step][d.rank]
-            x0, ctx, info = make_batch(corpus, idx, text_len=cfg.text_len, text_dim=cfg.text_dim,
-                                       seed=args.seed, device=d.device)
+            x0, ctx, info = make_batch(
+                corpus,
+                idx,
+                text_len=cfg.text_len,
+                text_dim=cfg.text_dim,
+                seed=args.seed,
+                device=d.device,
+            )
             data_s = time.perf_counter() - t0
             reset_peak(d.device)
             timer = PhaseTimer(d.device)
@@ -231,17 +262,32 @@ def train(args: TrainArgs) -> Path:
             timer.mark("collective")
             optimizer_step(opt, timer)
             peak, reserved = peak_bytes(d.device)
-            log.write({
-                "step": step, "rank": d.rank, "world": d.world, "policy": args.policy, "adaln": args.adaln,
-                "model": cfg.name, "layers": cfg.num_layers, "dim": cfg.dim, "emulated": False,
-                "B": info["B"], "S": info["S"], "tokens": info["tokens"], "samples": info["B"],
-                "bucket": info["S"], "loss": float(loss), "data_s": data_s,
-                "compute_s": timer.seconds("start", "compute"),
-                "collective_wait_s": timer.seconds("compute", "collective"),
-                "optimizer_s": timer.seconds("collective", "optimizer"),
-                "step_s": timer.seconds("start", "optimizer"),
-                "peak_mem_bytes": peak, "peak_reserved_bytes": reserved,
-            })
+            log.write(
+                {
+                    "step": step,
+                    "rank": d.rank,
+                    "world": d.world,
+                    "policy": args.policy,
+                    "adaln": args.adaln,
+                    "model": cfg.name,
+                    "layers": cfg.num_layers,
+                    "dim": cfg.dim,
+                    "emulated": False,
+                    "B": info["B"],
+                    "S": info["S"],
+                    "tokens": info["tokens"],
+                    "samples": info["B"],
+                    "bucket": info["S"],
+                    "loss": float(loss),
+                    "data_s": data_s,
+                    "compute_s": timer.seconds("start", "compute"),
+                    "collective_wait_s": timer.seconds("compute", "collective"),
+                    "optimizer_s": timer.seconds("collective", "optimizer"),
+                    "step_s": timer.seconds("start", "optimizer"),
+                    "peak_mem_bytes": peak,
+                    "peak_reserved_bytes": reserved,
+                }
+            )
         log.close()
         if d.initialized:
             dist.barrier()  # every rank's log is complete before rank 0 aggregates

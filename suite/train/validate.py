@@ -1,11 +1,11 @@
 """Emulator validation on real GPUs.
 
-    torchrun --nproc-per-node 2 -m suite.train.validate busbw --mbytes 400 --out F.json
-        all_reduce bus bandwidth (nccl-tests convention: busbw = bytes * 2 (n-1)/n / time), median
-        of 20 timed calls after 5 warm-ups, for a buffer of the given size.
-    python -m suite.train.validate compare REAL_DIR EMULATED_DIR [--skip 2] [--csv F]
-        per step: measured step time of the real run (max over ranks) against the emulator's
-        composed step time for the same plan; prints and writes the relative errors.
+torchrun --nproc-per-node 2 -m suite.train.validate busbw --mbytes 400 --out F.json
+    all_reduce bus bandwidth (nccl-tests convention: busbw = bytes * 2 (n-1)/n / time), median
+    of 20 timed calls after 5 warm-ups, for a buffer of the given size.
+python -m suite.train.validate compare REAL_DIR EMULATED_DIR [--skip 2] [--csv F]
+    per step: measured step time of the real run (max over ranks) against the emulator's
+    composed step time for the same plan; prints and writes the relative errors.
 """
 
 from __future__ import annotations
@@ -51,7 +51,12 @@ def busbw(mbytes: float, out: str | None) -> dict:
             times.append(sec)
     w = d.world
     t = float(np.median(times))
-    res = {"bytes": n * 4, "world": w, "median_s": t, "busbw_gbps": n * 4 * 2 * (w - 1) / w / t / 1e9}
+    res = {
+        "bytes": n * 4,
+        "world": w,
+        "median_s": t,
+        "busbw_gbps": n * 4 * 2 * (w - 1) / w / t / 1e9,
+    }
     if d.rank == 0:
         print(json.dumps(res))
         if out:
@@ -71,8 +76,20 @@ def compare(real: str, emulated: str, skip: int = 2) -> pd.DataFrame:
         raise ValueError("the real and emulated runs trained on different batches (tokens differ)")
     m["rel_err"] = m.step_s_emu / m.step_s_real - 1
     m["compute_rel_err"] = m.compute_max_s_emu / m.compute_max_s_real - 1
-    return m[["step", "tokens_real", "step_s_real", "step_s_emu", "rel_err", "compute_max_s_real",
-              "compute_max_s_emu", "compute_rel_err", "collective_wait_mean_s_real", "optimizer_s_real"]]
+    return m[
+        [
+            "step",
+            "tokens_real",
+            "step_s_real",
+            "step_s_emu",
+            "rel_err",
+            "compute_max_s_real",
+            "compute_max_s_emu",
+            "compute_rel_err",
+            "collective_wait_mean_s_real",
+            "optimizer_s_real",
+        ]
+    ]
 
 
 def main(argv=None) -> int:
@@ -95,7 +112,9 @@ def main(argv=None) -> int:
         m.to_csv(a.csv, index=False)
     print(m.to_string(index=False))
     tot = m.step_s_emu.sum() / m.step_s_real.sum() - 1
-    print(f"mean |step error| {100 * m.rel_err.abs().mean():.1f}%, total-time error {100 * tot:+.1f}%")
+    print(
+        f"mean |step error| {100 * m.rel_err.abs().mean():.1f}%, total-time error {100 * tot:+.1f}%"
+    )
     return 0
 
 

@@ -18,14 +18,26 @@ def _gpu_info() -> dict:
         info["cuda_available"] = torch.cuda.is_available()
         if torch.cuda.is_available():
             p = torch.cuda.get_device_properties(0)
-            info.update(gpu=p.name, gpu_count=torch.cuda.device_count(), cuda=torch.version.cuda,
-                        sm=f"{p.major}.{p.minor}", gpu_mem_gib=round(p.total_memory / 2**30, 1))
+            info.update(
+                gpu=p.name,
+                gpu_count=torch.cuda.device_count(),
+                cuda=torch.version.cuda,
+                sm=f"{p.major}.{p.minor}",
+                gpu_mem_gib=round(p.total_memory / 2**30, 1),
+            )
     except Exception as e:  # never fail a benchmark run over machine info
         info["torch_error"] = repr(e)
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit",
-             "--format=csv,noheader"], capture_output=True, text=True, timeout=10)
+            [
+                "nvidia-smi",
+                "--query-gpu=driver_version,clocks.max.sm,power.limit",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if out.returncode == 0:
             info["nvidia_smi"] = out.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):

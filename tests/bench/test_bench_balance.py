@@ -22,8 +22,9 @@ def _policy(name: str):
     cost = default_cost_model()
     if name == "global":
         return GlobalPolicy(m_mem=WAN14B_M_MEM)
-    return make_policy(name, m_mem=WAN14B_M_MEM, m_comp=WAN14B_M_MEM * 20_000.0 ** (cost.p - 1),
-                       p=cost.p)
+    return make_policy(
+        name, m_mem=WAN14B_M_MEM, m_comp=WAN14B_M_MEM * 20_000.0 ** (cost.p - 1), p=cost.p
+    )
 
 
 @pytest.mark.parametrize("policy", ["equal-token", "dual"])

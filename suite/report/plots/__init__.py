@@ -75,8 +75,10 @@ def draw(experiment: str, tables: dict, metrics) -> tuple[list[tuple[str, str, F
         figs = list(mod.figures(tables, metrics))
         for item in figs:
             if len(item) != 3 or not isinstance(item[2], Figure):
-                raise TypeError(f"{PACKAGE}.{experiment}.figures must return "
-                                f"[(name, caption, Figure)], got an item {item!r:.80}")
+                raise TypeError(
+                    f"{PACKAGE}.{experiment}.figures must return "
+                    f"[(name, caption, Figure)], got an item {item!r:.80}"
+                )
         return figs, ""
     except Exception:
         return [], traceback.format_exc()
@@ -103,8 +105,11 @@ def overview(verdicts: Iterable) -> Figure | None:
     ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)])
     ax.set_xlabel("ours / paper value (1 = the paper's number; lower is better for C5, C6, C16)")
     ax.set_title("Claims overview: measured value relative to the paper")
-    handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=k)
-               for k, c in VERDICT_COLOURS.items() if k != "not-run"]
+    handles = [
+        plt.Line2D([], [], marker="o", ls="", color=c, label=k)
+        for k, c in VERDICT_COLOURS.items()
+        if k != "not-run"
+    ]
     ax.legend(handles=handles, loc="best", fontsize=7, frameon=False)
     fig.tight_layout()
     return fig

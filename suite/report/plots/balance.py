@@ -20,11 +20,15 @@ def policies_figure(steps: pd.DataFrame) -> Figure:
     names = [p for p in COLOURS if p in set(sel["policy"])]
     data_cv = [100 * sel.loc[sel["policy"] == p, "rank_cv"].to_numpy() for p in names]
     data_st = [sel.loc[sel["policy"] == p, "step_s"].to_numpy() for p in names]
-    data_pt = [1e6 * (g["step_s"] / g["tokens"]).to_numpy()
-               for g in (sel[sel["policy"] == p] for p in names)]
-    for ax, data, label in ((ax1, data_cv, "per-step rank compute CV (%)"),
-                            (ax2, data_st, "step time (s)"),
-                            (ax3, data_pt, "step time per million latent tokens (s)")):
+    data_pt = [
+        1e6 * (g["step_s"] / g["tokens"]).to_numpy()
+        for g in (sel[sel["policy"] == p] for p in names)
+    ]
+    for ax, data, label in (
+        (ax1, data_cv, "per-step rank compute CV (%)"),
+        (ax2, data_st, "step time (s)"),
+        (ax3, data_pt, "step time per million latent tokens (s)"),
+    ):
         parts = ax.violinplot(data, showmedians=True)
         for body, p in zip(parts["bodies"], names):
             body.set_facecolor(COLOURS[p])
@@ -44,15 +48,28 @@ def scaling_figure(steps: pd.DataFrame) -> Figure:
     rows = []
     for (p, R), g in sel.groupby(["policy", "ranks"]):
         mm = g["max_s"] / g["mean_s"]
-        rows.append({"policy": p, "ranks": R, "cv": 100 * g["rank_cv"].mean(),
-                     "maxmean": mm.mean(), "bubble": 100 * np.mean(1 - 1 / mm),
-                     "tput": g["tokens"].sum() / g["step_s"].sum() / R})
+        rows.append(
+            {
+                "policy": p,
+                "ranks": R,
+                "cv": 100 * g["rank_cv"].mean(),
+                "maxmean": mm.mean(),
+                "bubble": 100 * np.mean(1 - 1 / mm),
+                "tput": g["tokens"].sum() / g["step_s"].sum() / R,
+            }
+        )
     df = pd.DataFrame(rows)
     fig = Figure(figsize=(10, 7))
     axes = fig.subplots(2, 2).ravel()
-    for ax, (col, label) in zip(axes, (("cv", "rank compute CV (%)"), ("maxmean", "max/mean"),
-                                       ("bubble", "bubble fraction (%)"),
-                                       ("tput", "throughput per rank (tokens/s)"))):
+    for ax, (col, label) in zip(
+        axes,
+        (
+            ("cv", "rank compute CV (%)"),
+            ("maxmean", "max/mean"),
+            ("bubble", "bubble fraction (%)"),
+            ("tput", "throughput per rank (tokens/s)"),
+        ),
+    ):
         for p, g in df.groupby("policy"):
             g = g.sort_values("ranks")
             ax.plot(g["ranks"], g[col], "o-", color=COLOURS.get(p, "#444"), label=p)
@@ -69,8 +86,16 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
     if steps is None or steps.empty:
         return []
     return [
-        ("balance_policies", "Per-policy distributions of the per-step rank compute CV, the "
-         "step time and the step time per token, 16 simulated ranks (C5, C6).", policies_figure(steps)),
-        ("balance_scaling", "Simulated rank CV, max/mean, bubble and per-rank throughput from 8 "
-         "to 1024 ranks for each policy.", scaling_figure(steps)),
+        (
+            "balance_policies",
+            "Per-policy distributions of the per-step rank compute CV, the "
+            "step time and the step time per token, 16 simulated ranks (C5, C6).",
+            policies_figure(steps),
+        ),
+        (
+            "balance_scaling",
+            "Simulated rank CV, max/mean, bubble and per-rank throughput from 8 "
+            "to 1024 ranks for each policy.",
+            scaling_figure(steps),
+        ),
     ]

@@ -14,8 +14,9 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
     sw = tables.get("shapes_sweep")
     if sw is None or sw.empty:
         return []
-    med = sw.groupby(["B", "S"], as_index=False).agg(step_s=("step_s", "median"),
-                                                      peak=("peak_mem_bytes", "max"))
+    med = sw.groupby(["B", "S"], as_index=False).agg(
+        step_s=("step_s", "median"), peak=("peak_mem_bytes", "max")
+    )
     fig = Figure(figsize=(10, 4))
     ax1, ax2 = fig.subplots(1, 2)
     for B, g in med.groupby("B"):
@@ -23,14 +24,26 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         if (g["peak"] > 0).any():
             ax2.plot(g["B"] * g["S"], g["peak"] / 2**30, "o", ms=4, label=f"B={B}")
     r = sw.iloc[0]
-    ax1.set(xscale="log", yscale="log", xlabel="sequence length S (tokens)", ylabel="step time (ms)",
-            title=f"{r['model']} D={r['dim']} L={r['layers']} on {r['device']}")
+    ax1.set(
+        xscale="log",
+        yscale="log",
+        xlabel="sequence length S (tokens)",
+        ylabel="step time (ms)",
+        title=f"{r['model']} D={r['dim']} L={r['layers']} on {r['device']}",
+    )
     ax1.legend(fontsize=7, frameon=False, ncol=2)
-    ax2.set(xlabel="batch tokens B*S", ylabel="peak allocated (GiB)",
-            title="peak memory per step" if (med["peak"] > 0).any() else "peak memory (not measured on CPU)")
+    ax2.set(
+        xlabel="batch tokens B*S",
+        ylabel="peak allocated (GiB)",
+        title="peak memory per step"
+        if (med["peak"] > 0).any()
+        else "peak memory (not measured on CPU)",
+    )
     if (med["peak"] > 0).any():
         ax2.legend(fontsize=7, frameon=False, ncol=2)
     fig.tight_layout()
-    caption = ("Shape sweep: median step time (forward + backward + AdamW) of each (B, S) and the peak "
-               "allocated memory of the step against the batch's tokens; raw repeats in shapes_sweep.")
+    caption = (
+        "Shape sweep: median step time (forward + backward + AdamW) of each (B, S) and the peak "
+        "allocated memory of the step against the batch's tokens; raw repeats in shapes_sweep."
+    )
     return [("shapes_sweep", caption, fig)]

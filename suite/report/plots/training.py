@@ -26,11 +26,16 @@ def _latency(ranks, metrics) -> Figure:
     b = ranks[ranks["run"] == BASE]
     fig = Figure(figsize=(10, 4))
     ax1, ax2 = fig.subplots(1, 2)
-    for ax, x, label, key in ((ax1, b.tokens, "batch tokens B*S", "r_tokens_steps"),
-                              (ax2, b.B * b.S.astype(float) ** 2, "B*S^2", "r_bs2_steps")):
+    for ax, x, label, key in (
+        (ax1, b.tokens, "batch tokens B*S", "r_tokens_steps"),
+        (ax2, b.B * b.S.astype(float) ** 2, "B*S^2", "r_bs2_steps"),
+    ):
         sc = ax.scatter(x, b.compute_s, c=np.log10(b.S), s=14, cmap="viridis")
-        ax.set(xlabel=label, ylabel="rank-batch compute time (s)",
-               title=f"Pearson R = {_metric(metrics, key):.2f}")
+        ax.set(
+            xlabel=label,
+            ylabel="rank-batch compute time (s)",
+            title=f"Pearson R = {_metric(metrics, key):.2f}",
+        )
     fig.colorbar(sc, ax=ax2, label="log10 S")
     fig.tight_layout()
     return fig
@@ -54,7 +59,13 @@ def _throughput(steps) -> Figure:
     fig = Figure(figsize=(10, 4))
     ax = fig.subplots()
     for r, d in steps.groupby("run"):
-        ax.plot(d["step"], d["throughput"], "o-", ms=3, label=f"{r}: {d.tokens.sum() / d.step_s.sum():,.0f} tok/s")
+        ax.plot(
+            d["step"],
+            d["throughput"],
+            "o-",
+            ms=3,
+            label=f"{r}: {d.tokens.sum() / d.step_s.sum():,.0f} tok/s",
+        )
     ax.set(xlabel="step", ylabel="global tokens/s", title="throughput per step (emulated ranks)")
     ax.legend(fontsize=7, frameon=False)
     fig.tight_layout()
@@ -81,15 +92,38 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         steps = step_table(ranks, keys=["run"])
         R = int(ranks["world"].max())
         if (ranks["run"] == BASE).any():
-            out.append(("training_latency", "Each rank-batch's measured compute time of the equal-token "
-                        "run against its tokens B*S and against B*S^2 (colour: sequence length).",
-                        _latency(ranks, metrics)))
-        out.append(("training_rank_cv", f"Per-policy distributions over steps of the rank compute CV "
-                    f"and of the composed synchronous step time, {R} emulated ranks.", _distributions(steps)))
-        out.append(("training_throughput", "Global latent tokens/s of every step, per run "
-                    "(legend: total tokens / total time).", _throughput(steps)))
+            out.append(
+                (
+                    "training_latency",
+                    "Each rank-batch's measured compute time of the equal-token "
+                    "run against its tokens B*S and against B*S^2 (colour: sequence length).",
+                    _latency(ranks, metrics),
+                )
+            )
+        out.append(
+            (
+                "training_rank_cv",
+                f"Per-policy distributions over steps of the rank compute CV "
+                f"and of the composed synchronous step time, {R} emulated ranks.",
+                _distributions(steps),
+            )
+        )
+        out.append(
+            (
+                "training_throughput",
+                "Global latent tokens/s of every step, per run "
+                "(legend: total tokens / total time).",
+                _throughput(steps),
+            )
+        )
     loss = tables.get("training_loss")
     if loss is not None and not loss.empty:
-        out.append(("training_loss", "Loss per step (thin) and its 10-step moving average (thick), "
-                    "same seed and data: AdaLN paths and batching policies.", _loss(loss)))
+        out.append(
+            (
+                "training_loss",
+                "Loss per step (thin) and its 10-step moving average (thick), "
+                "same seed and data: AdaLN paths and batching policies.",
+                _loss(loss),
+            )
+        )
     return out
