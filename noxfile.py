@@ -30,7 +30,11 @@ def _install(session: nox.Session, *extras: str) -> None:
 
 
 def _run_py(session: nox.Session, *args: str, **kw) -> None:
-    exe = sys.executable if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv) else "python"
+    exe = (
+        sys.executable
+        if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv)
+        else "python"
+    )
     session.run(exe, *args, **kw)
 
 
@@ -77,9 +81,18 @@ def bench(session: nox.Session) -> None:
     if "--compare" in session.posargs:
         args += ["--benchmark-compare", "--benchmark-compare-fail=median:10%"]
     _run_py(
-        session, "-m", "pytest", "tests/bench", "--benchmark-enable", "--benchmark-autosave",
-        "--benchmark-timer", "suite.timing.cuda_synced_perf_counter", "-p", "no:randomly",
-        *args, success_codes=[0, 5],
+        session,
+        "-m",
+        "pytest",
+        "tests/bench",
+        "--benchmark-enable",
+        "--benchmark-autosave",
+        "--benchmark-timer",
+        "suite.timing.cuda_synced_perf_counter",
+        "-p",
+        "no:randomly",
+        *args,
+        success_codes=[0, 5],
     )
 
 

@@ -48,9 +48,12 @@ class Simulator:
         if policy == "global":
             self.policy = GlobalPolicy(m_mem=WAN14B_M_MEM)
         else:
-            self.policy = make_policy(policy, m_mem=WAN14B_M_MEM,
-                                      m_comp=WAN14B_M_MEM * 20_000.0 ** (self.cost.p - 1),
-                                      p=self.cost.p)
+            self.policy = make_policy(
+                policy,
+                m_mem=WAN14B_M_MEM,
+                m_comp=WAN14B_M_MEM * 20_000.0 ** (self.cost.p - 1),
+                p=self.cost.p,
+            )
 
     def time_simulate(self, ranks, policy):
         from suite.balance.simulator import SimConfig, simulate

@@ -39,7 +39,8 @@ def _measure_one(timer, D: int, dtype: str) -> dict:
     with torch.no_grad():
         fwd_ms = statistics.median(timer.time(lambda _: adaln(x, scale, shift)))
     bwd_ms = statistics.median(
-        timer.time(lambda y: y.backward(dy), setup=lambda: adaln(x, scale, shift)))
+        timer.time(lambda y: y.backward(dy), setup=lambda: adaln(x, scale, shift))
+    )
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()

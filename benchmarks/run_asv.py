@@ -109,8 +109,11 @@ def regressions(base: dict, head: dict, threshold: float) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="nox -s asv --", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="nox -s asv --",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("base", nargs="?", help="base commit to compare against")
     ap.add_argument("--quick", action="store_true", help="each benchmark once, nothing saved")
     ap.add_argument("--bench", help="regex of benchmarks to run")
@@ -140,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = regressions(load_results(base, machine), load_results(head, machine), args.threshold)
     for line in bad:
         print("REGRESSION", line)
-    print(f"{len(bad)} regression(s) beyond {args.threshold:.2f}x between {base[:8]} and {head[:8]}")
+    print(
+        f"{len(bad)} regression(s) beyond {args.threshold:.2f}x between {base[:8]} and {head[:8]}"
+    )
     return 1 if bad else 0
 
 
