@@ -12,7 +12,8 @@ python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite
   --benchmark-timer suite.timing.cuda_synced_perf_counter --benchmark-json "$out/bench_kernels.json" \
   --benchmark-columns median,iqr,rounds -p no:cacheprovider
 # asv labels results with a commit of a real checkout: clone the bundle (same history, same SHA)
-if ! git rev-parse -q --verify HEAD >/dev/null 2>&1 && [ -f .gitbundle/repo.bundle ]; then
+# (the node's copy of the tree may carry a stale .git: the bundle, when there, is the truth)
+if [ -f .gitbundle/repo.bundle ]; then
   rm -rf /tmp/repo; git clone -q -b main .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
 fi
 git log -1 --format='asv at %H'
