@@ -150,19 +150,20 @@ def nvrtc_version() -> Any:
 
 
 def git_info() -> Any:
-    """SHA and dirty flag of the checkout; for a copy of the tree (e.g. shipped to a GPU node,
-    where .git may be missing or empty) the launcher can pass SUITE_GIT_SHA / SUITE_GIT_DIRTY."""
+    """SHA and dirty flag of the checkout. A launcher that ships a copy of the tree (e.g. to a GPU
+    node, whose copy may hold an empty or stale .git) passes SUITE_GIT_SHA / SUITE_GIT_DIRTY, and
+    they win: on 2026-12-01 a node's stale .git named a commit hours older than the code it ran."""
+    if os.environ.get("SUITE_GIT_SHA"):
+        return {
+            "sha": os.environ["SUITE_GIT_SHA"],
+            "dirty": os.environ.get("SUITE_GIT_DIRTY", "unknown") == "1",
+            "source": "SUITE_GIT_SHA (the tree is a copy, not a checkout)",
+        }
     try:
         sha = _run(["git", "rev-parse", "HEAD"], cwd=REPO)
         dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO))
         return {"sha": sha, "dirty": dirty}
     except (OSError, subprocess.SubprocessError):
-        if os.environ.get("SUITE_GIT_SHA"):
-            return {
-                "sha": os.environ["SUITE_GIT_SHA"],
-                "dirty": os.environ.get("SUITE_GIT_DIRTY", "unknown") == "1",
-                "source": "SUITE_GIT_SHA (the tree is a copy, not a checkout)",
-            }
         return f"absent ({REPO} is not a git checkout with a commit)"
 
 

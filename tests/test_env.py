@@ -73,3 +73,15 @@ def test_git_sha_from_launcher_when_the_tree_has_no_commit(tmp_path, monkeypatch
     assert info["sha"] == "9ff09e2" and info["dirty"] is False
     monkeypatch.delenv("SUITE_GIT_SHA")
     assert env.git_info().startswith("absent")
+
+
+def test_launcher_sha_wins_over_a_stale_checkout(monkeypatch):
+    """A node's copy of the tree may carry a .git from an older commit: the launcher's word wins."""
+    from suite import env
+
+    monkeypatch.setenv("SUITE_GIT_SHA", "240d3cd")
+    monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
+    info = env.git_info()  # REPO is this checkout, which has a real HEAD
+    assert info["sha"] == "240d3cd" and info["source"].startswith("SUITE_GIT_SHA")
+    monkeypatch.delenv("SUITE_GIT_SHA")
+    assert env.git_info()["sha"] != "240d3cd"
