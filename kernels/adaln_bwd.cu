@@ -21,10 +21,8 @@
 // CTA's partial row is bitwise the register version's), freeing 2 registers per element.
 // PF (default false; VECTOR only): the loads of the CTA's next row (x, dy, mean, rstd) are issued
 // before the current row is reduced and stay packed in registers, so a row is always in flight.
-// STG (default 0; with PF): x and dy of the next STG - 1 row blocks are staged through shared
-// memory by cp.async instead of registers (mean and rstd still one row ahead in registers).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, int STG = 0>
+          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -89,7 +87,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   };
 
   static_assert(!PF || VECTOR, "prefetch needs the 16-byte layout");
-  static_assert(STG == 0 || PF, "shared-memory staging is a kind of prefetch");
   // One row's loads: x and dy packed (raw 16-byte words), mean and rstd.
   struct RowIn {
     Raw<TX, VEC> x[NCH];
@@ -114,73 +111,14 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
   };
   RowIn cur, nxt;
-  constexpr int SR = STG > 0 ? STG * ROWS : 1, SL = STG > 0 ? NCH * RT * VEC : 8;
-  __shared__ __align__(16) TX stx[SR][SL];
-  __shared__ __align__(16) TY sty[SR][SL];
-  auto slot_of = [&](i64 r0) { return (int)(((r0 - r_begin) / ROWS) % (STG > 0 ? STG : 1)); };
-  auto issue = [&](i64 r0) {  // cp.async of this thread's pieces of x and dy, row block r0
-    const i64 row = r0 + g;
-    const int sl = slot_of(r0) * ROWS + g;
-    if (row >= r_end) return;
-    const i64 b = row / N, n = row - b * N;
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-      if (d0 < D) {
-        cp_async_piece<VEC>(&stx[sl][d0], x + b * sxb + n * sxn + d0);
-        cp_async_piece<VEC>(&sty[sl][d0], dy + row * D + d0);
-      }
-    }
-  };
-  auto read = [&](i64 r0, RowIn& in) {  // x and dy from the stage; mean and rstd were prefetched
-    const bool ok = r0 + g < r_end;
-    const int sl = slot_of(r0) * ROWS + g;
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-      if (ok && d0 < D) {
-        load_raw(&stx[sl][0], d0, in.x[c]);
-        load_raw(&sty[sl][0], d0, in.dy[c]);
-      } else {
-        zero_raw(in.x[c]);
-        zero_raw(in.dy[c]);
-      }
-    }
-  };
-  float mu_next = 0.f, rs_next = 0.f;  // STG: mean and rstd of the next row, one row ahead
-  if (STG > 0) {
-#pragma unroll
-    for (int k = 0; k < (STG > 0 ? STG - 1 : 0); ++k) {
-      if (r_begin + k * ROWS < r_end) issue(r_begin + k * ROWS);
-      cp_async_commit();
-    }
-    if (r_begin + g < r_end) {
-      mu_next = mean[r_begin + g];
-      rs_next = rstd[r_begin + g];
-    }
-  } else if (PF && r_begin < r_end) {
-    fetch(r_begin + g, cur);
-  }
+  if (PF && r_begin < r_end) fetch(r_begin + g, cur);
 
   for (i64 row0 = r_begin; row0 < r_end; row0 += ROWS) {  // uniform bound: barriers are safe
     const i64 row = row0 + g;
     const bool ok = row < r_end;
     const i64 b = ok ? row / N : 0;
     const i64 n = ok ? row - b * N : 0;
-    if (STG > 0) {
-      if (row0 + (STG - 1) * ROWS < r_end) issue(row0 + (STG - 1) * ROWS);
-      cp_async_commit();
-      cur.mu = mu_next;
-      cur.rs = rs_next;
-      if (row + ROWS < r_end) {
-        mu_next = mean[row + ROWS];
-        rs_next = rstd[row + ROWS];
-      }
-      cp_async_wait<(STG > 0 ? STG - 1 : 0)>();  // row block row0 has landed
-      read(row0, cur);
-    } else if (PF && row0 + ROWS < r_end) {
-      fetch(row + ROWS, nxt);
-    }
+    if (PF && row0 + ROWS < r_end) fetch(row + ROWS, nxt);
     const float mu = PF ? cur.mu : (ok ? mean[row] : 0.f);
     const float rs = PF ? cur.rs : (ok ? rstd[row] : 0.f);
     const TX* xr = x + b * sxb + n * sxn;
@@ -222,7 +160,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         s2 += gy[c][j] * xh[c][j];
       }
     }
-    if (PF && STG == 0) cur = nxt;
+    if (PF) cur = nxt;
     group_sum2<RT>(s1, s2, red[g], t);
     if (!ok) continue;
     const float a1 = s1 * (1.f / D), a2 = s2 * (1.f / D);

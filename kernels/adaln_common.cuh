@@ -186,30 +186,3 @@ __device__ __forceinline__ void unpack(const Raw<T, N>& r, float (&f)[N]) {
 #pragma unroll
   for (int j = 0; j < N; ++j) f[j] = Bits<T>::get(r.u, j);
 }
-
-// cp.async (sm_80+): asynchronous global -> shared copies, complete at cp_async_wait. "memory"
-// clobbers keep the compiler from moving shared-memory reads and writes across them.
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Wait until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// N elements of T (a whole number of 8-byte words) global -> shared with cp.async: 16-byte pieces
-// through .cg (L2 only), an 8-byte tail through .ca (the only form with 8-byte copies).
-template <int N, typename T>
-__device__ __forceinline__ void cp_async_piece(T* smem, const T* __restrict__ gmem) {
-  constexpr int BYTES = N * (int)sizeof(T);
-  static_assert(BYTES % 8 == 0, "8-byte multiples only");
-  unsigned s;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(s) : "l"(smem));
-  const char* g = reinterpret_cast<const char*>(gmem);
-#pragma unroll
-  for (int i = 0; i < BYTES / 16; ++i)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s + 16 * i), "l"(g + 16 * i)
-                 : "memory");
-  if (BYTES % 16)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(s + BYTES - 8), "l"(g + BYTES - 8)
-                 : "memory");
-}

@@ -92,12 +92,8 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
 // MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd).
-// STAGES (default 0: the register prefetch above): >= 2 stages the CTA's next STAGES - 1 row
-// blocks through shared memory with cp.async instead, so rows in flight cost no registers and the
-// occupancy of adaln_fwd is kept. Each thread copies and later reads only its own 16-byte pieces,
-// so cp.async.wait_group alone orders them (no barrier).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int STAGES = 0>
+          int MINB = 1>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -126,53 +122,14 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
       else zero_raw(r[c]);
     }
   };
-  // the shared-memory stages (STAGES >= 2): [slot * ROWS + g][d]
-  __shared__ __align__(16) TX stage[STAGES > 0 ? STAGES * ROWS : 1][STAGES > 0 ? NCH * RT * VEC : 8];
-  auto issue = [&](i64 step) {  // cp.async of this thread's pieces of row block `step`
-    const i64 row = step * ROWS + g;
-    const bool ok = row < rows;
-    const i64 b = ok ? row / N : 0;
-    const TX* xr = x + b * sxb + (ok ? row - b * N : 0) * sxn;
-    const int slot = (int)((step - s_begin) % (STAGES > 0 ? STAGES : 1));
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-      if (ok && d0 < D) cp_async_piece<VEC>(&stage[slot * ROWS + g][d0], xr + d0);
-    }
-  };
-  auto read = [&](i64 step, Raw<TX, VEC> (&r)[NCH]) {
-    const bool ok = step * ROWS + g < rows;
-    const int slot = (int)((step - s_begin) % (STAGES > 0 ? STAGES : 1));
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-      if (ok && d0 < D) load_raw(&stage[slot * ROWS + g][0], d0, r[c]);
-      else zero_raw(r[c]);
-    }
-  };
   Raw<TX, VEC> cur[NCH], nxt[NCH];
-  if (STAGES > 0) {
-#pragma unroll
-    for (int k = 0; k < (STAGES > 0 ? STAGES - 1 : 0); ++k) {
-      if (s_begin + k < s_end) issue(s_begin + k);
-      cp_async_commit();
-    }
-  } else if (s_begin < s_end) {
-    fetch(s_begin * ROWS + g, cur);
-  }
+  if (s_begin < s_end) fetch(s_begin * ROWS + g, cur);
   float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
   i64 kept = -1;  // the sample whose modulation ksc/ksh hold
 
   for (i64 s = s_begin; s < s_end; ++s) {  // uniform bound: barriers are safe
     const i64 row = s * ROWS + g;
-    if (STAGES > 0) {
-      if (s + STAGES - 1 < s_end) issue(s + STAGES - 1);
-      cp_async_commit();
-      cp_async_wait<(STAGES > 0 ? STAGES - 1 : 0)>();  // row block s has landed
-      read(s, cur);
-    } else if (s + 1 < s_end) {
-      fetch(row + ROWS, nxt);
-    }
+    if (s + 1 < s_end) fetch(row + ROWS, nxt);
     const bool ok = row < rows;
     const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
 
@@ -240,9 +197,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
         store_f32<true>(y + row * D, d0, D, o);
       }
     }
-    if (STAGES == 0) {
 #pragma unroll
-      for (int c = 0; c < NCH; ++c) cur[c] = nxt[c];
-    }
+    for (int c = 0; c < NCH; ++c) cur[c] = nxt[c];
   }
 }

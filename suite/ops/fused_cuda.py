@@ -47,40 +47,21 @@ class KernelConfig:
     # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    fwd_regs: int = 64  # forward (with prefetch, 16-bit x): register cap per thread (0: none)
-    fwd_stages: int = 0  # forward (with prefetch): >= 2: rows staged in shared memory (cp.async)
+    fwd_regs: int = 64  # forward (with prefetch): register cap per thread (0: ptxas chooses)
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
-    bwd_stages: int = 0  # backward (with prefetch): >= 2: x, dy staged in shared memory (cp.async)
 
     @property
     def fwd_prefetch(self) -> bool:
         return self.ty != "float" if self.fwd_pf is None else self.fwd_pf
 
     @property
-    def fwd_stages_on(self) -> int:
-        """cp.async stages where they fit in 40 KB of static shared memory (else 0: registers)."""
-        nch = -(-self.D // (self.vec * self.fwd_rt))
-        size = 2 if self.tx in ("bf16", "f16") else 4
-        fits = self.fwd_stages * self.fwd_rows * nch * self.fwd_rt * self.vec * size <= 40 * 1024
-        return self.fwd_stages if self.fwd_stages >= 2 and fits else 0
-
-    @property
     def bwd_prefetch(self) -> bool:
         """Past 320 threads per CTA (D > 5120 at 16 elements per thread) the register cap of
         65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch."""
         return self.bwd_pf and self.bwd_threads <= 320
-
-    @property
-    def bwd_stages_on(self) -> int:
-        """cp.async stages of x and dy where they fit in 40 KB of static shared memory."""
-        nch = -(-self.D // (self.vec * self.bwd_rt))
-        size = {"bf16": 2, "f16": 2, "float": 4}
-        row = nch * self.bwd_rt * self.vec * (size[self.tx] + size[self.ty])
-        fits = self.bwd_stages * self.bwd_rows * row <= 40 * 1024
-        return self.bwd_stages if self.bwd_stages >= 2 and self.bwd_prefetch and fits else 0
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
@@ -135,11 +116,8 @@ class KernelConfig:
 
     def fwd(self, vector: bool) -> str:
         if vector and self.fwd_prefetch:
-            # the cap is for 16-bit rows; fp32 rows hold twice the registers per element
-            cap = self.fwd_regs if self.tx != "float" else 0
-            nb = 65536 // (cap * self.fwd_threads) if cap else 1
-            st = self.fwd_stages_on
-            minb = f", {nb}, {st}" if st else (f", {nb}" if nb > 1 else "")
+            nb = 65536 // (self.fwd_regs * self.fwd_threads) if self.fwd_regs else 1
+            minb = f", {nb}" if nb > 1 else ""
             return (
                 f"adaln_fwd_pf<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
                 f"{self.fwd_rows}, {self.mode}, {str(self.fwd_mreg).lower()}{minb}>"
@@ -152,13 +130,8 @@ class KernelConfig:
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
         # trailing template arguments (MINB, SACC, PF), written only up to the last non-default
-        tail = [
-            str(minb),
-            str(self.bwd_sacc_on).lower(),
-            str(self.bwd_prefetch and vector).lower(),
-            str(self.bwd_stages_on if vector else 0),
-        ]
-        while tail and tail[-1] in ("1", "false", "0"):
+        tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
+        while tail and tail[-1] in ("1", "false"):
             tail.pop()
         extra = "".join(", " + a for a in tail)
         return (
@@ -192,13 +165,6 @@ VARIANTS: dict[str, dict] = {
     "default": {},
     "round1": {"fwd_pf": False, "bwd_pf": False},  # the kernels of the first H200 reference
     "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0},  # fastest bf16 y at D = 5120
-    # round 3: the next rows staged through shared memory by cp.async (no registers), 2 or 3 stages
-    # (56 registers: the 6 CTAs of 192 threads per SM of the first forward)
-    "fwd-cp2": {"fwd_pf": True, "fwd_stages": 2, "fwd_regs": 56},
-    "fwd-cp3": {"fwd_pf": True, "fwd_stages": 3, "fwd_regs": 56},
-    "fwd-cp3m": {"fwd_pf": True, "fwd_stages": 3, "fwd_regs": 0, "fwd_mreg": True},
-    "bwd-cp2": {"bwd_stages": 2},
-    "bwd-cp3": {"bwd_stages": 3},
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
