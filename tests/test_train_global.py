@@ -175,3 +175,22 @@ def test_global_plan_is_deterministic_and_covers_samples():
             assert sorted(i for b in batches for i in b) == sorted(i for mb in r for i in mb)
             assert all(len(set(tokens[b])) == 1 and tokens[b].sum() <= 400 for b in batches)
             assert len(batches) <= sum(len(gs.sub_batches(mb, tokens)) for mb in r)
+
+
+def test_warmup_covers_the_shapes_of_a_global_plans_first_step():
+    """The training experiment warms every (B, S) shape of each plan's first step, the global
+    plan's model batches included (its first two H200 steps were 3.3x and 1.8x the later ones)."""
+    from suite.experiments.training import _model_batches
+    from suite.train import globalstep as gs
+    from suite.train.data import load_corpus
+
+    corpus = load_corpus(200, "tiny", 0)
+    tokens = corpus.tokens.to_numpy()
+    plan = gs.global_plan(corpus, gs.planner_cost(None, 2.0), 400, 4, 3, seed=1)
+    steps = _model_batches(corpus, plan)
+    assert len(steps) == 3
+    for st, batches in zip(plan, steps):
+        ran = sorted(i for b in batches for i in b)
+        assert ran == sorted(i for r in st.ranks for mb in r for i in mb)
+        assert all(len(set(tokens[b])) == 1 for b in batches)
+    assert len({(len(b), int(tokens[b[0]])) for b in steps[0]}) > 1  # several shapes to warm

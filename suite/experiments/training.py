@@ -231,23 +231,49 @@ def _new_model(prof, adaln, device, seed):
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
 
 
+def _model_batches(corpus, plan) -> list[list[list]]:
+    """plan[step] as the model batches it runs: a bucket plan's per-rank batches, or the global
+    plan's per-rank batches of one sequence length each (what rank_batches runs)."""
+    from suite.train.globalstep import same_length_batches
+
+    tokens = corpus.tokens.to_numpy()
+    out = []
+    for step in plan:
+        if hasattr(step, "ranks"):  # global StepPlan
+            out.append([b for rank in step.ranks for b in same_length_batches(rank, tokens)])
+        else:
+            out.append(list(step))
+    return out
+
+
+WARM_SHAPES = 64  # at most this many distinct (B, S) shapes of a plan's first step are warmed
+
+
 def _warmup(prof, jobs, device, seed):
     """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and, per plan,
-    its most token-heavy, most attention-heavy and first batches (allocator growth, autotuning).
-    Without it the first timed run was ~10% slower than a later run of the very same batches."""
+    its most token-heavy and most attention-heavy batches and every distinct (B, S) shape of its
+    first step (allocator growth, per-shape library set-up). Without it the first timed run was
+    ~10% slower than a later run of the very same batches, and the global policy's first two steps
+    (sub-batches of shapes no bucket plan has) took 3.3x and 1.8x its later steps (H200 reference
+    run of 2026-12-01)."""
     from suite.train.data import make_batch
     from suite.train.trainer import forward_backward, noise_generator
 
     for adaln in sorted({j[2] for j in jobs}):
         model, _ = _new_model(prof, adaln, device, seed)
-        for corpus, plan in {id(j[0]): (j[0], j[1]) for j in jobs if j[2] == adaln}.values():
-            flat = [b for step in plan for b in step]
+        for corpus, plan in [(j[0], j[1]) for j in jobs if j[2] == adaln]:
+            steps = _model_batches(corpus, plan)
+            flat = [b for step in steps for b in step]
             tok = [int(corpus.tokens[b].sum()) for b in flat]
             bs2 = [float(corpus.tokens[b[0]]) * t for b, t in zip(flat, tok)]
-            for k in {int(np.argmax(tok)), int(np.argmax(bs2)), 0}:
+            picks = [flat[int(np.argmax(tok))], flat[int(np.argmax(bs2))]]
+            shapes = {}
+            for b in steps[0]:  # first batch of each shape, in plan order
+                shapes.setdefault((len(b), int(corpus.tokens[b[0]])), b)
+            for batch in picks + list(shapes.values())[:WARM_SHAPES]:
                 x0, ctx_, _ = make_batch(
                     corpus,
-                    flat[k],
+                    batch,
                     text_len=model.cfg.text_len,
                     text_dim=model.cfg.text_dim,
                     seed=seed,
@@ -362,13 +388,8 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
 
     t0 = time.perf_counter()
     parts = _Parts(ctx, prof)
-    # runs finished in an earlier invocation need no warm-up; the global run's plan is not a bucket
-    # plan: it relies on the others' warm-up of its AdaLN path (the first such job when all resumed)
-    pending = [j for j in jobs if not parts.has(j[3], j[6])]
-    warm = [j for j in pending if j[5] != "global"]
-    if not warm and pending:
-        warm = [j for j in jobs if j[5] != "global" and j[2] in {q[2] for q in pending}][:1]
-    _warmup(prof, warm, dev, ctx.seed)
+    # runs finished in an earlier invocation need no warm-up
+    _warmup(prof, [j for j in jobs if not parts.has(j[3], j[6])], dev, ctx.seed)
     ranks = []
     for corpus, plan, adaln, name, mix, policy, steps in jobs:
         resumed = parts.load(name, steps)
