@@ -18,6 +18,9 @@ Emulated runs in order: 7 + 8 x 24.6 (default: ends at 204 s) + 4 x 8 (global: 2
 320 s budget, so C9 is measured). Training ~310 s, the quick run ~92 + 310 = 402 s = 6.7 min.
 9 steps would give ~427 s and too little margin under 480 s; the worst case here (a slower GPU)
 is the 320 s budget + one run's overshoot of its estimate (~30 s) + 10 s + 92 s = 452 s.
+Measured (H200, commit 240d3cd): training 321 s, the whole quick run 418 s, every run measured.
+Warming every plan's first-step shapes (since e1d15d0: ~16 bucket shapes per plan, up to 64 for
+the global plan, at ~0.05-0.1 s each) adds an estimated 10-20 s, not yet measured.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix: ~1 s per step, e.g. 3 x 16 s at K = 8.
 Full profile: 2 layers (~1.9x the 1-layer step), 20 and 10 steps, the global run included,
