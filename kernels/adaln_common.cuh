@@ -145,6 +145,34 @@ __device__ __forceinline__ void group_sum2(float& a, float& b, float* red, int t
   }
 }
 
+// Mean and rstd of the row a row group holds in v (padded lanes hold 0): the sum, then the
+// two-pass variance (padded lanes left out: 0 - mu is not 0), each over the RT threads in a
+// fixed order. Every thread of the CTA must call it (CTA barriers inside).
+template <int D, int RT, int NCH, int VEC>
+__device__ __forceinline__ void row_stats(const float (&v)[NCH][VEC], float* red, int t, float eps,
+                                          float& mu, float& rs) {
+  float s = 0.f, unused = 0.f;
+#pragma unroll
+  for (int c = 0; c < NCH; ++c)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) s += v[c][j];
+  group_sum2<RT>(s, unused, red, t);
+  mu = s * (1.f / D);
+  float q = 0.f;
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float dv = v[c][j] - mu;
+      if (d0 + j < D) q += dv * dv;
+    }
+  }
+  unused = 0.f;
+  group_sum2<RT>(q, unused, red, t);
+  rs = rsqrtf(q * (1.f / D) + eps);
+}
+
 // Modes: which tensor multiplies x-hat and how its rows are indexed.
 #define MODE_SAMPLE 0  // scale/shift [B, D] with a batch stride: y = xhat * (1 + scale) + shift
 #define MODE_TOKEN 1   // scale/shift [B, N, D]:                 y = xhat * (1 + scale) + shift

@@ -30,7 +30,6 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
     const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
     const TX* xr = x + b * sxb + n * sxn;  // 64-bit offsets: B*N*D may pass 2^31
     float v[NCH][VEC];
-    float s = 0.f, unused = 0.f;
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
@@ -40,27 +39,9 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 #pragma unroll
         for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;
       }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) s += v[c][j];
     }
-    group_sum2<RT>(s, unused, red[g], t);
-    const float mu = s * (1.f / D);
-
-    // Two-pass variance from registers: sum of squared deviations, padded lanes left out
-    // (they hold 0, and 0 - mu is not 0).
-    float q = 0.f;
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float dv = v[c][j] - mu;
-        if (d0 + j < D) q += dv * dv;
-      }
-    }
-    unused = 0.f;
-    group_sum2<RT>(q, unused, red[g], t);
-    const float rs = rsqrtf(q * (1.f / D) + eps);
+    float mu, rs;
+    row_stats<D, RT>(v, red[g], t, eps, mu, rs);
     if (!ok) continue;
     if (t == 0) {
       mean_out[row] = mu;
@@ -134,28 +115,10 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
 
     float v[NCH][VEC];
-    float s1 = 0.f, unused = 0.f;
 #pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      unpack(cur[c], v[c]);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) s1 += v[c][j];
-    }
-    group_sum2<RT>(s1, unused, red[g], t);
-    const float mu = s1 * (1.f / D);
-    float q = 0.f;
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float dv = v[c][j] - mu;
-        if (d0 + j < D) q += dv * dv;
-      }
-    }
-    unused = 0.f;
-    group_sum2<RT>(q, unused, red[g], t);
-    const float rs = rsqrtf(q * (1.f / D) + eps);
+    for (int c = 0; c < NCH; ++c) unpack(cur[c], v[c]);
+    float mu, rs;
+    row_stats<D, RT>(v, red[g], t, eps, mu, rs);
 
     if (ok) {
       if (t == 0) {
