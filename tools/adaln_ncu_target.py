@@ -1,0 +1,46 @@
+"""The launches Nsight Compute profiles (tools/gpu_ncu.sh): for each variant and width, one
+forward and one backward of the fused op on x [1, N, D] with Wan's per-sample fp32 modulation
+(strided views of [1, 6, D]), in a fixed order. No warm-up: ncu replays each profiled kernel
+with its caches flushed, so every launch is measured alike.
+
+    python tools/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", default="default")
+    ap.add_argument("--widths", default="1536,3072,5120")
+    ap.add_argument("--n", type=int, default=65536)
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    a = ap.parse_args(argv)
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("adaln_ncu_target.py: needs a CUDA GPU (torch sees none)")
+    from suite.ops import adaln, fused_cuda
+
+    dt = getattr(torch, a.dtype)
+    for variant in a.variants.split(","):
+        fused_cuda.set_variant(variant)
+        for D in (int(d) for d in a.widths.split(",")):
+            x = torch.randn(1, a.n, D, device="cuda", dtype=dt, requires_grad=True)
+            mod = torch.randn(1, 6, D, device="cuda")
+            dy = torch.randn(1, a.n, D, device="cuda", dtype=dt)
+            y = adaln(x, mod[:, 1:2], mod[:, 0:1])
+            torch.autograd.grad(y, x, dy)
+            torch.cuda.synchronize()
+            print(f"launched: variant {variant} D {D} N {a.n} {a.dtype}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

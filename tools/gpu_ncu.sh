@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Nsight Compute on the fused AdaLN kernels (one H200; the Firecracker runtime reads the hardware
+# counters, KINDS.md): every launch of tools/adaln_ncu_target.py (per variant and width: forward,
+# backward, finalize), the full section set, clocks left alone (METHOD.md). Writes
+# $OUT/adaln.ncu-rep.tgz, $OUT/details.txt (every section, every kernel), $OUT/raw.csv (every
+# metric) and prints the speed-of-light and warp-stall lines last.
+#   usage (device tool): OUT=$OUT [VARIANTS=default,round1] [WIDTHS=1536,3072,5120] bash tools/gpu_ncu.sh
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
+VARIANTS=${VARIANTS:-default,round1}
+WIDTHS=${WIDTHS:-1536,3072,5120}
+nv=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .); nw=$(echo "$WIDTHS" | tr ',' '\n' | grep -c .)
+which ncu || { echo "ncu not on the PATH"; exit 2; }
+timeout 420 ncu --clock-control none --kernel-name regex:adaln --set full -f -o "$OUT/adaln" \
+  python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" > "$OUT/ncu.log" 2>&1
+echo "ncu exit=$? ($nv variants x $nw widths x 3 kernels expected)"
+tail -5 "$OUT/ncu.log"
+ncu --import "$OUT/adaln.ncu-rep" --page details > "$OUT/details.txt" 2>&1
+ncu --import "$OUT/adaln.ncu-rep" --page raw --csv > "$OUT/raw.csv" 2>&1
+tar czf "$OUT/adaln.ncu-rep.tgz" -C "$OUT" adaln.ncu-rep && rm -f "$OUT/adaln.ncu-rep"
+grep -E "^  adaln|Memory Throughput|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Issue Slots Busy|Stall" "$OUT/details.txt" | head -120
