@@ -3,6 +3,9 @@
 # install from a wheelhouse (.whl/: the suite's wheel + what the node lacks), then the offline nox
 # session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
 #   usage (device tool): SUITE_GIT_SHA=<sha> bash tools/gpu_reproduce.sh [quick|full] [seconds]
+# A run longer than one call (the full profile: ~45-50 min) resumes across calls and sessions:
+# put the previous call's run.tgz at runs/<profile>.tgz (git-ignored), carry "runs", and the
+# run continues where it stopped (finished experiments and training runs are kept).
 set -uo pipefail
 profile=${1:-quick}
 limit=${2:-520}
@@ -22,8 +25,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,po
 
 echo "== reproduce --profile $profile (limit ${limit}s)"
 run=/tmp/run-$profile
+if [ -f "runs/$profile.tgz" ]; then
+  tar xzf "runs/$profile.tgz" -C /tmp && echo "resuming $run from runs/$profile.tgz: $(ls "$run"/results | grep -c done.json) experiments done"
+fi
 start=$(date +%s)
-timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run"
+timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run" \
+  ${BUDGET:+--budget "$BUDGET"}
 echo "reproduce exit $? after $(( $(date +%s) - start )) s"
 tar czf "$out/run.tgz" -C /tmp "run-$profile"
 ls -la "$out"
