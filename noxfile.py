@@ -50,7 +50,8 @@ def lint(session: nox.Session) -> None:
     """ruff check and format check."""
     if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         session.install("ruff")
-    session.run("ruff", "check", "suite", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "check", "suite", "tests", "benchmarks", "tools", "noxfile.py")
+    session.run("ruff", "format", "--check", "suite", "tests", "benchmarks", "tools", "noxfile.py")
 
 
 @nox.session(**VENV)
