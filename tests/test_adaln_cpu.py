@@ -516,3 +516,29 @@ def test_bench_impl_selects_variant_per_call():
         assert _impl("fused-f32out@bwd-sm2")(x.bfloat16(), e).dtype == torch.float32
     finally:
         fused_cuda.set_variant(prev)
+
+
+def test_occupancy_is_asked_once_per_function_and_block(monkeypatch):
+    """Persistent launches size their grid by occupancy; the driver is asked once per (function,
+    block), not on every launch (host path, docs/perf-notes.md)."""
+    from cuda.bindings import driver
+
+    from suite.cuda import launch
+
+    calls = []
+
+    def fake(func, threads, smem):
+        calls.append((int(func), threads, smem))
+        return driver.CUresult.CUDA_SUCCESS, 4
+
+    monkeypatch.setattr(launch.driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", fake)
+    launch.max_blocks_per_sm.cache_clear()
+    try:
+        f, g = driver.CUfunction(1234), driver.CUfunction(5678)
+        assert [launch.max_blocks_per_sm(f, 192) for _ in range(3)] == [4, 4, 4]
+        assert launch.max_blocks_per_sm(driver.CUfunction(1234), 192) == 4  # equal by value
+        launch.max_blocks_per_sm(f, 320)
+        launch.max_blocks_per_sm(g, 192)
+        assert calls == [(1234, 192, 0), (1234, 320, 0), (5678, 192, 0)]
+    finally:
+        launch.max_blocks_per_sm.cache_clear()

@@ -82,6 +82,7 @@ def get_function(program: Program, name: str, index: int):
     return f
 
 
+@functools.cache  # a property of the function and the block: one driver call, not one per launch
 def max_blocks_per_sm(func, threads: int, smem: int = 0) -> int:
     return int(
         _check(

@@ -224,6 +224,7 @@ def _aligned(*pairs) -> bool:
     return True
 
 
+@functools.cache  # one lookup per (program, kernel, device), not per launch
 def _fn(cfg: KernelConfig, name: str, index: int):
     from suite.cuda.launch import device_arch, get_function
 
