@@ -33,7 +33,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
           i64 rows_per_group, i64 N) {
   constexpr int VEC = 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
-  __shared__ float red[ROWS][RT > 32 ? 2 * (RT / 32) : 2];
+  __shared__ float red[ROWS][Red<RT>::SLOTS];
+  int buf = 0;  // scratch buffer of the next row reduction (group_sum)
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
   const int chunk = blockIdx.x, chunks = gridDim.x;
@@ -161,9 +162,11 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       }
     }
     if (PF) cur = nxt;
-    group_sum2<RT>(s1, s2, red[g], t);
+    float s12[2] = {s1, s2};
+    group_sum<RT, ROWS>(s12, red[g], buf, t, g);
+    buf ^= 1;
     if (!ok) continue;
-    const float a1 = s1 * (1.f / D), a2 = s2 * (1.f / D);
+    const float a1 = s12[0] * (1.f / D), a2 = s12[1] * (1.f / D);
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;

@@ -9,18 +9,23 @@
 
 // The forward for fp32 y and for rows that are not 16-byte aligned (adaln_fwd_pf below is faster
 // for 16-bit y). One CTA per block of ROWS rows.
-template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR>
+// LV: elements of x per vector load (0: a 16-byte load, 8 for 16-bit x; 4 makes the fp32
+// modulation loads beside 16-bit x whole 16-byte words, coalesced across the warp).
+// ONEPASS: the row's mean and variance in one reduction (row_stats).
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
+          int LV = 0, bool ONEPASS = false>
 __global__ void __launch_bounds__(RT * ROWS, 1)
 adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x[b*sxb + n*sxn + d]
           const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
           TY* __restrict__ y,                                  // contiguous [rows, D]
           float* __restrict__ mean_out, float* __restrict__ rstd_out,  // [rows] fp32
           i64 rows, i64 N, float eps) {
-  constexpr int VEC = 16 / (int)sizeof(TX);             // elements per 16-byte load of x
+  constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);   // elements per vector load of x
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);  // chunks of VEC per thread
-  __shared__ float red[ROWS][RT > 32 ? 2 * (RT / 32) : 2];
+  __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
+  int buf = 0;
 
   // Grid-stride over blocks of ROWS rows. The loop bound is uniform across the CTA, so the
   // barriers inside the group sums are reached by every thread, including those past the last row.
@@ -41,7 +46,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
       }
     }
     float mu, rs;
-    row_stats<D, RT>(v, red[g], t, eps, mu, rs);
+    row_stats<D, RT, ROWS, ONEPASS>(v, red[g], buf, t, g, eps, mu, rs);
     if (!ok) continue;
     if (t == 0) {
       mean_out[row] = mu;
@@ -72,20 +77,22 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // prefetched row stays packed (bf16: 8 registers per 16 elements). MREG: per-sample or affine
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
-// MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd).
+// MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV, ONEPASS: as
+// in adaln_fwd.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1>
+          int MINB = 1, int LV = 0, bool ONEPASS = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
              TY* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
              i64 rows, i64 N, float eps) {
-  constexpr int VEC = 16 / (int)sizeof(TX);
+  constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
   constexpr bool KEEP = MREG && MODE != MODE_TOKEN;
-  __shared__ float red[ROWS][RT > 32 ? 2 * (RT / 32) : 2];
+  __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
+  int buf = 0;
 
   const i64 steps = (rows + ROWS - 1) / ROWS;  // row blocks; this CTA owns [s_begin, s_end)
   const i64 per = (steps + gridDim.x - 1) / gridDim.x;
@@ -118,7 +125,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
 #pragma unroll
     for (int c = 0; c < NCH; ++c) unpack(cur[c], v[c]);
     float mu, rs;
-    row_stats<D, RT>(v, red[g], t, eps, mu, rs);
+    row_stats<D, RT, ROWS, ONEPASS>(v, red[g], buf, t, g, eps, mu, rs);
 
     if (ok) {
       if (t == 0) {

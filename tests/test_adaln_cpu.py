@@ -219,6 +219,13 @@ def test_default_kernels_are_the_measured_fastest():
     assert cfg.variant("fwd-pfm").fwd(True).endswith("1536, 96, 2, 0, true>")
     sm = cfg.variant("bwd-sm2")
     assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, 2, true>")
+    # round 4: 4 elements per load (coalesced fp32 modulation), one-reduction statistics
+    assert cfg.variant("fwd-v4").fwd(True) == (
+        "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
+    )
+    assert cfg.variant("fwd-1p").fwd(True).endswith("0, false, 5, 0, true>")
+    assert f32.variant("fwd-v4-1p").fwd(True).endswith("96, 2, 0, true, 4, true>")
+    assert f32.variant("fwd-v4").fwd(False).endswith("96, 2, 0, false>")  # scalar: no vectors
     # shared-memory column sums do not fit at D = 8192: that variant is round 1's kernel there
     big = KernelConfig("bf16", "float", "bf16", 8192, 0)
     assert big.variant("bwd-sm2").bwd(True, True) == big.variant("round1").bwd(True, True)

@@ -117,6 +117,14 @@ def test_per_sample_widths(D, dtype, mod, out, variant):
     )
 
 
+@pytest.mark.parametrize("D", [64, 1000, 1536, 5120])
+def test_rows_with_a_large_mean_keep_fp32_precision(D, variant):
+    """Mean 300, spread 1: E[x^2] - mean^2 in fp32 would lose ~1e-3 of the variance; the two-pass
+    and the one-pass (Chan) statistics must both stay at fp32 accuracy."""
+    x = rand(2, 33, D, scale=1.0, offset=300.0)
+    check(x, rand(2, D, scale=0.5), rand(2, D))
+
+
 @pytest.mark.parametrize("D", [1000, 1536, 3072])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_per_token_and_affine(D, dtype, variant):

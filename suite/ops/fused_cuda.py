@@ -32,6 +32,16 @@ def _threads_per_row(D: int, vec: int, ept: int) -> int:
     return min(1024, -(-need // 32) * 32)
 
 
+def _trailing(args: list[str], keep: int = 0) -> str:
+    """Template arguments after the fixed ones: the first `keep` always, the rest only up to the
+    last non-default ("0", "1", "false" are the kernels' defaults), so default kernels keep their
+    names (and cached CUBINs)."""
+    args = list(args)
+    while len(args) > keep and args[-1] in ("0", "1", "false"):
+        args.pop()
+    return "".join(", " + a for a in args)
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """One NVRTC program. The fields after `mode` select the row kernels' design; their defaults
@@ -48,6 +58,10 @@ class KernelConfig:
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
     fwd_regs: int = 64  # forward (with prefetch): register cap per thread (0: ptxas chooses)
+    # forward: elements of x per vector load (0: 16 bytes; 4 with 16-bit x makes the fp32
+    # modulation loads coalesced 16-byte words, half the L1 sectors: docs/perf-notes.md)
+    fwd_lv: int = 0
+    fwd_onepass: bool = False  # forward: mean and variance in one reduction (Chan's merge)
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
@@ -81,8 +95,12 @@ class KernelConfig:
         return self.rt * self.rows
 
     @property
+    def fwd_vec(self) -> int:  # elements of x per vector load in the forward
+        return self.fwd_lv or self.vec
+
+    @property
     def fwd_rt(self) -> int:
-        return _threads_per_row(self.D, self.vec, self.fwd_ept)
+        return _threads_per_row(self.D, self.fwd_vec, self.fwd_ept)
 
     @property
     def fwd_rows(self) -> int:  # row groups per CTA, ~256 threads per CTA
@@ -115,28 +133,21 @@ class KernelConfig:
         return self.bwd_sacc and 8 * nch * self.vec * self.bwd_rt * self.bwd_rows <= 48 * 1024
 
     def fwd(self, vector: bool) -> str:
+        head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
+        lv_1p = [str(self.fwd_lv if vector else 0), str(self.fwd_onepass).lower()]
         if vector and self.fwd_prefetch:
             nb = 65536 // (self.fwd_regs * self.fwd_threads) if self.fwd_regs else 1
-            minb = f", {nb}" if nb > 1 else ""
-            return (
-                f"adaln_fwd_pf<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
-                f"{self.fwd_rows}, {self.mode}, {str(self.fwd_mreg).lower()}{minb}>"
-            )
-        return (
-            f"adaln_fwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, "
-            f"{self.fwd_rows}, {self.mode}, {str(vector).lower()}>"
-        )
+            tail = [str(self.fwd_mreg).lower(), str(max(nb, 1)), *lv_1p]
+            return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
+        return f"adaln_fwd<{head}{_trailing([str(vector).lower(), *lv_1p], 1)}>"
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
-        # trailing template arguments (MINB, SACC, PF), written only up to the last non-default
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
-        while tail and tail[-1] in ("1", "false"):
-            tail.pop()
-        extra = "".join(", " + a for a in tail)
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
-            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}{extra}>"
+            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
+            f"{_trailing(tail)}>"
         )
 
     def dtile(self) -> str:
@@ -168,6 +179,11 @@ VARIANTS: dict[str, dict] = {
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
+    # round 4 (Nsight Compute: half the forward's L1 sectors are the fp32 modulation's
+    # half-used 32-byte loads): 4 elements per load, one-reduction row statistics, both
+    "fwd-v4": {"fwd_lv": 4},
+    "fwd-1p": {"fwd_onepass": True},
+    "fwd-v4-1p": {"fwd_lv": 4, "fwd_onepass": True},
 }
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
 
