@@ -11,10 +11,11 @@
 // for 16-bit y). One CTA per block of ROWS rows.
 // LV: elements of x per vector load (0: a 16-byte load, 8 for 16-bit x; 4 makes the fp32
 // modulation loads beside 16-bit x whole 16-byte words, coalesced across the warp).
-// ONEPASS: the row's mean and variance in one reduction (row_stats).
+// ONEPASS: the row's mean and variance in one reduction (row_stats). MINB: resident CTAs per SM
+// ptxas must allow (a register cap).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          int LV = 0, bool ONEPASS = false>
-__global__ void __launch_bounds__(RT * ROWS, 1)
+          int LV = 0, bool ONEPASS = false, int MINB = 1>
+__global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x[b*sxb + n*sxn + d]
           const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
           TY* __restrict__ y,                                  // contiguous [rows, D]

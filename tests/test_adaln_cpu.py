@@ -202,7 +202,7 @@ def test_default_kernels_are_the_measured_fastest():
 
     cfg = KernelConfig("bf16", "float", "bf16", 1536, 0)
     assert cfg.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5>"
-    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false>"
+    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false, 0, false, 5>"
     assert (
         cfg.bwd(True, True)
         == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
@@ -212,11 +212,11 @@ def test_default_kernels_are_the_measured_fastest():
     assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (192, 192, 192)
     # fp32 y keeps the one-CTA-per-row-block forward (the prefetch measured slower there)
     f32 = KernelConfig("bf16", "float", "float", 1536, 0)
-    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true>"
+    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 0, false, 5>"
     r1 = cfg.variant("round1")
-    assert r1.fwd(True) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, true>"
+    assert r1.fwd(True) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, true, 0, false, 5>"
     assert r1.bwd(True, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true>"
-    assert cfg.variant("fwd-pfm").fwd(True).endswith("1536, 96, 2, 0, true>")
+    assert cfg.variant("fwd-pfm").fwd(True).endswith("1536, 96, 2, 0, true>")  # no cap
     sm = cfg.variant("bwd-sm2")
     assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, 2, true>")
     # round 4: 4 elements per load (coalesced fp32 modulation), one-reduction statistics
@@ -224,8 +224,8 @@ def test_default_kernels_are_the_measured_fastest():
         "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
     )
     assert cfg.variant("fwd-1p").fwd(True).endswith("0, false, 5, 0, true>")
-    assert f32.variant("fwd-v4-1p").fwd(True).endswith("96, 2, 0, true, 4, true>")
-    assert f32.variant("fwd-v4").fwd(False).endswith("96, 2, 0, false>")  # scalar: no vectors
+    assert f32.variant("fwd-v4-1p").fwd(True).endswith("96, 2, 0, true, 4, true, 5>")
+    assert f32.variant("fwd-v4").fwd(False).endswith("96, 2, 0, false, 0, false, 5>")  # scalar
     # shared-memory column sums do not fit at D = 8192: that variant is round 1's kernel there
     big = KernelConfig("bf16", "float", "bf16", 8192, 0)
     assert big.variant("bwd-sm2").bwd(True, True) == big.variant("round1").bwd(True, True)

@@ -115,19 +115,20 @@ def breakdown(x, s, h) -> None:
         ),
         "fused_cuda.forward": lambda: fused_cuda.forward(x, sc, sh, 1e-6, 0, x.dtype),
         "launch() (stream + packing + cuLaunchKernel)": lambda: L.launch(
-            func, (8, 1, 1), 192, args
+            func, (8, 1, 1), 192, x.device.index, args
         ),
         "cuLaunchKernel, (values, types) given": lambda: driver.cuLaunchKernel(
             func, 8, 1, 1, 192, 1, 1, 0, stream, (vals, types), 0
         ),
         "torch.cuda.current_stream().cuda_stream": lambda: torch.cuda.current_stream().cuda_stream,
+        "current_stream_handle (raw)": lambda: L.current_stream_handle(x.device.index),
         "3 x torch.empty": lambda: (
             torch.empty_like(x),
             torch.empty((B, N), device=x.device),
             torch.empty((B, N), device=x.device),
         ),
-        "config_for + kernel name + _fn": lambda: fused_cuda._fn(
-            fused_cuda.config_for(x, sc, 0, x.dtype), cfg.fwd(True), x.device.index
+        "launch plan (cached)": lambda: fused_cuda._fwd_plan(
+            x.dtype, sc.dtype, x.dtype, D, 0, True, "default", x.device.index
         ),
         "F.layer_norm (eager, for scale)": lambda: torch.nn.functional.layer_norm(x, (D,)),
     }

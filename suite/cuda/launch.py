@@ -116,11 +116,24 @@ def f32(v: float):
     return (float(v), ctypes.c_float)
 
 
-def launch(func, grid: tuple[int, int, int], block: int, args: list, smem: int = 0) -> None:
-    """Launch on torch.cuda.current_stream(), so the kernel orders with torch's own work."""
+# torch's current stream of a device as a raw handle: the private binding inductor's generated
+# code uses (~0.3 us) where it exists, else the public Stream object (~6 us per call).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream_handle(index: int) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+def launch(
+    func, grid: tuple[int, int, int], block: int, index: int, args: list, smem: int = 0
+) -> None:
+    """Launch on device `index`'s current torch stream, so the kernel orders with torch's work."""
     if min(grid) <= 0:
         return
-    stream = driver.CUstream(torch.cuda.current_stream().cuda_stream)
+    stream = driver.CUstream(current_stream_handle(index))
     values = tuple(a[0] for a in args)
     types = tuple(a[1] for a in args)
     _check(

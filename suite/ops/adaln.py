@@ -8,8 +8,9 @@
     y = layer_norm_affine(x, weight, bias)           # plain affine LayerNorm (Wan's norm3)
 
 The op is `adaln::forward` / `adaln::backward` (custom_op + register_fake + register_autograd),
-so torch.compile traces it without a graph break and autograd saves only x, the modulation and
-fp32 mean/rstd per row. On CUDA it runs the NVRTC kernels (suite/ops/fused_cuda.py); anywhere
+so torch.compile traces it without a graph break; eager calls skip the custom-op dispatch through
+an autograd.Function with the same formula. Autograd saves only x, the modulation and fp32
+mean/rstd per row. On CUDA it runs the NVRTC kernels (suite/ops/fused_cuda.py); anywhere
 else it runs suite/ops/reference.py, the same arithmetic in eager torch.
 """
 
@@ -33,6 +34,28 @@ def _lastdim_contig(t: Tensor) -> Tensor:
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
+def _forward_impl(x, scale, shift, eps: float, mode: int, out_dtype):
+    if _use_cuda(x):
+        from suite.ops import fused_cuda
+
+        x, scale, shift = (_lastdim_contig(t) for t in (x, scale, shift))
+        return fused_cuda.forward(x, scale, shift, eps, mode, out_dtype)
+    y, mean, rstd = ref.forward(x, scale, shift, eps, mode, out_dtype)
+    return y.contiguous(), mean.contiguous(), rstd.contiguous()
+
+
+def _backward_impl(dy, x, scale, mean, rstd, mode: int, impl: str):
+    if _use_cuda(x):
+        from suite.ops import fused_cuda
+
+        x, scale = _lastdim_contig(x), _lastdim_contig(scale)
+        dx, dsc, dsh = fused_cuda.backward(dy.contiguous(), x, scale, mean, rstd, mode, impl)
+    else:
+        dx, dsc, dsh = ref.backward(dy, x, scale, mean, rstd, mode)
+    shape = scale.shape
+    return dx, dsc.to(scale.dtype).reshape(shape), dsh.to(scale.dtype).reshape(shape)
+
+
 @torch.library.custom_op("adaln::forward", mutates_args=())
 def adaln_forward(
     x: Tensor,
@@ -43,13 +66,7 @@ def adaln_forward(
     out_dtype: torch.dtype,
     bwd_impl: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    if _use_cuda(x):
-        from suite.ops import fused_cuda
-
-        x, scale, shift = (_lastdim_contig(t) for t in (x, scale, shift))
-        return fused_cuda.forward(x, scale, shift, eps, mode, out_dtype)
-    y, mean, rstd = ref.forward(x, scale, shift, eps, mode, out_dtype)
-    return y.contiguous(), mean.contiguous(), rstd.contiguous()
+    return _forward_impl(x, scale, shift, eps, mode, out_dtype)
 
 
 @adaln_forward.register_fake
@@ -63,15 +80,7 @@ def _(x, scale, shift, eps, mode, out_dtype, bwd_impl):
 def adaln_backward(
     dy: Tensor, x: Tensor, scale: Tensor, mean: Tensor, rstd: Tensor, mode: int, impl: str
 ) -> tuple[Tensor, Tensor, Tensor]:
-    if _use_cuda(x):
-        from suite.ops import fused_cuda
-
-        x, scale = _lastdim_contig(x), _lastdim_contig(scale)
-        dx, dsc, dsh = fused_cuda.backward(dy.contiguous(), x, scale, mean, rstd, mode, impl)
-    else:
-        dx, dsc, dsh = ref.backward(dy, x, scale, mean, rstd, mode)
-    shape = scale.shape
-    return dx, dsc.to(scale.dtype).reshape(shape), dsh.to(scale.dtype).reshape(shape)
+    return _backward_impl(dy, x, scale, mean, rstd, mode, impl)
 
 
 @adaln_backward.register_fake
@@ -94,15 +103,40 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
-def _backward(ctx, dy, _dmean, _drstd):
+def _grads(ctx, dy, backward_fn):
     if dy is None:  # y did not reach the loss
         return None, None, None, None, None, None, None
     x, scale, mean, rstd = ctx.saved_tensors
-    dx, dsc, dsh = adaln_backward(dy, x, scale, mean, rstd, ctx.mode, ctx.impl)
+    dx, dsc, dsh = backward_fn(dy, x, scale, mean, rstd, ctx.mode, ctx.impl)
     return dx, dsc, dsh, None, None, None, None
 
 
-adaln_forward.register_autograd(_backward, setup_context=_setup_context)
+adaln_forward.register_autograd(
+    lambda ctx, dy, _dmean, _drstd: _grads(ctx, dy, adaln_backward), setup_context=_setup_context
+)
+
+
+class _EagerAdaLN(torch.autograd.Function):
+    """The same op and autograd formula without the custom-op dispatch layers, which cost ~50 us
+    of host time per call on the H200 node (tools/adaln_host_path.py --breakdown). Eager calls
+    take this path; under torch.compile the public functions call adaln_forward, which the
+    compiler traces as one node."""
+
+    @staticmethod
+    def forward(ctx, x, scale, shift, eps, mode, out_dtype, bwd_impl):
+        out = _forward_impl(x, scale, shift, eps, mode, out_dtype)
+        _setup_context(ctx, (x, scale, shift, eps, mode, out_dtype, bwd_impl), out)
+        return out
+
+    @staticmethod
+    def backward(ctx, dy, _dmean, _drstd):
+        return _grads(ctx, dy, _backward_impl)
+
+
+def _op(*args):
+    if torch.compiler.is_compiling():
+        return adaln_forward(*args)
+    return _EagerAdaLN.apply(*args)
 
 
 # ----------------------------------------------------------------------------- public API
@@ -160,7 +194,7 @@ def adaln(
         )
     if x.is_cuda and sc.stride() != sh.stride():
         sc, sh = sc.contiguous(), sh.contiguous()
-    return adaln_forward(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
+    return _op(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
 
 
 def layer_norm_affine(
@@ -181,7 +215,7 @@ def layer_norm_affine(
         )
     if weight.dtype not in DTYPES:
         raise TypeError(f"weight must be float32, bfloat16 or float16, got {weight.dtype}")
-    return adaln_forward(
+    return _op(
         x, weight.contiguous(), bias.contiguous(), float(eps), MODE_AFFINE, out_dtype, backward
     )[0]
 

@@ -57,7 +57,7 @@ class KernelConfig:
     # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    fwd_regs: int = 64  # forward (with prefetch): register cap per thread (0: ptxas chooses)
+    fwd_regs: int = 64  # forward: register cap per thread (0: ptxas chooses)
     # forward: elements of x per vector load (0: 16 bytes; 4 with 16-bit x makes the fp32
     # modulation loads coalesced 16-byte words, half the L1 sectors: docs/perf-notes.md)
     fwd_lv: int = 0
@@ -135,11 +135,14 @@ class KernelConfig:
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
         lv_1p = [str(self.fwd_lv if vector else 0), str(self.fwd_onepass).lower()]
+        # register cap: the CTAs per SM that fwd_regs registers per thread allow; none past 320
+        # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
+        capped = self.fwd_regs and self.fwd_threads <= 320
+        nb = str(max(1, 65536 // (self.fwd_regs * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            nb = 65536 // (self.fwd_regs * self.fwd_threads) if self.fwd_regs else 1
-            tail = [str(self.fwd_mreg).lower(), str(max(nb, 1)), *lv_1p]
+            tail = [str(self.fwd_mreg).lower(), nb, *lv_1p]
             return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
-        return f"adaln_fwd<{head}{_trailing([str(vector).lower(), *lv_1p], 1)}>"
+        return f"adaln_fwd<{head}{_trailing([str(vector).lower(), *lv_1p, nb], 1)}>"
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
@@ -256,8 +259,31 @@ def _grid_cap(func, threads: int, index: int) -> int:
 def config_for(
     x: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype
 ) -> KernelConfig:
-    cfg = KernelConfig(CTYPE[x.dtype], CTYPE[scale.dtype], CTYPE[out_dtype], x.shape[-1], mode)
-    return cfg if _variant == "default" else cfg.variant(_variant)
+    return _config(x.dtype, scale.dtype, out_dtype, x.shape[-1], mode, _variant)
+
+
+@functools.cache
+def _config(tx, tm, ty, D: int, mode: int, variant: str) -> KernelConfig:
+    cfg = KernelConfig(CTYPE[tx], CTYPE[tm], CTYPE[ty], D, mode)
+    return cfg if variant == "default" else cfg.variant(variant)
+
+
+# Launch plans, cached per (dtypes, D, mode, layout, variant, device): building the configuration
+# and the kernel's name expression cost ~13 us per call (tools/adaln_host_path.py --breakdown).
+@functools.cache
+def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: int):
+    cfg = _config(tx, tm, ty, D, mode, variant)
+    func = _fn(cfg, cfg.fwd(vector), idx)
+    persistent = vector and cfg.fwd_prefetch  # one wave, each CTA a contiguous run of rows
+    cap = _grid_cap(func, cfg.fwd_threads, idx) if persistent else 2**31 - 1
+    return func, cfg.fwd_threads, cfg.fwd_rows, cap
+
+
+@functools.cache
+def _bwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, accum: bool, variant: str, idx: int):
+    cfg = _config(tx, tm, ty, D, mode, variant)
+    func = _fn(cfg, cfg.bwd(vector, accum), idx)
+    return cfg, func, _grid_cap(func, cfg.bwd_threads, idx)
 
 
 def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
@@ -274,7 +300,6 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     from suite.cuda.launch import f32, i64, launch, ptr
 
     B, N, D = x.shape
-    cfg = config_for(x, scale, mode, out_dtype)
     y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
     mean = torch.empty((B, N), dtype=torch.float32, device=x.device)
     rstd = torch.empty((B, N), dtype=torch.float32, device=x.device)
@@ -282,7 +307,7 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     if rows == 0:
         return y, mean, rstd
     smb, smn = mod_strides(scale, mode)
-    vector = D % cfg.vec == 0 and _aligned(
+    vector = D % (16 // x.element_size()) == 0 and _aligned(
         (x, x.stride(0), x.stride(1)), (scale, smb, smn), (shift, smb, smn), (y,)
     )
     if shift.stride()[: scale.dim()] != scale.stride():
@@ -290,16 +315,18 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
             "scale and shift must have the same strides (e.g. both chunks of one tensor)"
         )
     idx = x.device.index
-    func = _fn(cfg, cfg.fwd(vector), idx)
+    func, threads, rows_per_cta, cap = _fwd_plan(
+        x.dtype, scale.dtype, out_dtype, D, mode, vector, _variant, idx
+    )
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
-    grid = min(-(-rows // cfg.fwd_rows), 2**31 - 1)
-    if vector and cfg.fwd_prefetch:  # persistent: one wave, each CTA a contiguous run of rows
-        grid = min(grid, _grid_cap(func, cfg.fwd_threads, idx))
+    # The persistent (prefetching) kernel caps the grid at one wave.
+    grid = min(-(-rows // rows_per_cta), cap)
     launch(
         func,
         (grid, 1, 1),
-        cfg.fwd_threads,
+        threads,
+        idx,
         [
             ptr(x),
             i64(x.stride(0)),
@@ -325,7 +352,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     from suite.cuda.launch import i32, i64, launch, ptr
 
     B, N, D = x.shape
-    cfg = config_for(x, scale, mode, dy.dtype)
     dev, idx = x.device, x.device.index
     dx = torch.empty((B, N, D), dtype=x.dtype, device=dev)
     groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
@@ -338,14 +364,15 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     if B * N == 0:
         return dx, dsc.zero_(), dsh.zero_()
     smb, smn = mod_strides(scale, mode)
-    vector = D % cfg.vec == 0 and _aligned(
+    vector = D % (16 // x.element_size()) == 0 and _aligned(
         (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,)
     )
     accum = impl == "fused" and mode != MODE_TOKEN
-    func = _fn(cfg, cfg.bwd(vector, accum), idx)
+    cfg, func, cap = _bwd_plan(
+        x.dtype, scale.dtype, dy.dtype, D, mode, vector, accum, _variant, idx
+    )
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
-    cap = _grid_cap(func, cfg.bwd_threads, idx)
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
     slots = chunks * cfg.bwd_rows
     if accum:
@@ -358,6 +385,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
         func,
         (chunks, groups, 1),
         cfg.bwd_threads,
+        idx,
         [
             ptr(x),
             i64(x.stride(0)),
@@ -388,6 +416,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
             f,
             (-(-D // DTILE_TD), n_tiles, groups),
             DTILE_TD * DTILE_TR,
+            idx,
             [
                 ptr(x),
                 i64(x.stride(0)),
@@ -409,6 +438,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
         fin,
         (-(-D // 32), groups, 1),
         512,
+        idx,
         [ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)],
     )
     return dx, dsc, dsh
