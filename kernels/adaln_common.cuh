@@ -128,7 +128,7 @@ __device__ __forceinline__ void store_f32(T* __restrict__ p, int d0, int D, cons
 // thread reaches after reading buffer k.
 template <int RT> struct Red {
   static constexpr int WARPS = RT > 32 ? RT / 32 : 1;
-  static constexpr int SLOTS = 2 * 3 * WARPS;  // 2 buffers x up to 3 values x warps
+  static constexpr int SLOTS = 2 * 2 * WARPS;  // 2 buffers x up to 2 values x warps
 };
 
 // Barrier of one row group: the whole CTA when it is the only group (ROWS == 1), else a named
@@ -153,7 +153,7 @@ __device__ __forceinline__ void group_sum(float (&v)[K], float* red, int buf, in
     for (int k = 0; k < K; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
   if (RT > 32) {
     constexpr int W = Red<RT>::WARPS;
-    float* r = red + buf * 3 * W;
+    float* r = red + buf * 2 * W;
     if ((t & 31) == 0)
 #pragma unroll
       for (int k = 0; k < K; ++k) r[k * W + (t >> 5)] = v[k];
@@ -167,104 +167,33 @@ __device__ __forceinline__ void group_sum(float (&v)[K], float* red, int buf, in
   }
 }
 
-// Chan et al.'s merge of two (count, mean, M2) summaries, always in (lower, upper) order so the
-// two lanes of a butterfly compute bitwise the same result.
-__device__ __forceinline__ void chan_merge(float& n, float& m, float& q, float nb, float mb,
-                                           float qb, bool upper) {
-  float na = n, ma = m, qa = q;
-  if (upper) {  // this lane holds the upper half: put the partner first
-    na = nb; ma = mb; qa = qb;
-    nb = n; mb = m; qb = q;
-  }
-  const float nn = na + nb;
-  const float w = nn > 0.f ? nb / nn : 0.f;
-  const float d = mb - ma;
-  n = nn;
-  m = ma + d * w;
-  q = qa + qb + d * d * na * w;
-}
-
-// Mean and rstd of the row a row group holds in v (padded lanes hold 0), every thread of the row
-// group calling it; each reduction uses scratch buffer `buf` of `red`, then flips it. ONEPASS = false: the sum, then the two-pass variance, two reductions.
-// ONEPASS = true: each thread's own two-pass (count, mean, M2), merged across the row group by
-// Chan's formula in one reduction (one barrier instead of two; as accurate as two-pass).
-template <int D, int RT, int ROWS, bool ONEPASS, int NCH, int VEC>
+// Mean and rstd of the row a row group holds in v (padded lanes hold 0): the sum, then the
+// two-pass variance, each over the row group in a fixed order. Every thread of the row group
+// calls it; each reduction uses scratch buffer `buf` of `red`, then flips it.
+template <int D, int RT, int ROWS, int NCH, int VEC>
 __device__ __forceinline__ void row_stats(const float (&v)[NCH][VEC], float* red, int& buf, int t,
                                           int g, float eps, float& mu, float& rs) {
-  if (!ONEPASS) {
-    float s[1] = {0.f};
+  float s[1] = {0.f};
 #pragma unroll
-    for (int c = 0; c < NCH; ++c)
+  for (int c = 0; c < NCH; ++c)
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) s[0] += v[c][j];
-    group_sum<RT, ROWS>(s, red, buf, t, g);
-    buf ^= 1;
-    mu = s[0] * (1.f / D);
-    float q[1] = {0.f};
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float dv = v[c][j] - mu;
-        if (d0 + j < D) q[0] += dv * dv;  // padded lanes left out: 0 - mu is not 0
-      }
-    }
-    group_sum<RT, ROWS>(q, red, buf, t, g);
-    buf ^= 1;
-    rs = rsqrtf(q[0] * (1.f / D) + eps);
-    return;
-  }
-  constexpr bool FULL = D % (VEC * RT) == 0;  // every thread holds NCH * VEC real elements
-  float n = 0.f, s = 0.f;
-#pragma unroll
-  for (int c = 0; c < NCH; ++c) {
-    const int d0 = (c * RT + t) * VEC;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      s += v[c][j];
-      if (FULL || d0 + j < D) n += 1.f;
-    }
-  }
-  float m = n > 0.f ? s / n : 0.f, q = 0.f;
-#pragma unroll
-  for (int c = 0; c < NCH; ++c) {
-    const int d0 = (c * RT + t) * VEC;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const float dv = v[c][j] - m;
-      if (FULL || d0 + j < D) q += dv * dv;
-    }
-  }
-#pragma unroll
-  for (int o = (RT < 32 ? RT : 32) / 2; o > 0; o >>= 1) {
-    const float nb = FULL ? n : __shfl_xor_sync(0xffffffffu, n, o);
-    const float mb = __shfl_xor_sync(0xffffffffu, m, o);
-    const float qb = __shfl_xor_sync(0xffffffffu, q, o);
-    chan_merge(n, m, q, nb, mb, qb, (t & o) != 0);
-  }
-  if (RT > 32) {
-    constexpr int W = Red<RT>::WARPS;
-    float* r = red + buf * 3 * W;
-    if ((t & 31) == 0) {
-      r[t >> 5] = n;
-      r[W + (t >> 5)] = m;
-      r[2 * W + (t >> 5)] = q;
-    }
-    group_barrier<RT, ROWS>(g);
-    // FULL: every warp holds 32 * NCH * VEC elements, so the counts (and the merge weights
-    // 1 / (w + 1)) are compile-time constants: no divisions at run time
-    constexpr float NW = 32.f * NCH * VEC;
-    n = FULL ? NW : r[0];
-    m = r[W];
-    q = r[2 * W];
-#pragma unroll
-    for (int w = 1; w < W; ++w)
-      chan_merge(n, m, q, FULL ? NW : r[w], r[W + w], r[2 * W + w], false);
-  }
+    for (int j = 0; j < VEC; ++j) s[0] += v[c][j];
+  group_sum<RT, ROWS>(s, red, buf, t, g);
   buf ^= 1;
-  mu = m;
-  rs = rsqrtf(q * (1.f / D) + eps);
+  mu = s[0] * (1.f / D);
+  float q[1] = {0.f};
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float dv = v[c][j] - mu;
+      if (d0 + j < D) q[0] += dv * dv;  // padded lanes left out: 0 - mu is not 0
+    }
+  }
+  group_sum<RT, ROWS>(q, red, buf, t, g);
+  buf ^= 1;
+  rs = rsqrtf(q[0] * (1.f / D) + eps);
 }
 
 // Modes: which tensor multiplies x-hat and how its rows are indexed.

@@ -11,10 +11,10 @@
 // for 16-bit y). One CTA per block of ROWS rows.
 // LV: elements of x per vector load (0: a 16-byte load, 8 for 16-bit x; 4 makes the fp32
 // modulation loads beside 16-bit x whole 16-byte words, coalesced across the warp).
-// ONEPASS: the row's mean and variance in one reduction (row_stats). MINB: resident CTAs per SM
-// ptxas must allow (a register cap).
+// MINB: resident CTAs per SM ptxas must allow (a register cap). NAMED: each row group's
+// reductions wait on its own named barrier, else on the CTA's (docs/perf-notes.md, round 4).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          int LV = 0, bool ONEPASS = false, int MINB = 1>
+          int LV = 0, int MINB = 1, bool NAMED = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x[b*sxb + n*sxn + d]
           const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -47,7 +47,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
       }
     }
     float mu, rs;
-    row_stats<D, RT, ROWS, ONEPASS>(v, red[g], buf, t, g, eps, mu, rs);
+    row_stats<D, RT, NAMED ? ROWS : 1>(v, red[g], buf, t, g, eps, mu, rs);
     if (!ok) continue;
     if (t == 0) {
       mean_out[row] = mu;
@@ -78,10 +78,10 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // prefetched row stays packed (bf16: 8 registers per 16 elements). MREG: per-sample or affine
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
-// MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV, ONEPASS: as
-// in adaln_fwd.
+// MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
+// adaln_fwd.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0, bool ONEPASS = false>
+          int MINB = 1, int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -126,7 +126,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
 #pragma unroll
     for (int c = 0; c < NCH; ++c) unpack(cur[c], v[c]);
     float mu, rs;
-    row_stats<D, RT, ROWS, ONEPASS>(v, red[g], buf, t, g, eps, mu, rs);
+    row_stats<D, RT, ROWS>(v, red[g], buf, t, g, eps, mu, rs);
 
     if (ok) {
       if (t == 0) {

@@ -196,13 +196,15 @@ def test_nvrtc_variants_compile_without_spills(combo, D, mode):
 
 
 def test_default_kernels_are_the_measured_fastest():
-    """The default fields name the round-2 kernels (prefetching forward for 16-bit y under a
-    64-register cap, prefetching backward); "round1" names the first reference kernels."""
+    """The default fields name the fastest measured kernels (round 4): a prefetching forward for
+    16-bit y under a 64-register cap with 4 elements of x per load, the one-CTA-per-row-block
+    forward for fp32 y (CTA-wide barriers, same cap), a prefetching backward; "round1" names the
+    first reference designs."""
     from suite.ops.fused_cuda import VARIANTS
 
     cfg = KernelConfig("bf16", "float", "bf16", 1536, 0)
-    assert cfg.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5>"
-    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false, 0, false, 5>"
+    assert cfg.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
+    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false, 0, 5>"
     assert (
         cfg.bwd(True, True)
         == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
@@ -210,22 +212,21 @@ def test_default_kernels_are_the_measured_fastest():
     assert cfg.bwd(False, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, false, true>"
     assert cfg.variant("default") == cfg and VARIANTS["default"] == {}
     assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (192, 192, 192)
-    # fp32 y keeps the one-CTA-per-row-block forward (the prefetch measured slower there)
     f32 = KernelConfig("bf16", "float", "float", 1536, 0)
-    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 0, false, 5>"
+    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 4, 5>"
+    assert f32.variant("fwd-named").fwd(True).endswith("0, true, 4, 5, true>")
+    # fp32 x: 4 elements are already one 16-byte load, so the name carries no LV
+    x32 = KernelConfig("float", "float", "float", 3072, 0)
+    assert x32.fwd(True) == "adaln_fwd<float, float, float, 3072, 192, 1, 0, true, 0, 5>"
     r1 = cfg.variant("round1")
-    assert r1.fwd(True) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, true, 0, false, 5>"
+    assert r1.fwd(True) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, true, 0, 5>"
     assert r1.bwd(True, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true>"
-    assert cfg.variant("fwd-pfm").fwd(True).endswith("1536, 96, 2, 0, true>")  # no cap
+    assert cfg.variant("fwd-pfm").fwd(True).endswith("1536, 96, 2, 0, true, 1, 4>")  # no cap
     sm = cfg.variant("bwd-sm2")
     assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, 2, true>")
-    # round 4: 4 elements per load (coalesced fp32 modulation), one-reduction statistics
-    assert cfg.variant("fwd-v4").fwd(True) == (
-        "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
-    )
-    assert cfg.variant("fwd-1p").fwd(True).endswith("0, false, 5, 0, true>")
-    assert f32.variant("fwd-v4-1p").fwd(True).endswith("96, 2, 0, true, 4, true, 5>")
-    assert f32.variant("fwd-v4").fwd(False).endswith("96, 2, 0, false, 0, false, 5>")  # scalar
+    # past 320 threads per CTA no register cap (64 registers would spill)
+    big = KernelConfig("bf16", "float", "bf16", 8192, 0)
+    assert big.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 8192, 512, 1, 0, false, 1, 4>"
     # shared-memory column sums do not fit at D = 8192: that variant is round 1's kernel there
     big = KernelConfig("bf16", "float", "bf16", 8192, 0)
     assert big.variant("bwd-sm2").bwd(True, True) == big.variant("round1").bwd(True, True)

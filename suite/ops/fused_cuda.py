@@ -58,10 +58,12 @@ class KernelConfig:
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
     fwd_regs: int = 64  # forward: register cap per thread (0: ptxas chooses)
-    # forward: elements of x per vector load (0: 16 bytes; 4 with 16-bit x makes the fp32
-    # modulation loads coalesced 16-byte words, half the L1 sectors: docs/perf-notes.md)
-    fwd_lv: int = 0
-    fwd_onepass: bool = False  # forward: mean and variance in one reduction (Chan's merge)
+    # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
+    # modulation loads whole 16-byte words, coalesced: half the L1 sectors (+1-8%, round 4)
+    fwd_lv: int = 4
+    # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
+    # (measured slower there: round 4)
+    fwd_named: bool = False
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
@@ -96,7 +98,7 @@ class KernelConfig:
 
     @property
     def fwd_vec(self) -> int:  # elements of x per vector load in the forward
-        return self.fwd_lv or self.vec
+        return min(self.fwd_lv or self.vec, self.vec)
 
     @property
     def fwd_rt(self) -> int:
@@ -134,15 +136,16 @@ class KernelConfig:
 
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
-        lv_1p = [str(self.fwd_lv if vector else 0), str(self.fwd_onepass).lower()]
+        lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
         # register cap: the CTAs per SM that fwd_regs registers per thread allow; none past 320
         # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
         capped = self.fwd_regs and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_regs * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, *lv_1p]
+            tail = [str(self.fwd_mreg).lower(), nb, lv]
             return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
-        return f"adaln_fwd<{head}{_trailing([str(vector).lower(), *lv_1p, nb], 1)}>"
+        tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
+        return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
@@ -177,16 +180,14 @@ class KernelConfig:
 # sums with the prefetch.
 VARIANTS: dict[str, dict] = {
     "default": {},
-    "round1": {"fwd_pf": False, "bwd_pf": False},  # the kernels of the first H200 reference
+    # the designs of the first H200 reference (since then sharing round 4's reductions)
+    "round1": {"fwd_pf": False, "bwd_pf": False, "fwd_lv": 0},
     "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0},  # fastest bf16 y at D = 5120
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
-    # round 4 (Nsight Compute: half the forward's L1 sectors are the fp32 modulation's
-    # half-used 32-byte loads): 4 elements per load, one-reduction row statistics, both
-    "fwd-v4": {"fwd_lv": 4},
-    "fwd-1p": {"fwd_onepass": True},
-    "fwd-v4-1p": {"fwd_lv": 4, "fwd_onepass": True},
+    # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
+    "fwd-named": {"fwd_named": True},
 }
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
 
