@@ -156,13 +156,13 @@ __device__ __forceinline__ void group_sum(float (&v)[K], float* red, int buf, in
     float* r = red + buf * 2 * W;
     if ((t & 31) == 0)
 #pragma unroll
-      for (int k = 0; k < K; ++k) r[k * W + (t >> 5)] = v[k];
+      for (int k = 0; k < K; ++k) r[(t >> 5) * K + k] = v[k];
     group_barrier<RT, ROWS>(g);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       v[k] = 0.f;
 #pragma unroll
-      for (int w = 0; w < W; ++w) v[k] += r[k * W + w];
+      for (int w = 0; w < W; ++w) v[k] += r[w * K + k];
     }
   }
 }

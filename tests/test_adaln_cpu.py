@@ -198,8 +198,8 @@ def test_nvrtc_variants_compile_without_spills(combo, D, mode):
 def test_default_kernels_are_the_measured_fastest():
     """The default fields name the fastest measured kernels (round 4): a prefetching forward for
     16-bit y under a 64-register cap with 4 elements of x per load, the one-CTA-per-row-block
-    forward for fp32 y (CTA-wide barriers, same cap), a prefetching backward; "round1" names the
-    first reference designs."""
+    forward for fp32 y (CTA-wide barriers, same cap; 4 elements per load only with one row per
+    CTA), a prefetching backward; "round1" names the first reference designs."""
     from suite.ops.fused_cuda import VARIANTS
 
     cfg = KernelConfig("bf16", "float", "bf16", 1536, 0)
@@ -213,8 +213,13 @@ def test_default_kernels_are_the_measured_fastest():
     assert cfg.variant("default") == cfg and VARIANTS["default"] == {}
     assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (192, 192, 192)
     f32 = KernelConfig("bf16", "float", "float", 1536, 0)
-    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 4, 5>"
-    assert f32.variant("fwd-named").fwd(True).endswith("0, true, 4, 5, true>")
+    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 0, 5>"
+    assert f32.variant("fwd-named").fwd(True).endswith("0, true, 0, 5, true>")
+    assert f32.variant("fwd-v4").fwd(True).endswith("0, true, 4, 5>")
+    f32w = KernelConfig("bf16", "float", "float", 3072, 0)
+    assert f32w.fwd(True) == "adaln_fwd<bf16, float, float, 3072, 192, 1, 0, true, 4, 5>"
+    # rows narrower than a warp keep 16-byte loads (unmeasured there; 4 spilled on sm_80)
+    assert KernelConfig("bf16", "float", "bf16", 64, 0).fwd_vec == 8
     # fp32 x: 4 elements are already one 16-byte load, so the name carries no LV
     x32 = KernelConfig("float", "float", "float", 3072, 0)
     assert x32.fwd(True) == "adaln_fwd<float, float, float, 3072, 192, 1, 0, true, 0, 5>"

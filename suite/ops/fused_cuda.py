@@ -59,8 +59,10 @@ class KernelConfig:
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
     fwd_regs: int = 64  # forward: register cap per thread (0: ptxas chooses)
     # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
-    # modulation loads whole 16-byte words, coalesced: half the L1 sectors (+1-8%, round 4)
-    fwd_lv: int = 4
+    # modulation loads whole 16-byte words, coalesced: half the L1 sectors. None: 4 where it
+    # measured faster (round 4): 16-bit y with rows of at least a warp (+0-8%), fp32 y with one
+    # row per CTA (D >= 3072, +1-7%); D = 1536 fp32 y ran 8-10 points slower with it.
+    fwd_lv: int | None = None
     # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
     # (measured slower there: round 4)
     fwd_named: bool = False
@@ -98,7 +100,11 @@ class KernelConfig:
 
     @property
     def fwd_vec(self) -> int:  # elements of x per vector load in the forward
-        return min(self.fwd_lv or self.vec, self.vec)
+        if self.fwd_lv is not None:
+            return min(self.fwd_lv or self.vec, self.vec)
+        rt = _threads_per_row(self.D, self.vec, self.fwd_ept)
+        one_row = 256 // rt <= 1
+        return 4 if rt >= 32 and (self.ty != "float" or one_row) else self.vec
 
     @property
     def fwd_rt(self) -> int:
@@ -182,6 +188,7 @@ VARIANTS: dict[str, dict] = {
     "default": {},
     # the designs of the first H200 reference (since then sharing round 4's reductions)
     "round1": {"fwd_pf": False, "bwd_pf": False, "fwd_lv": 0},
+    "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
     "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0},  # fastest bf16 y at D = 5120
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
