@@ -234,16 +234,17 @@ def _model_batches(corpus, plan) -> list[list[list]]:
     return out
 
 
-WARM_SHAPES = 64  # at most this many distinct (B, S) shapes of a plan's first step are warmed
+WARM_SHAPES = 64  # at most this many distinct (B, S) shapes of a plan are warmed, in plan order
 
 
 def _warmup(prof, jobs, device, seed):
     """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and, per plan,
     its most token-heavy and most attention-heavy batches and every distinct (B, S) shape of its
-    first step (allocator growth, per-shape library set-up). Without it the first timed run was
-    ~10% slower than a later run of the very same batches, and the global policy's first two steps
+    steps (allocator growth, per-shape library set-up). Without it the first timed run was ~10%
+    slower than a later run of the very same batches, and the global policy's first two steps
     (sub-batches of shapes no bucket plan has) took 3.3x and 1.8x its later steps (H200 reference
-    run of 2026-12-01)."""
+    run at 240d3cd); warming the first step's shapes only (cbb70ff) fixed step 0 (0.70 s) but left
+    step 1 at 2x (1.42 s), so every step's shapes are warmed."""
     from suite.train.data import make_batch
     from suite.train.trainer import forward_backward, noise_generator
 
@@ -256,7 +257,7 @@ def _warmup(prof, jobs, device, seed):
             bs2 = [float(corpus.tokens[b[0]]) * t for b, t in zip(flat, tok)]
             picks = [flat[int(np.argmax(tok))], flat[int(np.argmax(bs2))]]
             shapes = {}
-            for b in steps[0]:  # first batch of each shape, in plan order
+            for b in flat:  # first batch of each shape, in plan order
                 shapes.setdefault((len(b), int(corpus.tokens[b[0]])), b)
             for batch in picks + list(shapes.values())[:WARM_SHAPES]:
                 x0, ctx_, _ = make_batch(
