@@ -1,4 +1,5 @@
-"""The CUDA side of the fused AdaLN op: kernel configuration, NVRTC programs, launches.
+"""The CUDA side of the fused AdaLN op: NVRTC programs and launches of the kernels that
+suite/ops/kernel_config.py names.
 
 One NVRTC program per (x dtype, modulation dtype, output dtype, D, mode) holds every kernel that
 configuration needs (forward and backward, vector and scalar variants), so a model with a few
@@ -9,193 +10,27 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, replace
 
 import torch
 
 from suite.cuda.compile import Program, compile_program, read_sources
+from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
+    DTILE_NTILE,
+    DTILE_TD,
+    DTILE_TR,
+    MODE_AFFINE,
+    MODE_SAMPLE,
+    MODE_TOKEN,
+    VARIANTS,
+    KernelConfig,
+    all_configs,
+)
 
-MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 MAX_D = 8192  # past this the row no longer fits in registers without spills
 CTYPE = {torch.float32: "float", torch.bfloat16: "bf16", torch.float16: "f16"}
 SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu"]
-DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
-def _threads_per_row(D: int, vec: int, ept: int) -> int:
-    """Threads per row for about `ept` elements per thread (a whole number of 16-byte vectors):
-    a power of two below a warp (xor-shuffles stay inside the row), else a whole number of warps."""
-    nvec = -(-D // vec)
-    need = -(-nvec // max(1, ept // vec))
-    if need <= 32:
-        return max(4, 1 << (need - 1).bit_length())
-    return min(1024, -(-need // 32) * 32)
-
-
-def _trailing(args: list[str], keep: int = 0) -> str:
-    """Template arguments after the fixed ones: the first `keep` always, the rest only up to the
-    last non-default ("0", "1", "false" are the kernels' defaults), so default kernels keep their
-    names (and cached CUBINs)."""
-    args = list(args)
-    while len(args) > keep and args[-1] in ("0", "1", "false"):
-        args.pop()
-    return "".join(", " + a for a in args)
-
-
-@dataclass(frozen=True)
-class KernelConfig:
-    """One NVRTC program. The fields after `mode` select the row kernels' design; their defaults
-    are the fastest measured on the H200 (docs/perf-notes.md, round 2 of 2026-12-01)."""
-
-    tx: str  # C++ element types: "float" | "bf16" | "f16"
-    tm: str
-    ty: str
-    D: int
-    mode: int
-    fwd_ept: int = 16  # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32)
-    # forward: persistent with the next row prefetched (aligned rows). None: where it measured
-    # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
-    fwd_pf: bool | None = None
-    fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    fwd_regs: int = 64  # forward: register cap per thread (0: ptxas chooses)
-    # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
-    # modulation loads whole 16-byte words, coalesced: half the L1 sectors. None: 4 where it
-    # measured faster (round 4): 16-bit y with rows of at least a warp (+0-8%), fp32 y with one
-    # row per CTA (D >= 3072, +1-7%); D = 1536 fp32 y ran 8-10 points slower with it.
-    fwd_lv: int | None = None
-    # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
-    # (measured slower there: round 4)
-    fwd_named: bool = False
-    bwd_ept: int = 16  # backward: elements of a row per thread
-    bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
-    bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
-    bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
-
-    @property
-    def fwd_prefetch(self) -> bool:
-        return self.ty != "float" if self.fwd_pf is None else self.fwd_pf
-
-    @property
-    def bwd_prefetch(self) -> bool:
-        """Past 320 threads per CTA (D > 5120 at 16 elements per thread) the register cap of
-        65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch."""
-        return self.bwd_pf and self.bwd_threads <= 320
-
-    @property
-    def vec(self) -> int:  # elements of x in one 16-byte load
-        return 4 if self.tx == "float" else 8
-
-    @property
-    def rt(self) -> int:
-        """Threads per row of the default kernels: about 16 elements per thread."""
-        return _threads_per_row(self.D, self.vec, 16)
-
-    @property
-    def rows(self) -> int:  # rows per CTA, ~256 threads per CTA
-        return max(1, 256 // self.rt)
-
-    @property
-    def threads(self) -> int:
-        return self.rt * self.rows
-
-    @property
-    def fwd_vec(self) -> int:  # elements of x per vector load in the forward
-        if self.fwd_lv is not None:
-            return min(self.fwd_lv or self.vec, self.vec)
-        rt = _threads_per_row(self.D, self.vec, self.fwd_ept)
-        one_row = 256 // rt <= 1
-        return 4 if rt >= 32 and (self.ty != "float" or one_row) else self.vec
-
-    @property
-    def fwd_rt(self) -> int:
-        return _threads_per_row(self.D, self.fwd_vec, self.fwd_ept)
-
-    @property
-    def fwd_rows(self) -> int:  # row groups per CTA, ~256 threads per CTA
-        return max(1, 256 // self.fwd_rt)
-
-    @property
-    def fwd_threads(self) -> int:
-        return self.fwd_rt * self.fwd_rows
-
-    @property
-    def bwd_rt(self) -> int:
-        """Past 640 threads per row (D = 8192 at 8 elements) the backward's register cap of
-        65536 / 1024 = 64 spills: such rows keep 16 elements per thread."""
-        rt = _threads_per_row(self.D, self.vec, self.bwd_ept)
-        return rt if rt <= 640 else _threads_per_row(self.D, self.vec, 16)
-
-    @property
-    def bwd_rows(self) -> int:
-        return max(1, 256 // self.bwd_rt)
-
-    @property
-    def bwd_threads(self) -> int:
-        return self.bwd_rt * self.bwd_rows
-
-    @property
-    def bwd_sacc_on(self) -> bool:
-        """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
-        of static shared memory (else the register sums are kept)."""
-        nch = -(-self.D // (self.vec * self.bwd_rt))
-        return self.bwd_sacc and 8 * nch * self.vec * self.bwd_rt * self.bwd_rows <= 48 * 1024
-
-    def fwd(self, vector: bool) -> str:
-        head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
-        lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
-        # register cap: the CTAs per SM that fwd_regs registers per thread allow; none past 320
-        # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
-        capped = self.fwd_regs and self.fwd_threads <= 320
-        nb = str(max(1, 65536 // (self.fwd_regs * self.fwd_threads)) if capped else 1)
-        if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv]
-            return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
-        tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
-        return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
-
-    def bwd(self, vector: bool, accum: bool) -> str:
-        minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
-        tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
-        return (
-            f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
-            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
-            f"{_trailing(tail)}>"
-        )
-
-    def dtile(self) -> str:
-        return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
-
-    def names(self) -> list[str]:
-        out = [self.fwd(v) for v in (True, False)]
-        accs = (False,) if self.mode == MODE_TOKEN else (True, False)
-        out += [self.bwd(v, a) for v in (True, False) for a in accs]
-        if self.mode != MODE_TOKEN:
-            out += [self.dtile(), "adaln_bwd_finalize"]
-        return out
-
-    def variant(self, name: str) -> KernelConfig:
-        """This configuration with the fields of benchmark variant `name` (see VARIANTS)."""
-        return replace(self, **VARIANTS[name])
-
-
-# Benchmark-only kernel variants (docs/perf-notes.md, rounds 1 and 2). The op uses "default"
-# unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
-# same function (tests/test_adaln_gpu.py runs the suite on each). Kept: the designs that win
-# somewhere, and the first reference kernels to measure the defaults against. Measured and
-# dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
-# sums with the prefetch.
-VARIANTS: dict[str, dict] = {
-    "default": {},
-    # the designs of the first H200 reference (since then sharing round 4's reductions)
-    "round1": {"fwd_pf": False, "bwd_pf": False, "fwd_lv": 0},
-    "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
-    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0},  # fastest bf16 y at D = 5120
-    # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
-    # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
-    "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
-    # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
-    "fwd-named": {"fwd_named": True},
-}
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
 
 
@@ -465,15 +300,3 @@ def prebuild(configs: list[KernelConfig], arch: str, workers: int = 8) -> int:
 
     with ProcessPoolExecutor(workers) as ex:
         return len(list(ex.map(_build_one, [(c, arch) for c in configs])))
-
-
-def all_configs(widths=(64, 1000, 1536, 3072, 4100, 5120, 8192)) -> list[KernelConfig]:
-    """Every (dtype, modulation dtype, output dtype, D, mode) the tests and benchmark use."""
-    out = set()
-    for tx in ("bf16", "float", "f16"):
-        for tm in ("float", tx):
-            for ty in (tx, "float"):
-                for D in widths:
-                    for mode in (MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE):
-                        out.add(KernelConfig(tx, tm, ty, D, mode))
-    return sorted(out, key=str)

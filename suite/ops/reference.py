@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
+from suite.ops.kernel_config import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN  # noqa: F401
 
 
 def _mod(t: torch.Tensor, mode: int) -> torch.Tensor:
