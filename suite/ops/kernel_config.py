@@ -184,6 +184,9 @@ VARIANTS: dict[str, dict] = {
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
     # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
     "fwd-named": {"fwd_named": True},
+    # round 5 candidate (not yet measured): 48 elements per thread, so a D = 1536 row is one
+    # warp (shuffles only, no barriers); 128 registers, 2 CTAs of 8 warps per SM (uncapped: 187)
+    "fwd-warp": {"fwd_ept": 48, "fwd_regs": 128},
 }
 
 
