@@ -96,33 +96,41 @@ def emulate(
             )
             timer.mark("compute")
             timer.finish()
-            peak, reserved = peak_bytes(device)
-            step_rows.append(
-                {
-                    "step": step,
-                    "rank": r,
-                    "world": R,
-                    "policy": policy,
-                    "adaln": model.adaln,
-                    "model": cfg.name,
-                    "layers": cfg.num_layers,
-                    "dim": cfg.dim,
-                    "emulated": True,
-                    "B": info["B"],
-                    "S": info["S"],
-                    "tokens": info["tokens"],
-                    "samples": info["B"],
-                    "bucket": info["S"],
-                    "loss": float(loss),
-                    "data_s": data_s,
-                    "compute_s": timer.seconds("start", "compute"),
-                    "peak_mem_bytes": peak,
-                    "peak_reserved_bytes": reserved,
-                    **(run_info or {}),
-                }
-            )
+            fields = {
+                "B": info["B"],
+                "S": info["S"],
+                "tokens": info["tokens"],
+                "samples": info["B"],
+                "bucket": info["S"],
+                "loss": float(loss),
+                "data_s": data_s,
+            }
+            step_rows.append(_rank_row(model, step, r, R, policy, fields, timer, run_info))
         rows.append(_finish_step(opt, step_rows, collective_s, device, log))
     return pd.concat(rows, ignore_index=True)
+
+
+def _rank_row(model, step, r, R, policy, fields: dict, timer, run_info) -> dict:
+    """One virtual rank's row: who ran what, the policy's own fields, its compute time and peak
+    memory (read right after its compute), then the run's constant columns."""
+    peak, reserved = peak_bytes(next(model.parameters()).device)
+    cfg = model.cfg
+    return {
+        "step": step,
+        "rank": r,
+        "world": R,
+        "policy": policy,
+        "adaln": model.adaln,
+        "model": cfg.name,
+        "layers": cfg.num_layers,
+        "dim": cfg.dim,
+        "emulated": True,
+        **fields,
+        "compute_s": timer.seconds("start", "compute"),
+        "peak_mem_bytes": peak,
+        "peak_reserved_bytes": reserved,
+        **(run_info or {}),
+    }
 
 
 def _finish_step(opt, step_rows: list[dict], collective_s: float, device, log) -> pd.DataFrame:
@@ -177,28 +185,13 @@ def emulate_global(
             )
             timer.mark("compute")
             timer.finish()
-            peak, reserved = peak_bytes(device)
-            step_rows.append(
-                {
-                    "step": step,
-                    "rank": r,
-                    "world": R,
-                    "policy": policy,
-                    "adaln": model.adaln,
-                    "model": cfg.name,
-                    "layers": cfg.num_layers,
-                    "dim": cfg.dim,
-                    "emulated": True,
-                    **gs.log_fields(info, mbs, corpus),
-                    "loss": info["loss"],
-                    "data_s": data_s,
-                    "global_tokens": st.global_tokens,
-                    "compute_s": timer.seconds("start", "compute"),
-                    "peak_mem_bytes": peak,
-                    "peak_reserved_bytes": reserved,
-                    **(run_info or {}),
-                }
-            )
+            fields = {
+                **gs.log_fields(info, mbs, corpus),
+                "loss": info["loss"],
+                "data_s": data_s,
+                "global_tokens": st.global_tokens,
+            }
+            step_rows.append(_rank_row(model, step, r, R, policy, fields, timer, run_info))
         rows.append(_finish_step(opt, step_rows, collective_s, device, log))
     return pd.concat(rows, ignore_index=True)
 
