@@ -113,3 +113,15 @@ def make_batch(
     S = int(np.prod(first[1:])) // 4
     info = {"B": len(indices), "S": S, "tokens": int(rows.tokens.sum()), "shape": list(first)}
     return torch.stack(xs), torch.stack(ts), info
+
+
+def batch_columns(info: dict) -> dict:
+    """The log columns of one bucket batch (make_batch's info): its B and S, tokens, and the
+    columns the global policy fills per rank (samples, bucket), which a bucket batch sets to B, S."""
+    return {
+        "B": info["B"],
+        "S": info["S"],
+        "tokens": info["tokens"],
+        "samples": info["B"],
+        "bucket": info["S"],
+    }

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from suite.train.data import load_corpus, make_batch
+from suite.train.data import batch_columns, load_corpus, make_batch
 from suite.train.instrument import JsonlLog, PhaseTimer, optimizer_step, peak_bytes, reset_peak
 from suite.train.plan import budgets_for, make_plan
 from suite.train.trainer import TrainArgs, build_model, forward_backward, noise_generator
@@ -97,11 +97,7 @@ def emulate(
             timer.mark("compute")
             timer.finish()
             fields = {
-                "B": info["B"],
-                "S": info["S"],
-                "tokens": info["tokens"],
-                "samples": info["B"],
-                "bucket": info["S"],
+                **batch_columns(info),
                 "loss": float(loss),
                 "data_s": data_s,
             }

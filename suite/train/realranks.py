@@ -101,7 +101,7 @@ def real_runs(
     import torch
     import torch.distributed as dist
 
-    from suite.train.data import make_batch
+    from suite.train.data import batch_columns, make_batch
     from suite.train.instrument import PhaseTimer, optimizer_step, peak_bytes, reset_peak
     from suite.train.plan import make_plan
     from suite.train.trainer import average_gradients, forward_backward, noise_generator
@@ -183,11 +183,7 @@ def real_runs(
                     "dim": cfg.dim,
                     "emulated": False,
                     "backend": backend,
-                    "B": info["B"],
-                    "S": info["S"],
-                    "tokens": info["tokens"],
-                    "samples": info["B"],
-                    "bucket": info["S"],
+                    **batch_columns(info),
                     "loss": float(loss),
                     "data_s": data_s,
                     "compute_s": timer.seconds("start", "compute"),

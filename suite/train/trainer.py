@@ -28,7 +28,7 @@ import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from suite.model import WanDiT, flow_matching_loss, get_config
-from suite.train.data import load_corpus, make_batch
+from suite.train.data import batch_columns, load_corpus, make_batch
 from suite.train.instrument import JsonlLog, PhaseTimer, optimizer_step, peak_bytes, reset_peak
 from suite.train.plan import budgets_for, make_plan
 
@@ -273,11 +273,7 @@ def train(args: TrainArgs) -> Path:
                     "layers": cfg.num_layers,
                     "dim": cfg.dim,
                     "emulated": False,
-                    "B": info["B"],
-                    "S": info["S"],
-                    "tokens": info["tokens"],
-                    "samples": info["B"],
-                    "bucket": info["S"],
+                    **batch_columns(info),
                     "loss": float(loss),
                     "data_s": data_s,
                     "compute_s": timer.seconds("start", "compute"),
