@@ -231,22 +231,30 @@ def test_nvrtc_variants_compile_without_spills(combo, D, mode):
 
 
 def test_default_kernels_are_the_measured_fastest():
-    """The default fields name the fastest measured kernels (round 4): a prefetching forward for
-    16-bit y under a 64-register cap with 4 elements of x per load, the one-CTA-per-row-block
+    """The default fields name the fastest measured kernels (rounds 4 and 5): a prefetching forward
+    for 16-bit y under a 64-register cap with 4 elements of x per load (a row per warp at
+    D = 1536: 48 elements per thread under a 128-register cap), the one-CTA-per-row-block
     forward for fp32 y (CTA-wide barriers, same cap; 4 elements per load only with one row per
     CTA), a prefetching backward; "round1" names the first reference designs."""
     from suite.ops.fused_cuda import VARIANTS
 
     cfg = KernelConfig("bf16", "float", "bf16", 1536, 0)
-    assert cfg.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
-    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false, 0, 5>"
+    assert cfg.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 32, 8, 0, false, 2, 4>"
+    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 32, 8, 0, false, 0, 2>"
+    ept16 = cfg.variant("fwd-ept16")  # the round-4 forward
+    assert ept16.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
+    assert ept16.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false, 0, 5>"
+    assert cfg.variant("fwd-warp").fwd(True) == cfg.fwd(True)
+    # two warps per row (D = 3072) measured slower: 16 elements per thread there
+    wide = KernelConfig("bf16", "float", "bf16", 3072, 0)
+    assert wide.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 3072, 192, 1, 0, false, 5, 4>"
     assert (
         cfg.bwd(True, True)
         == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
     )
     assert cfg.bwd(False, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, false, true>"
     assert cfg.variant("default") == cfg and VARIANTS["default"] == {}
-    assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (192, 192, 192)
+    assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (256, 192, 192)
     f32 = KernelConfig("bf16", "float", "float", 1536, 0)
     assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 0, 5>"
     assert f32.variant("fwd-named").fwd(True).endswith("0, true, 0, 5, true>")

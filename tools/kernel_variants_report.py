@@ -57,7 +57,7 @@ def report(
                     r = res[name]
                     threads = cfg.fwd_threads if op == "fwd" else cfg.bwd_threads
                     occ = km.occupancy(r["registers"], threads, r["smem"])
-                    ept = cfg.fwd_ept if op == "fwd" else cfg.bwd_ept
+                    ept = cfg.fwd_elems if op == "fwd" else cfg.bwd_ept
                     bpt = km.bytes_per_thread(op, ept, cfg.vec, SIZE[tx], SIZE[ty])
                     inflight = km.bytes_in_flight(occ, bpt)
                     stats[(v, op)] = inflight

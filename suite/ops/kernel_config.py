@@ -41,12 +41,17 @@ class KernelConfig:
     ty: str
     D: int
     mode: int
-    fwd_ept: int = 16  # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32)
+    # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32). None: 48 where a
+    # row per warp (shuffles only, no barrier) measured faster, i.e. 16-bit y with 1024 < D <= 1536
+    # (+4% at D = 1536, round 5); at D = 3072 (two warps per row) it lost 4% at N <= 16384.
+    fwd_ept: int | None = None
     # forward: persistent with the next row prefetched (aligned rows). None: where it measured
     # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    fwd_regs: int = 64  # forward: register cap per thread (0: ptxas chooses)
+    # forward: register cap per thread (0: ptxas chooses). None: 64, or 128 for the row-per-warp
+    # forward (2 CTAs of 8 warps per SM; uncapped ptxas takes 187)
+    fwd_regs: int | None = None
     # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
     # modulation loads whole 16-byte words, coalesced: half the L1 sectors. None: 4 where it
     # measured faster (round 4): 16-bit y with rows of at least a warp (+0-8%), fp32 y with one
@@ -59,6 +64,20 @@ class KernelConfig:
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
+
+    @property
+    def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
+        return self.fwd_ept is None and self.ty != "float" and 1024 < self.D <= 1536
+
+    @property
+    def fwd_elems(self) -> int:  # forward: elements per thread
+        return 48 if self.fwd_warp_row else self.fwd_ept or 16
+
+    @property
+    def fwd_cap(self) -> int:  # forward: register cap per thread (0: none)
+        if self.fwd_regs is not None:
+            return self.fwd_regs
+        return 128 if self.fwd_warp_row else 64
 
     @property
     def fwd_prefetch(self) -> bool:
@@ -91,13 +110,13 @@ class KernelConfig:
     def fwd_vec(self) -> int:  # elements of x per vector load in the forward
         if self.fwd_lv is not None:
             return min(self.fwd_lv or self.vec, self.vec)
-        rt = _threads_per_row(self.D, self.vec, self.fwd_ept)
+        rt = _threads_per_row(self.D, self.vec, self.fwd_elems)
         one_row = 256 // rt <= 1
         return 4 if rt >= 32 and (self.ty != "float" or one_row) else self.vec
 
     @property
     def fwd_rt(self) -> int:
-        return _threads_per_row(self.D, self.fwd_vec, self.fwd_ept)
+        return _threads_per_row(self.D, self.fwd_vec, self.fwd_elems)
 
     @property
     def fwd_rows(self) -> int:  # row groups per CTA, ~256 threads per CTA
@@ -132,10 +151,10 @@ class KernelConfig:
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
         lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
-        # register cap: the CTAs per SM that fwd_regs registers per thread allow; none past 320
+        # register cap: the CTAs per SM that fwd_cap registers per thread allow; none past 320
         # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
-        capped = self.fwd_regs and self.fwd_threads <= 320
-        nb = str(max(1, 65536 // (self.fwd_regs * self.fwd_threads)) if capped else 1)
+        capped = self.fwd_cap and self.fwd_threads <= 320
+        nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv]
             return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
@@ -176,17 +195,19 @@ class KernelConfig:
 VARIANTS: dict[str, dict] = {
     "default": {},
     # the designs of the first H200 reference (since then sharing round 4's reductions)
-    "round1": {"fwd_pf": False, "bwd_pf": False, "fwd_lv": 0},
+    "round1": {"fwd_pf": False, "bwd_pf": False, "fwd_lv": 0, "fwd_ept": 16, "fwd_regs": 64},
     "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
-    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0},  # fastest bf16 y at D = 5120
+    # fastest bf16 y at D = 5120
+    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0, "fwd_ept": 16},
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
     # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
     "fwd-named": {"fwd_named": True},
-    # round 5 candidate (not yet measured): 48 elements per thread, so a D = 1536 row is one
-    # warp (shuffles only, no barriers); 128 registers, 2 CTAs of 8 warps per SM (uncapped: 187)
+    # round 5: 48 elements per thread everywhere (a D = 1536 row is one warp: the default there
+    # for 16-bit y since round 5), and the round-4 forward of 16 elements per thread everywhere
     "fwd-warp": {"fwd_ept": 48, "fwd_regs": 128},
+    "fwd-ept16": {"fwd_ept": 16, "fwd_regs": 64},
 }
 
 
