@@ -191,17 +191,21 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   if (!ACCUM || MODE == MODE_TOKEN) return;
 
   // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
-  // CTA had no rows), so finalize never reads garbage.
-  const i64 slot = (group * chunks + chunk) * ROWS + g;
+  // CTA had no rows or in padding), so finalize never reads garbage. Thread-major layout: the
+  // element (c, j) of thread t at (c*VEC + j)*RT + t of a row padded to NCH*VEC*RT, so a warp's
+  // store is 128 consecutive bytes (column-major per thread, [d0 + j], wrote 4 of every 32 bytes:
+  // 7 excess sectors per useful one, half of all sectors at N = 4096, Nsight Compute).
+  constexpr int P = NCH * VEC * RT;
+  const i64 base = ((group * chunks + chunk) * ROWS + g) * (i64)P;
 #pragma unroll
   for (int c = 0; c < NCH; ++c) {
     const int d0 = (c * RT + t) * VEC;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      if (d0 + j < D) {
-        part_scale[slot * D + d0 + j] = SA ? sacc[g][(c * VEC + j) * RT + t] : acc_s[c][j];
-        part_shift[slot * D + d0 + j] = SA ? sacc[g][((NCH + c) * VEC + j) * RT + t] : acc_h[c][j];
-      }
+      const int k = (c * VEC + j) * RT + t;
+      const bool in = d0 + j < D;
+      part_scale[base + k] = !in ? 0.f : SA ? sacc[g][k] : acc_s[c][j];
+      part_shift[base + k] = !in ? 0.f : SA ? sacc[g][(NCH * VEC) * RT + k] : acc_h[c][j];
     }
   }
 }
@@ -247,32 +251,39 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
   }
 }
 
-// out[g, d] = sum_{k < slots} part[g, k, d] in a fixed order (deterministic). A serial loop over
-// hundreds of slots with one thread per column would be latency-bound (~0.3 ms at D = 1536), so
-// 16 lanes per column each add the slots k = lane, lane + 16, ... (4 loads in flight), and lane 0
-// adds the 16 lane sums in order. A warp reads 32 consecutive columns of one slot (coalesced).
-extern "C" __global__ void __launch_bounds__(512)
+// out[g, d] = sum_{k < slots} part[g, k, d] in a fixed order (deterministic). Partial rows are
+// P = ceil(D / (VEC*RT)) * VEC*RT wide, element d at position (c*VEC + j)*RT + t where
+// d = (c*RT + t)*VEC + j (the row kernel's thread-major layout; RT = VEC = 1: plain, P = D).
+// A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
+// the slots k = lane, lane + 32, ... (a serial loop over hundreds of slots would be
+// latency-bound), and lane 0 adds the 32 lane sums in order.
+extern "C" __global__ void __launch_bounds__(1024)
 adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
-                   float* __restrict__ dscale, float* __restrict__ dshift, int slots, int D) {
-  __shared__ float ss[16][33], sh[16][33];  // +1 column: no bank conflicts on the column reads
+                   float* __restrict__ dscale, float* __restrict__ dshift, int slots, int D, int rt,
+                   int vec) {
+  __shared__ float ss[32][33], sh[32][33];  // +1 column: no bank conflicts on the column reads
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
-  const int d = blockIdx.x * 32 + tx;
+  const int P = (D + vec * rt - 1) / (vec * rt) * (vec * rt);
+  const int s = blockIdx.x * 32 + tx;
+  const int c = s / (vec * rt), j = s / rt % vec, t = s % rt;
+  const int d = (c * rt + t) * vec + j;
+  const bool in = s < P && d < D;
   const i64 group = blockIdx.y;
   float a = 0.f, b = 0.f;
-  if (d < D) {
-    const float* ps = part_scale + group * slots * (i64)D + d;
-    const float* ph = part_shift + group * slots * (i64)D + d;
+  if (in) {
+    const float* ps = part_scale + group * slots * (i64)P + s;
+    const float* ph = part_shift + group * slots * (i64)P + s;
 #pragma unroll 4
-    for (int k = ty; k < slots; k += 16) {
-      a += ps[(i64)k * D];
-      b += ph[(i64)k * D];
+    for (int k = ty; k < slots; k += 32) {
+      a += ps[(i64)k * P];
+      b += ph[(i64)k * P];
     }
   }
   ss[ty][tx] = a;
   sh[ty][tx] = b;
   __syncthreads();
-  if (ty == 0 && d < D) {
-    for (int k = 1; k < 16; ++k) {
+  if (ty == 0 && in) {
+    for (int k = 1; k < 32; ++k) {
       a += ss[k][tx];
       b += sh[k][tx];
     }

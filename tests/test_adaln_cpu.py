@@ -598,3 +598,29 @@ def test_occupancy_is_asked_once_per_function_and_block(monkeypatch):
         assert calls == [(1234, 192, 0), (1234, 320, 0), (5678, 192, 0)]
     finally:
         launch.max_blocks_per_sm.cache_clear()
+
+
+@pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
+def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
+    """The fused backward stores column (c*RT + t)*VEC + j of its partial rows at position
+    (c*VEC + j)*RT + t (coalesced); adaln_bwd_finalize's inverse must give every column < D
+    exactly once and never read past the padded width (Python copy of both index formulas)."""
+    cfg = KernelConfig(*combo, D, mode)
+    rt, vec, P = cfg.bwd_rt, cfg.vec, cfg.bwd_part_width
+    nch = -(-D // (vec * rt))
+    stored = {}
+    for c in range(nch):
+        for t in range(rt):
+            for j in range(vec):
+                k = (c * vec + j) * rt + t
+                assert k < P and k not in stored
+                stored[k] = (c * rt + t) * vec + j
+    assert len(stored) == P
+    read = {}
+    for s in range(P):  # finalize
+        c, j, t = s // (vec * rt), s // rt % vec, s % rt
+        d = (c * rt + t) * vec + j
+        assert d == stored[s]
+        if d < D:
+            read[d] = s
+    assert sorted(read) == list(range(D))

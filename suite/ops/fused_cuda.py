@@ -219,7 +219,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
     slots = chunks * cfg.bwd_rows
     if accum:
-        part_s = torch.empty((groups, slots, D), dtype=torch.float32, device=dev)
+        part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
+        part_s = torch.empty((groups, slots, part_w), dtype=torch.float32, device=dev)
         part_h = torch.empty_like(part_s)
     else:
         part_s = part_h = None
@@ -275,14 +276,23 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
                 i32(DTILE_NTILE),
             ],
         )
-        slots = n_tiles
+        slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
     fin = _fn(cfg, "adaln_bwd_finalize", idx)
     launch(
         fin,
-        (-(-D // 32), groups, 1),
-        512,
+        (-(-part_w // 32), groups, 1),
+        1024,
         idx,
-        [ptr(part_s), ptr(part_h), ptr(dsc), ptr(dsh), i32(slots), i32(D)],
+        [
+            ptr(part_s),
+            ptr(part_h),
+            ptr(dsc),
+            ptr(dsh),
+            i32(slots),
+            i32(D),
+            i32(part_rt),
+            i32(part_vec),
+        ],
     )
     return dx, dsc, dsh
 

@@ -142,6 +142,13 @@ class KernelConfig:
         return self.bwd_rt * self.bwd_rows
 
     @property
+    def bwd_part_width(self) -> int:
+        """Width of a partial column-sum row of the fused backward: D padded to whole chunks of
+        vec * bwd_rt (its thread-major layout, kernels/adaln_bwd.cu)."""
+        step = self.vec * self.bwd_rt
+        return -(-self.D // step) * step
+
+    @property
     def bwd_sacc_on(self) -> bool:
         """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
         of static shared memory (else the register sums are kept)."""
