@@ -4,7 +4,8 @@ Model (per step): every rank draws one bucket batch independently, as the bucket
 (a batch of bucket k comes up with probability proportional to share_k / B_k, the bucket's share of
 the epoch's batches). Rank compute = fixed part + variable part x noise, where the noise is the mean
 of B per-sample multiplicative factors, each Gamma with mean 1 and CV `noise_cv`; the mean of B
-such factors is exactly Gamma(B / cv^2, cv^2 / B), so it is drawn once per batch. Step time =
+such factors is exactly Gamma(B / cv^2, cv^2 / B), so it is drawn once per batch (`noisy`; its
+optional rank-level factor is used by the trace validation, not by `simulate`). Step time =
 max over ranks + collective + optimizer. Everything is a (steps, ranks) numpy array, no Python
 loop over steps or ranks.
 
@@ -140,13 +141,30 @@ class SimResult:
         )
 
 
-def noisy(rng: np.random.Generator, base: np.ndarray, fixed: float, n: np.ndarray, cv: float):
-    """fixed + (base - fixed) x mean of n per-sample Gamma(mean 1, CV cv) factors."""
-    if cv == 0:
-        return base
-    n = np.maximum(np.asarray(n, float), 1)
-    g = rng.gamma(n / cv**2, cv**2 / n)
-    return fixed + (base - fixed) * g
+def noisy(
+    rng: np.random.Generator,
+    base: np.ndarray,
+    fixed: float,
+    n: np.ndarray,
+    cv: float,
+    rank_noise_cv: float = 0.0,
+):
+    """fixed + (base - fixed) x mean of n per-sample Gamma(mean 1, CV cv) factors, then, if
+    rank_noise_cv > 0, the whole result x one Gamma(mean 1, CV rank_noise_cv) factor per element
+    (per rank batch; not the `rank_cv` metric, which is the spread across ranks).
+
+    The rank factor scales the whole compute: it models timing jitter of a rank (clocks,
+    contention, launch gaps), which slows its fixed part as much as its per-sample work.
+    With rank_noise_cv == 0 nothing extra is drawn: the random stream is the one without the term.
+    """
+    out = base
+    if cv != 0:
+        n = np.maximum(np.asarray(n, float), 1)
+        g = rng.gamma(n / cv**2, cv**2 / n)
+        out = fixed + (base - fixed) * g
+    if rank_noise_cv > 0:
+        out = out * rng.gamma(1 / rank_noise_cv**2, rank_noise_cv**2, np.shape(out))
+    return out
 
 
 def simulate(buckets: pd.DataFrame, policy, cost, cfg: SimConfig) -> SimResult:

@@ -22,6 +22,19 @@ absolute scale need not carry over; each variant says what it assumes):
 Noise: per-sample CV from the sweep's repeats: per shape the relative deviation of each repeat's
 variable time (t - a) from the shape's median, times sqrt(B) (the mean of B per-sample factors has
 CV cv/sqrt(B)); the median over shapes.
+Rank-level noise (`rank_noise=True`, the default), for timing jitter of whole rank-batches, which
+per-sample noise cannot stand for (it does not shrink with B): every replayed rank is also
+multiplied by one Gamma(mean 1, CV c_rank) factor (noisy(..., rank_noise_cv)). c_rank is fitted per cost model on the calibration run's
+rank-batches alone: with r = measured / predicted compute and w = 1 - fixed_s / predicted (the
+variable fraction, which the per-sample noise scales),
+    c_rank^2 = max(0, var(r / mean(r)) - mean(w^2 * noise_cv^2 / B))   (var with ddof 1);
+r is divided by its mean so that a model's scale error is not taken for noise; the residual also
+holds the model's shape misfit on that run, which the term then absorbs. `costmodel_fit` keeps
+its as-is scale but takes its c_rank from the calibration run too.
+Check, model-free: `within_shape_cv` = the pooled CV of the calibration run's compute among its
+rank-batches of one (B, S). Rank-level jitter shows there as well; a cost model's misfit does not.
+If it is far below c_rank, the term is standing in for misfit (so on the H200 reference run:
+validation/README.md).
 Rows of the global policy (mixed sequence lengths per rank) are left out: their rank rows do not
 carry per-sample lengths.
 """
@@ -46,6 +59,7 @@ RESULT_COLUMNS = [
     "predicted_compute_max_s",
     "signed_error_pct",
     "error_pct",
+    "rank_noise_cv",
 ]
 
 
@@ -69,6 +83,27 @@ class _Scaled:
 
     def predict(self, B, S) -> np.ndarray:
         return np.asarray(self.cost.predict(B, S), float) * self.factor
+
+
+def rank_noise_cv(calib: pd.DataFrame, cost, noise_cv: float) -> float:
+    """Rank-level CV of compute around `cost` on the rank-batches `calib` (see the module doc)."""
+    B = calib["B"].to_numpy(float)
+    pred = np.asarray(cost.predict(calib["B"].to_numpy(np.int64), calib["S"].to_numpy(np.int64)))
+    r = calib["compute_s"].to_numpy(float) / pred
+    if len(r) < 2:
+        return 0.0
+    w = 1 - float(cost.fixed_s) / pred
+    var = float(np.var(r / r.mean(), ddof=1)) - float(np.mean(w**2 * noise_cv**2 / B))
+    return float(np.sqrt(max(var, 0.0)))
+
+
+def within_shape_cv(calib: pd.DataFrame) -> float:
+    """Pooled CV of compute_s around its (B, S) mean over shapes seen >= 2 times (nan if none)."""
+    g = calib.groupby(["B", "S"])["compute_s"]
+    n = g.transform("size")
+    dev = (calib["compute_s"] / g.transform("mean") - 1)[n > 1]
+    dof = len(dev) - int((g.size() > 1).sum())
+    return float(np.sqrt((dev**2).sum() / dof)) if dof > 0 else float("nan")
 
 
 def _trace(ranks: pd.DataFrame) -> pd.DataFrame:
@@ -121,21 +156,32 @@ def validate(
     draws: int = 400,
     seed: int = 0,
     baseline: str = BASELINE_RUN,
+    rank_noise: bool = True,
 ) -> pd.DataFrame:
-    """Predicted vs measured step time per (cost model, run, step): RESULT_COLUMNS."""
+    """Predicted vs measured step time per (cost model, run, step): RESULT_COLUMNS.
+
+    rank_noise=False replays with the per-sample noise alone (the step model before the
+    rank-level term). attrs: noise_cv, rank_noise_cv ({model: c_rank}), within_shape_cv.
+    """
     r = _trace(ranks)
     if r.empty:
         return pd.DataFrame(columns=RESULT_COLUMNS)
     models = cost_models(ranks, fit, baseline)
     if noise_cv is None:
         noise_cv = noise_cv_from_sweep(sweep, float(fit["a"].iloc[0])) if sweep is not None else 0.0
+    calib = r[r["run"] == baseline] if (r["run"] == baseline).any() else r  # as cost_models
+    rank_cvs = {
+        name: rank_noise_cv(calib, cost, noise_cv) if rank_noise else 0.0
+        for name, cost in models.items()
+    }
     rows = []
     for name, cost in models.items():
         rng = np.random.default_rng(seed)
         for (run, step), d in r.groupby(["run", "step"], sort=True):
             B, S = d["B"].to_numpy(np.int64), d["S"].to_numpy(np.int64)
             base = np.broadcast_to(cost.predict(B, S), (draws, len(d)))
-            comp = noisy(rng, base, cost.fixed_s, np.broadcast_to(B, (draws, len(d))), noise_cv)
+            n = np.broadcast_to(B, (draws, len(d)))
+            comp = noisy(rng, base, cost.fixed_s, n, noise_cv, rank_cvs[name])
             pred_max = float(comp.max(axis=1).mean())
             extra = float(d["collective_s"].max() + d["optimizer_s"].max())
             measured = float(d["compute_s"].max()) + extra
@@ -153,25 +199,30 @@ def validate(
                     "predicted_compute_max_s": pred_max,
                     "signed_error_pct": 100 * (pred - measured) / measured,
                     "error_pct": 100 * abs(pred - measured) / measured,
+                    "rank_noise_cv": rank_cvs[name],
                 }
             )
     out = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     out.attrs["noise_cv"] = noise_cv
+    out.attrs["rank_noise_cv"] = rank_cvs
+    out.attrs["within_shape_cv"] = within_shape_cv(calib)
     return out
 
 
 def error_summary(result: pd.DataFrame) -> pd.DataFrame:
     """Mean absolute percentage error per (model, run) and over held-out steps per model."""
+    cols = ["model", "run", "steps", "mape_pct", "bias_pct", "max_error_pct", "rank_noise_cv"]
     if result.empty:
-        return pd.DataFrame(
-            columns=["model", "run", "steps", "mape_pct", "bias_pct", "max_error_pct"]
-        )
+        return pd.DataFrame(columns=cols)
+    if "rank_noise_cv" not in result.columns:  # a result from before the rank-level term
+        result = result.assign(rank_noise_cv=0.0)
     g = result.groupby(["model", "run"], sort=True)
     agg = dict(
         steps=("step", "size"),
         mape_pct=("error_pct", "mean"),
         bias_pct=("signed_error_pct", "mean"),
         max_error_pct=("error_pct", "max"),
+        rank_noise_cv=("rank_noise_cv", "first"),
     )
     per_run = g.agg(**agg).reset_index()
     held = result[result["held_out"]].groupby("model", sort=True).agg(**agg).reset_index()
@@ -179,12 +230,14 @@ def error_summary(result: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([per_run, held[per_run.columns]], ignore_index=True)
 
 
-def step_errors(tables: dict[str, pd.DataFrame], draws: int = 200) -> dict[str, float]:
+def step_errors(
+    tables: dict[str, pd.DataFrame], draws: int = 200, rank_noise: bool = True
+) -> dict[str, float]:
     """{cost model: MAPE (%) over its held-out steps} of a run's tables ({} without them)."""
     ranks, fit = tables.get("training_ranks"), tables.get("costmodel_fit")
     if ranks is None or fit is None or ranks.empty or fit.empty:
         return {}
-    res = validate(ranks, fit, tables.get("shapes_sweep"), draws=draws)
+    res = validate(ranks, fit, tables.get("shapes_sweep"), draws=draws, rank_noise=rank_noise)
     if res.empty or (res["held_out"] & ~res["model"].eq("costmodel_fit")).sum() == 0:
         return {}
     held = res[res["held_out"]]
@@ -206,11 +259,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", help="output folder (default RUN/validation)")
     ap.add_argument("--draws", type=int, default=400)
+    ap.add_argument(
+        "--no-rank-noise",
+        action="store_true",
+        help="per-sample noise only (the replay before the rank-level term)",
+    )
     a = ap.parse_args(argv)
     run = RunDir(Path(a.run))
     tables = {k: run.read_table(k) for k in ("training_ranks", "costmodel_fit", "shapes_sweep")}
     res = validate(
-        tables["training_ranks"], tables["costmodel_fit"], tables["shapes_sweep"], draws=a.draws
+        tables["training_ranks"],
+        tables["costmodel_fit"],
+        tables["shapes_sweep"],
+        draws=a.draws,
+        rank_noise=not a.no_rank_noise,
     )
     out = Path(a.out or Path(a.run) / "validation")
     out.mkdir(parents=True, exist_ok=True)
@@ -218,6 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     summ = error_summary(res)
     summ.round(3).to_csv(out / "errors.csv", index=False)
     print(f"noise_cv (per sample, from the sweep repeats) = {res.attrs['noise_cv']:.4f}")
+    ranks_cv = ", ".join(f"{m} {v:.4f}" for m, v in res.attrs.get("rank_noise_cv", {}).items())
+    if a.no_rank_noise:
+        ranks_cv = "off (--no-rank-noise)"
+    print(f"rank_noise_cv (per rank-batch, from the calibration run) = {ranks_cv}")
+    print(
+        "within_shape_cv (calibration run, same (B, S), model-free) = "
+        f"{res.attrs.get('within_shape_cv', float('nan')):.4f}"
+    )
     print(summ.round(2).to_string(index=False))
     return 0
 

@@ -383,7 +383,9 @@ def _validation_rows(tables: dict[str, pd.DataFrame]) -> list[dict]:
                     "evidence": "training_ranks, costmodel_fit, shapes_sweep",
                     "conditions": f"mean |predicted - measured| / measured step time over the "
                     f"steps of runs other than {BASELINE_RUN} (trace replay of the same batches, "
-                    f"per-sample noise from the sweep repeats); cost: {how} on {BASELINE_RUN}",
+                    f"per-sample noise from the sweep repeats, rank-level noise fitted to the "
+                    f"residuals on {BASELINE_RUN}, which also absorbs the cost model's misfit); "
+                    f"cost: {how} on {BASELINE_RUN}",
                 }
             )
     return out
