@@ -89,9 +89,10 @@ class KernelConfig:
 
     @property
     def bwd_prefetch(self) -> bool:
-        """Past 320 threads per CTA (D > 5120 at 16 elements per thread) the register cap of
-        65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch."""
-        return self.bwd_pf and self.bwd_threads <= 320
+        """Past 5120 elements per CTA (D > 5120 at one row per CTA) the register cap of
+        65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch.
+        (At 16 elements per thread: at most 320 threads.)"""
+        return self.bwd_pf and self.bwd_rows * self.D <= 5120
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
@@ -232,6 +233,9 @@ VARIANTS: dict[str, dict] = {
     # measurements"): one partial row per CTA, and 16 finalize loads in flight per lane
     "bwd-comb": {"bwd_comb": True, "bwd_fin_unroll": 16},
     "bwd-fin16": {"bwd_fin_unroll": 16},
+    # 8 elements per thread with the prefetch (round 1 measured it without): twice the warps
+    # for the same bytes in flight at D = 5120 (640 threads, 96 registers, 1 CTA per SM)
+    "bwd-e8": {"bwd_ept": 8},
     # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
     "fwd-named": {"fwd_named": True},
     # round 5: 48 elements per thread everywhere (a D = 1536 row is one warp: the default there
