@@ -9,6 +9,12 @@ leave-one-bucket-out error (mean over buckets of the mean |relative error| of th
 Memory: peak_bytes ~ m0 + m1 * B * S by linear least squares. Budgets: with device capacity C and
 safety margin f (default 10%), M_mem = (C * (1 - f) - m0) / m1 tokens; M_comp = M_mem * s_cross^(p-1)
 so the two constraints cross at s_cross (chosen from data, see simulator.tune_s_cross).
+
+QuadraticCost: the physical form a + c*B + b*B*S + d*B*S^2 (fixed per step, per sample, linear
+token work such as projections and FFN, quadratic attention work), fitted by non-negative least
+squares on relative residuals with scaled columns (fit_quadratic_cost). One power law has neither
+the per-sample term nor separate linear and quadratic parts, so it misfits short-sequence
+large-B and long-sequence small-B batches at once (reports/reference/h200/validation/README.md).
 """
 
 from __future__ import annotations
@@ -218,6 +224,71 @@ def loo_error(B, S, t, p: float | None = None, aggregate: bool = True) -> float:
         pred = t_ref * (a + b * B[held] * (S[held] / s_ref) ** pp)
         errs.append(np.mean(np.abs(pred / t[held] - 1)))
     return float(np.mean(errs)) if errs else math.nan
+
+
+@dataclass(frozen=True)
+class QuadraticCost:
+    """step_time = a + c*B + b*B*S + d*B*S^2 (seconds): fixed, per-sample, linear and quadratic
+    token terms. The same cost interface as CostModel: predict(B, S) and fixed_s (= a)."""
+
+    a: float
+    c: float
+    b: float
+    d: float
+    r2: float = math.nan
+    resid_cv: float = math.nan  # RMS of predicted / measured - 1 over the fitted shapes
+    n: int = 0
+    source: str = ""
+
+    @property
+    def fixed_s(self) -> float:
+        return self.a
+
+    def sample_cost(self, S) -> np.ndarray:
+        """Per-sample variable cost c + b*S + d*S^2."""
+        S = np.asarray(S, float)
+        return self.c + self.b * S + self.d * S**2
+
+    def predict(self, B, S) -> np.ndarray:
+        return self.a + np.asarray(B, float) * self.sample_cost(S)
+
+
+def fit_quadratic_cost(B, S, t, source: str = "", aggregate: bool = True) -> QuadraticCost:
+    """Fit step_time ~ a + c*B + b*B*S + d*B*S^2 with all four coefficients >= 0.
+
+    scipy.optimize.nnls on the relative residuals (rows divided by t, as fit_cost weights them,
+    since step times span decades), each column scaled to unit norm so that the solve is well
+    conditioned (1 and B*S^2 differ by ~10 decades). aggregate=True fits the per-shape medians of
+    repeated timings. Needs >= 4 distinct shapes over >= 3 sequence lengths, finite times > 0.
+    """
+    B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
+    if not (B.shape == S.shape == t.shape) or B.ndim != 1:
+        raise ValueError(f"B, S, t must be 1-D of one length, got {B.shape}, {S.shape}, {t.shape}")
+    if not (np.isfinite(B).all() and np.isfinite(S).all() and np.isfinite(t).all()):
+        raise ValueError("B, S and step times must be finite (got NaN or inf)")
+    if (t <= 0).any() or (B < 1).any() or (S < 1).any():
+        raise ValueError("step times must be > 0 and B, S >= 1")
+    if aggregate:
+        B, S, t = median_per_shape(B, S, t)
+    shapes = len(np.unique(np.column_stack([B, S]), axis=0))
+    if shapes < 4 or len(np.unique(S)) < 3:
+        raise ValueError(
+            f"the quadratic cost fit needs >= 4 distinct (B, S) shapes over >= 3 sequence "
+            f"lengths, got {shapes} over {len(np.unique(S))}"
+        )
+    X = np.column_stack([np.ones_like(B), B, B * S, B * S**2]) / t[:, None]
+    scale = np.linalg.norm(X, axis=0)
+    Xs = X / scale
+    if np.linalg.matrix_rank(Xs) < 4:
+        raise ValueError("the shapes do not determine a, c, b, d (B does not vary enough)")
+    coef, _ = optimize.nnls(Xs, np.ones_like(t))
+    a, c, b, d = (float(v) for v in coef / scale)
+    model = QuadraticCost(a=a, c=c, b=b, d=d, n=len(t), source=source)
+    pred = model.predict(B, S)
+    ss = np.sum((t - t.mean()) ** 2)
+    r2 = 1 - np.sum((t - pred) ** 2) / ss if ss > 0 else math.nan
+    resid = float(np.sqrt(np.mean((pred / t - 1) ** 2)))
+    return replace(model, r2=float(r2), resid_cv=resid)
 
 
 def fit_memory(B, S, peak_bytes) -> tuple[float, float, float]:

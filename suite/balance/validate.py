@@ -18,19 +18,25 @@ absolute scale need not carry over; each variant says what it assumes):
   to predicted compute summed over the calibration run's rank-batches (the baseline run; what the
   online calibration of the global policy does); the other runs are held out;
 - `refit`: a + b*B*S^p fitted (suite.balance.costmodel.fit_cost) to the calibration run's
-  rank-batches alone, predicting the other runs.
+  rank-batches alone, predicting the other runs;
+- `refit_quadratic`: a + c*B + b*B*S + d*B*S^2 (per-step, per-sample, linear and quadratic
+  attention token work; suite.balance.costmodel.fit_quadratic_cost, non-negative least squares)
+  fitted to the calibration run's rank-batches alone, predicting the other runs, as `refit`.
 Noise: per-sample CV from the sweep's repeats: per shape the relative deviation of each repeat's
 variable time (t - a) from the shape's median, times sqrt(B) (the mean of B per-sample factors has
 CV cv/sqrt(B)); the median over shapes.
-Rank-level noise (`rank_noise=True`, the default), for timing jitter of whole rank-batches, which
-per-sample noise cannot stand for (it does not shrink with B): every replayed rank is also
-multiplied by one Gamma(mean 1, CV c_rank) factor (noisy(..., rank_noise_cv)). c_rank is fitted per cost model on the calibration run's
+Rank-level noise (opt-in: `rank_noise=True`, CLI `--rank-noise`; off by default), for timing
+jitter of whole rank-batches, which per-sample noise cannot stand for (it does not shrink with B):
+every replayed rank is also multiplied by one Gamma(mean 1, CV c_rank) factor
+(noisy(..., rank_noise_cv)). c_rank is fitted per cost model on the calibration run's
 rank-batches alone: with r = measured / predicted compute and w = 1 - fixed_s / predicted (the
 variable fraction, which the per-sample noise scales),
     c_rank^2 = max(0, var(r / mean(r)) - mean(w^2 * noise_cv^2 / B))   (var with ddof 1);
 r is divided by its mean so that a model's scale error is not taken for noise; the residual also
-holds the model's shape misfit on that run, which the term then absorbs. `costmodel_fit` keeps
-its as-is scale but takes its c_rank from the calibration run too.
+holds the model's shape misfit on that run, which the term then absorbs: with a wrong cost model
+c_rank is mostly misfit recast as noise, and a replay with it can look right for the wrong reason
+(it is off by default for that reason; attrs["rank_noise_cv_fitted"] always holds the estimate).
+`costmodel_fit` keeps its as-is scale but takes its c_rank from the calibration run too.
 Check, model-free: `within_shape_cv` = the pooled CV of the calibration run's compute among its
 rank-batches of one (B, S). Rank-level jitter shows there as well; a cost model's misfit does not.
 If it is far below c_rank, the term is standing in for misfit (so on the H200 reference run:
@@ -86,7 +92,13 @@ class _Scaled:
 
 
 def rank_noise_cv(calib: pd.DataFrame, cost, noise_cv: float) -> float:
-    """Rank-level CV of compute around `cost` on the rank-batches `calib` (see the module doc)."""
+    """Rank-level CV of compute around `cost` on the rank-batches `calib` (see the module doc).
+
+    It is the residual scatter beyond per-sample noise, so it measures timing jitter only when
+    `cost` has the right shape: a cost model that misfits the shapes (e.g. a + b*B*S^p on batches
+    whose cost is a + c*B + b*B*S + d*B*S^2) leaves a residual that this estimate absorbs as
+    "noise". Compare with within_shape_cv, which a misfit does not enter.
+    """
     B = calib["B"].to_numpy(float)
     pred = np.asarray(cost.predict(calib["B"].to_numpy(np.int64), calib["S"].to_numpy(np.int64)))
     r = calib["compute_s"].to_numpy(float) / pred
@@ -119,8 +131,8 @@ def _trace(ranks: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_models(ranks: pd.DataFrame, fit: pd.DataFrame, baseline: str = BASELINE_RUN) -> dict:
-    """{name: cost with predict(B, S) and fixed_s} for the three variants (see the module doc)."""
-    from suite.balance.costmodel import fit_cost
+    """{name: cost with predict(B, S) and fixed_s} for the four variants (see the module doc)."""
+    from suite.balance.costmodel import fit_cost, fit_quadratic_cost
     from suite.experiments.costmodel import model_from_fit
 
     cm = model_from_fit(fit)
@@ -144,6 +156,15 @@ def cost_models(ranks: pd.DataFrame, fit: pd.DataFrame, baseline: str = BASELINE
         )
     except ValueError:
         pass
+    try:  # needs >= 4 shapes over >= 3 sequence lengths, B varying, in the calibration run
+        out["refit_quadratic"] = fit_quadratic_cost(
+            base["B"].to_numpy(float),
+            base["S"].to_numpy(float),
+            base["compute_s"].to_numpy(float),
+            source=f"quadratic refit on {baseline}",
+        )
+    except ValueError:
+        pass
     return out
 
 
@@ -156,12 +177,14 @@ def validate(
     draws: int = 400,
     seed: int = 0,
     baseline: str = BASELINE_RUN,
-    rank_noise: bool = True,
+    rank_noise: bool = False,
 ) -> pd.DataFrame:
     """Predicted vs measured step time per (cost model, run, step): RESULT_COLUMNS.
 
-    rank_noise=False replays with the per-sample noise alone (the step model before the
-    rank-level term). attrs: noise_cv, rank_noise_cv ({model: c_rank}), within_shape_cv.
+    rank_noise=False (the default) replays with the per-sample noise alone; True adds the
+    rank-level term, which also absorbs the cost model's misfit (module doc). attrs: noise_cv,
+    rank_noise_cv ({model: c_rank used}, 0 when off), rank_noise_cv_fitted ({model: c_rank
+    estimate}, also when off), within_shape_cv.
     """
     r = _trace(ranks)
     if r.empty:
@@ -170,10 +193,8 @@ def validate(
     if noise_cv is None:
         noise_cv = noise_cv_from_sweep(sweep, float(fit["a"].iloc[0])) if sweep is not None else 0.0
     calib = r[r["run"] == baseline] if (r["run"] == baseline).any() else r  # as cost_models
-    rank_cvs = {
-        name: rank_noise_cv(calib, cost, noise_cv) if rank_noise else 0.0
-        for name, cost in models.items()
-    }
+    fitted = {name: rank_noise_cv(calib, cost, noise_cv) for name, cost in models.items()}
+    rank_cvs = {name: fitted[name] if rank_noise else 0.0 for name in models}
     rows = []
     for name, cost in models.items():
         rng = np.random.default_rng(seed)
@@ -205,7 +226,45 @@ def validate(
     out = pd.DataFrame(rows, columns=RESULT_COLUMNS)
     out.attrs["noise_cv"] = noise_cv
     out.attrs["rank_noise_cv"] = rank_cvs
+    out.attrs["rank_noise_cv_fitted"] = fitted
     out.attrs["within_shape_cv"] = within_shape_cv(calib)
+    return out
+
+
+def refit_table(models: dict) -> pd.DataFrame:
+    """The coefficients of the calibration-run refits in `models` (from cost_models)."""
+    rows = []
+    if "refit" in models:
+        c = models["refit"].cost
+        rows.append(dict(model="refit", form="a + b*B*S^p", a=c.a, b=c.b, p=c.p, r2=c.r2, n=c.n))
+    if "refit_quadratic" in models:
+        q = models["refit_quadratic"]
+        rows.append(
+            dict(
+                model="refit_quadratic",
+                form="a + c*B + b*B*S + d*B*S^2",
+                a=q.a,
+                c=q.c,
+                b=q.b,
+                d=q.d,
+                r2=q.r2,
+                resid_cv=q.resid_cv,
+                n=q.n,
+            )
+        )
+    cols = ["model", "form", "a", "c", "b", "d", "p", "r2", "resid_cv", "n"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def calibration_shapes(ranks: pd.DataFrame, models: dict, baseline: str = BASELINE_RUN):
+    """Per (B, S) of the calibration run: rank-batches, mean measured compute and its ratio to
+    each model's prediction (where a model misfits the shapes, the ratio moves with the shape)."""
+    r = _trace(ranks)
+    calib = r[r["run"] == baseline] if (r["run"] == baseline).any() else r
+    g = calib.groupby(["B", "S"], sort=True)["compute_s"]
+    out = pd.DataFrame({"rank_batches": g.size(), "compute_s": g.mean()}).reset_index()
+    for name, cost in models.items():
+        out[f"ratio_{name}"] = out["compute_s"] / np.asarray(cost.predict(out["B"], out["S"]))
     return out
 
 
@@ -231,7 +290,7 @@ def error_summary(result: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_errors(
-    tables: dict[str, pd.DataFrame], draws: int = 200, rank_noise: bool = True
+    tables: dict[str, pd.DataFrame], draws: int = 200, rank_noise: bool = False
 ) -> dict[str, float]:
     """{cost model: MAPE (%) over its held-out steps} of a run's tables ({} without them)."""
     ranks, fit = tables.get("training_ranks"), tables.get("costmodel_fit")
@@ -245,7 +304,8 @@ def step_errors(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m suite.balance.validate RUN_DIR [--out DIR]: writes validation.csv, errors.csv."""
+    """python -m suite.balance.validate RUN_DIR [--out DIR]: writes validation.csv, errors.csv,
+    refits.csv (the calibration-run refits' coefficients) and calibration_shapes.csv."""
     import argparse
     from pathlib import Path
 
@@ -260,9 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="output folder (default RUN/validation)")
     ap.add_argument("--draws", type=int, default=400)
     ap.add_argument(
-        "--no-rank-noise",
+        "--rank-noise",
         action="store_true",
-        help="per-sample noise only (the replay before the rank-level term)",
+        help="also draw a rank-level noise factor per replayed rank, its CV fitted to the "
+        "calibration run's residuals (absorbs cost-model misfit; off by default)",
+    )
+    # the default since the rank-level term became opt-in; accepted so older commands still run
+    ap.add_argument(
+        "--no-rank-noise", dest="rank_noise", action="store_false", help=argparse.SUPPRESS
     )
     a = ap.parse_args(argv)
     run = RunDir(Path(a.run))
@@ -272,18 +337,21 @@ def main(argv: list[str] | None = None) -> int:
         tables["costmodel_fit"],
         tables["shapes_sweep"],
         draws=a.draws,
-        rank_noise=not a.no_rank_noise,
+        rank_noise=a.rank_noise,
     )
     out = Path(a.out or Path(a.run) / "validation")
     out.mkdir(parents=True, exist_ok=True)
     res.round(6).to_csv(out / "validation.csv", index=False)
     summ = error_summary(res)
     summ.round(3).to_csv(out / "errors.csv", index=False)
+    models = cost_models(tables["training_ranks"], tables["costmodel_fit"])
+    refit_table(models).to_csv(out / "refits.csv", index=False, float_format="%.6g")
+    shapes = calibration_shapes(tables["training_ranks"], models)
+    shapes.round(6).to_csv(out / "calibration_shapes.csv", index=False)
     print(f"noise_cv (per sample, from the sweep repeats) = {res.attrs['noise_cv']:.4f}")
-    ranks_cv = ", ".join(f"{m} {v:.4f}" for m, v in res.attrs.get("rank_noise_cv", {}).items())
-    if a.no_rank_noise:
-        ranks_cv = "off (--no-rank-noise)"
-    print(f"rank_noise_cv (per rank-batch, from the calibration run) = {ranks_cv}")
+    ranks_cv = ", ".join(f"{m} {v:.4f}" for m, v in res.attrs["rank_noise_cv_fitted"].items())
+    used = "used" if a.rank_noise else "not used; --rank-noise uses it"
+    print(f"rank_noise_cv (per rank-batch, fitted on the calibration run; {used}) = {ranks_cv}")
     print(
         "within_shape_cv (calibration run, same (B, S), model-free) = "
         f"{res.attrs.get('within_shape_cv', float('nan')):.4f}"
