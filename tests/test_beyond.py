@@ -110,3 +110,36 @@ def test_reference_h200_global_policy_meets_issue_7_targets():
     )
     html = (REF / "report.html").read_text()
     assert '<section id="beyond">' in html and "8 of 8 met" in html
+
+
+def _cost_tables(with_quadratic=True):
+    fit = pd.DataFrame(
+        {
+            "variant": ["free", "p2"],
+            "p": [1.2796, 2.0],
+            "r2": [0.91193, 0.7277],
+            "loo_err": [0.16852, 0.2874],
+            "n": [28, 28],
+            "model": "wan-1.3b",
+            "device": "NVIDIA H200",
+        }
+    )
+    quad = pd.DataFrame({"r2": [0.99887], "loo_err": [0.033842], "n": [28]})
+    return {"costmodel_fit": fit} | ({"costmodel_quadratic": quad} if with_quadratic else {})
+
+
+def test_cost_forms_put_the_physical_form_beside_the_papers():
+    forms = beyond.cost_forms(_cost_tables())
+    paper, quad = forms["rows"]
+    assert (paper["r2"], paper["loo"], paper["table"]) == ("0.912", "16.9", "costmodel_fit")
+    assert "p = 1.28" in paper["form"] and "judged" in paper["form"]
+    assert (quad["r2"], quad["loo"], quad["table"]) == ("0.999", "3.4", "costmodel_quadratic")
+    assert "not judged" in quad["form"] and forms["where"] == "wan-1.3b NVIDIA H200"
+    assert "R^2 0.999" in forms["summary"] and "3.4%" in forms["summary"]
+    assert "R^2 0.912" in forms["summary"] and "16.9%" in forms["summary"]
+
+
+def test_cost_forms_absent_for_runs_without_the_quadratic_table():
+    assert beyond.cost_forms(_cost_tables(with_quadratic=False)) is None
+    assert beyond.cost_forms({}) is None
+    assert beyond.cost_forms({"costmodel_quadratic": _cost_tables()["costmodel_quadratic"]}) is None

@@ -97,3 +97,100 @@ def test_synthetic_sweep_fit_end_to_end():
 def test_default_model_has_budget():
     m = default_cost_model()
     assert 1.2 < m.p < 1.6 and m.m_mem > 75_600
+
+
+# -- the physical form a + c*B + b*B*S + d*B*S^2 beside the paper's (costmodel experiment)
+QUAD = {"a": 0.011, "c": 4.2e-4, "b": 1.8e-6, "d": 8.4e-11}  # near the H200 reference fit
+WAN_S = [1560, 3600, 7800, 14040, 20280, 32760, 46800, 75600]
+
+
+def _quad_sweep(noise=0.02, seed=0, batch_sizes=(1, 2, 4, 8, 16, 32)):
+    """A shapes_sweep table from the known quadratic cost, 3 repeats, lognormal noise."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for S in WAN_S:
+        for B in batch_sizes:
+            if B * S > 150_000 and B > 1:
+                continue
+            true = QUAD["a"] + B * (QUAD["c"] + QUAD["b"] * S + QUAD["d"] * S**2)
+            for rep in range(3):
+                t = true * rng.lognormal(0, noise)
+                rows.append({"B": B, "S": S, "repeat": rep, "step_s": t, "device": "synthetic"})
+    df = pd.DataFrame(rows).assign(model="quad", layers=2, dim=64)
+    df["tokens"], df["bs2"] = df["B"] * df["S"], df["B"] * df["S"] ** 2
+    return df.assign(peak_mem_bytes=1e9 + 4e3 * df["tokens"])
+
+
+def test_loo_error_quadratic_mirrors_the_power_law_folds():
+    from suite.balance.costmodel import fit_quadratic_cost, loo_error_quadratic
+
+    sw = _quad_sweep(noise=0.0)
+    B, S, t = (sw[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    assert loo_error_quadratic(B, S, t) < 1e-6  # exact data: every held-out bucket predicted
+    sw = _quad_sweep(noise=0.02)
+    B, S, t = (sw[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    q = loo_error_quadratic(B, S, t)
+    assert 0 < q < 0.05 and q < loo_error(B, S, t)
+    assert fit_quadratic_cost(B, S, t).r2 > 0.99
+    assert math.isnan(loo_error_quadratic([1, 2, 1, 2], [10, 10, 20, 20], [1, 2, 3, 4]))
+
+
+def test_experiment_writes_the_quadratic_table_and_non_judged_rows():
+    from suite.claims import evaluate
+    from suite.experiments import costmodel as exp
+    from suite.report import beyond
+    from suite.report.plots import costmodel as plot
+
+    tables = exp.fit_tables(_quad_sweep(noise=0.02, seed=3))
+    quad = tables["costmodel_quadratic"]
+    assert list(quad.columns) == exp.QUADRATIC_COLUMNS and len(quad) == 1
+    q, free = quad.iloc[0], tables["costmodel_fit"].set_index("variant").loc["free"]
+    assert q["n"] == free["n"] and q["device"] == "synthetic" and q["model"] == "quad"
+    assert q["r2"] > 0.99 and q["r2"] > free["r2"]
+    assert q["loo_err"] < free["loo_err"]
+    assert q["d"] == pytest.approx(QUAD["d"], rel=0.2) and q["b"] == pytest.approx(
+        QUAD["b"], rel=0.3
+    )
+    rows = exp.summarize(tables).set_index("metric")
+    assert rows.loc["cost_fit_r2_quadratic", "value"] == pytest.approx(q["r2"])
+    assert rows.loc["cost_fit_loo_err_quadratic", "value"] == pytest.approx(100 * q["loo_err"])
+    for key in ("cost_fit_r2_quadratic", "cost_fit_loo_err_quadratic"):
+        assert rows.loc[key, "claim"] == "C3" and "not judged" in rows.loc[key, "conditions"]
+        assert "costmodel_quadratic" in rows.loc[key, "evidence"]
+    # C3 stays judged on the power law; the quadratic rows are not among its alternatives
+    (c3,) = [v for v in evaluate(rows.reset_index()) if v.id == "C3"]
+    assert c3.metric == "cost_fit_r2" and c3.measured == pytest.approx(free["r2"])
+    assert not {a["metric"] for a in c3.alternatives} & {
+        "cost_fit_r2_quadratic",
+        "cost_fit_loo_err_quadratic",
+    }
+    figs = plot.figures(tables, rows.reset_index())
+    assert "d*B*S^2" in figs[0][1] and len(figs) == 2
+    forms = beyond.cost_forms(tables)
+    assert (
+        forms["rows"][1]["r2"] == f"{q['r2']:.3f}"
+        and f"{100 * q['loo_err']:.1f}%" in (forms["summary"])
+    )
+
+
+def test_a_run_without_the_quadratic_table_still_summarizes():
+    from suite.experiments import costmodel as exp
+    from suite.report import beyond
+    from suite.report.plots import costmodel as plot
+
+    tables = exp.fit_tables(_quad_sweep(seed=4))
+    new = exp.summarize(tables)
+    old_tables = {k: v for k, v in tables.items() if k != "costmodel_quadratic"}
+    old = exp.summarize(old_tables)
+    quad_keys = {"cost_fit_r2_quadratic", "cost_fit_loo_err_quadratic"}
+    assert not quad_keys & set(old["metric"])
+    assert old.equals(new[~new["metric"].isin(quad_keys)].reset_index(drop=True))
+    figs = plot.figures(old_tables, old)
+    assert len(figs) == 2 and "d*B*S^2" not in figs[0][1]
+    assert beyond.cost_forms(old_tables) is None
+    # a sweep that cannot separate c from a (one batch size) gets no table, and no rows
+    one_b = exp.fit_tables(_quad_sweep(batch_sizes=(1,)))
+    assert "costmodel_quadratic" not in one_b
+    assert not quad_keys & set(exp.summarize(one_b)["metric"])

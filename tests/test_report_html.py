@@ -140,3 +140,53 @@ def test_headless_chromium_renders_claims_and_figures(report):
     for name in names:
         assert f"fig-{name}" in dom.ids, name
     assert dom.figure_svgs == len(names), "a figure's <svg> did not make it into the DOM"
+
+
+def _costmodel_run(root: Path, quadratic: bool) -> Path:
+    """A run directory with the real shapes sweep -> costmodel tables (synthetic quadratic cost);
+    quadratic=False is a run finished before costmodel_quadratic existed."""
+    from test_costmodel import _quad_sweep
+
+    from suite.experiments import costmodel
+    from suite.rundir import RunDir
+
+    run, sweep = RunDir(root), _quad_sweep(seed=5)
+    run.write_table("shapes_sweep", sweep)
+    run.mark_done("shapes", {"experiment": "shapes", "device": "cpu"})
+    tables = costmodel.fit_tables(sweep)
+    for name, df in tables.items():
+        if quadratic or name != "costmodel_quadratic":
+            run.write_table(name, df)
+    run.mark_done("costmodel", {"experiment": "costmodel", "device": "cpu"})
+    return root
+
+
+def test_beyond_section_shows_the_cost_forms_from_the_tables(tmp_path):
+    import pandas as pd
+
+    from suite.report import build
+
+    new = build.build_report(_costmodel_run(tmp_path / "new", quadratic=True))
+    assert not new.errors, new.errors
+    html = (tmp_path / "new" / "report.html").read_text()
+    c = parse(html)
+    assert "beyond" in c.ids and "beyond-cost" in c.ids
+    q = pd.read_csv(tmp_path / "new" / "results" / "costmodel_quadratic.csv").iloc[0]
+    f = pd.read_csv(tmp_path / "new" / "results" / "costmodel_fit.csv").iloc[0]
+    start = html.index('id="beyond-cost"')
+    section = html[start : html.index("</section>", start)]
+    for number in (f"{q['r2']:.3f}", f"{100 * q['loo_err']:.1f}%", f"{f['r2']:.3f}"):
+        assert number in section, number
+    assert f"{100 * f['loo_err']:.1f}%" in section
+    assert {"cost_fit_r2_quadratic", "cost_fit_loo_err_quadratic"} <= set(new.metrics["metric"])
+    for ref in c.hrefs:
+        assert ref[1:] in c.ids if ref.startswith("#") else (tmp_path / "new" / ref).exists()
+    # a run from before the table: same verdicts, no quadratic rows, no cost-form section
+    old = build.build_report(_costmodel_run(tmp_path / "old", quadratic=False))
+    assert not old.errors, old.errors
+    html = (tmp_path / "old" / "report.html").read_text()
+    assert 'id="beyond-cost"' not in html and '<section id="beyond">' not in html
+    assert not set(old.metrics["metric"]) & {"cost_fit_r2_quadratic", "cost_fit_loo_err_quadratic"}
+    verdicts = {v.id: (v.verdict, v.metric, v.measured) for v in new.verdicts}
+    assert verdicts == {v.id: (v.verdict, v.metric, v.measured) for v in old.verdicts}
+    assert verdicts["C3"][1] == "cost_fit_r2"

@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from suite import experiments, reproduce
@@ -19,6 +20,7 @@ from suite.report import build, plots
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [f"C{i}" for i in range(1, 19)]
+QUAD_KEYS = {"cost_fit_r2_quadratic", "cost_fit_loo_err_quadratic"}  # costmodel, not judged
 
 HEADER = """
 import pandas as pd
@@ -336,6 +338,40 @@ def test_e2e_cpu_reproduce(real_run):
     for cid in IDS:
         assert f'id="claim-{cid}"' in html, cid
     assert "verdict" in proc.stdout  # the console table
+    # the physical cost form beside the paper's: its own table, non-judged C3 rows
+    assert (run / "results" / "costmodel_quadratic.csv").exists()
+    keys = set(pd.read_csv(run / "metrics.csv")["metric"])
+    assert QUAD_KEYS <= keys
+    assert c["C3"]["metric"] == "cost_fit_r2" and 'id="beyond-cost"' in html
+
+
+def test_e2e_run_from_before_the_quadratic_table_resumes_and_reports(real_run, tmp_path):
+    """A run directory finished before costmodel_quadratic existed: the rerun reuses it (no
+    refit), summarizes and reports without the table, its rows or the cost-form section."""
+    run, _, _ = real_run
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    (old / "results" / "costmodel_quadratic.csv").unlink()
+    done = old / "results" / "costmodel.done.json"
+    info = json.loads(done.read_text())
+    info["tables"] = {k: n for k, n in info["tables"].items() if k != "costmodel_quadratic"}
+    done.write_text(json.dumps(info))
+    proc = subprocess.run(
+        [sys.executable, "-m", "suite", "reproduce", "--profile", "cpu", "--out", str(old)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    assert "costmodel: done already" in proc.stderr
+    assert not (old / "results" / "costmodel_quadratic.csv").exists()
+    keys = set(pd.read_csv(old / "metrics.csv")["metric"])
+    assert "cost_fit_r2" in keys and not QUAD_KEYS & keys
+    assert claims(old) == claims(run)  # the quadratic rows never move a verdict
+    html = (old / "report.html").read_text()
+    assert 'id="beyond-cost"' not in html and '<section id="beyond">' in html
+    assert "costmodel.summarize" not in html  # no summarize error in the report
 
 
 def test_e2e_rerun_skips_and_report_is_identical(real_run):

@@ -12,7 +12,8 @@ so the two constraints cross at s_cross (chosen from data, see simulator.tune_s_
 
 QuadraticCost: the physical form a + c*B + b*B*S + d*B*S^2 (fixed per step, per sample, linear
 token work such as projections and FFN, quadratic attention work), fitted by non-negative least
-squares on relative residuals with scaled columns (fit_quadratic_cost). One power law has neither
+squares on relative residuals with scaled columns (fit_quadratic_cost); loo_error_quadratic is its
+leave-one-bucket-out error over the same folds as loo_error. One power law has neither
 the per-sample term nor separate linear and quadratic parts, so it misfits short-sequence
 large-B and long-sequence small-B batches at once (reports/reference/h200/validation/README.md).
 """
@@ -289,6 +290,26 @@ def fit_quadratic_cost(B, S, t, source: str = "", aggregate: bool = True) -> Qua
     r2 = 1 - np.sum((t - pred) ** 2) / ss if ss > 0 else math.nan
     resid = float(np.sqrt(np.mean((pred / t - 1) ** 2)))
     return replace(model, r2=float(r2), resid_cv=resid)
+
+
+def loo_error_quadratic(B, S, t, aggregate: bool = True) -> float:
+    """loo_error for the quadratic form: each sequence length (bucket) in turn held out, the rest
+    refitted by fit_quadratic_cost, the mean over buckets of the held-out mean |relative error|
+    (the same folds, skips and aggregation as the power law's loo_error, so the two compare)."""
+    B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
+    if aggregate:
+        B, S, t = median_per_shape(B, S, t)
+    errs = []
+    for s in np.unique(S):
+        held = S == s
+        if len(np.unique(S[~held])) < 3 or (~held).sum() < 4:
+            continue
+        try:
+            m = fit_quadratic_cost(B[~held], S[~held], t[~held], aggregate=False)
+        except ValueError:  # too few shapes left, or B does not vary among them
+            continue
+        errs.append(np.mean(np.abs(m.predict(B[held], S[held]) / t[held] - 1)))
+    return float(np.mean(errs)) if errs else math.nan
 
 
 def fit_memory(B, S, peak_bytes) -> tuple[float, float, float]:

@@ -232,6 +232,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
                 run, env, states, tables, verdicts, figs, plot_notes, errors + plot_errors, notes
             )
             context["beyond"] = beyond.section(tables, metrics)
+            context["cost_forms"] = beyond.cost_forms(tables)
             atomic_write_text(run.root / "report.html", html.render(context))
             pdf.write_pdf(
                 run.root / "report.pdf",
@@ -239,6 +240,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
                 context["subtitle"],
                 [(f["name"], f["caption"], f["fig"]) for f in figs],
                 context["beyond"],
+                context["cost_forms"],
             )
         finally:
             for f in figs:

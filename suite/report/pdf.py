@@ -112,12 +112,17 @@ def title_page(verdicts: list[Verdict], subtitle: str) -> Figure:
     return fig
 
 
-def beyond_page(section: dict) -> Figure:
-    """'Beyond the paper': the three policies side by side and issue 7's targets, as in the HTML."""
+def beyond_page(section: dict | None, cost: dict | None = None) -> Figure:
+    """'Beyond the paper': the three policies side by side and issue 7's targets, as in the HTML,
+    and the cost-form comparison (beyond.cost_forms) when the run has it."""
     fig = plt.figure(figsize=(11.69, 8.27))
-    fig.text(
-        0.04, 0.95, "Beyond the paper: coordinated global balancing", fontsize=16, weight="bold"
-    )
+    title = "Beyond the paper" + (": coordinated global balancing" if section else "")
+    fig.text(0.04, 0.95, title, fontsize=16, weight="bold")
+    if cost:
+        lines = textwrap.wrap(f"Cost model ({cost['where']}): {cost['summary']}", 190)
+        fig.text(0.04, 0.015, "\n".join(lines), fontsize=7, color="#333", va="bottom")
+    if section is None:
+        return fig
     fig.text(
         0.04,
         0.915,
@@ -157,12 +162,14 @@ def write_pdf(
     subtitle: str,
     figures: list[tuple[str, str, Figure]],
     beyond: dict | None = None,
+    cost_forms: dict | None = None,
 ) -> None:
-    """Title page, the Beyond-the-paper page when there is one, then each (name, caption, figure)
-    with its caption as the page's footer."""
+    """Title page, the Beyond-the-paper page when there is one (balancing and/or cost forms),
+    then each (name, caption, figure) with its caption as the page's footer."""
     tmp = Path(path).with_suffix(".pdf.tmp")
     with PdfPages(tmp, metadata=PDF_METADATA) as pdf:
-        pages = [title_page(verdicts, subtitle)] + ([beyond_page(beyond)] if beyond else [])
+        extra = [beyond_page(beyond, cost_forms)] if beyond or cost_forms else []
+        pages = [title_page(verdicts, subtitle)] + extra
         for page in pages:
             pdf.savefig(page)
             plt.close(page)
