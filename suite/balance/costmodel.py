@@ -207,8 +207,10 @@ def fit_cost(
     return replace(model, r2=float(r2), loo_err=loo_error(B, S, t, p))
 
 
-def loo_error(B, S, t, p: float | None = None, aggregate: bool = True) -> float:
-    """Leave-one-bucket-out: mean over buckets of the held-out bucket's mean |relative error|."""
+def _leave_one_bucket_out(B, S, t, fit_predict, aggregate: bool) -> float:
+    """Mean over buckets (sequence lengths) of the held-out bucket's mean |relative error|, with
+    fit_predict(B, S, t, B_held, S_held) refitting on the other buckets (a fold whose refit
+    raises RuntimeError or ValueError, or with < 3 other lengths or < 4 other shapes, is skipped)."""
     B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
     if aggregate:
         B, S, t = median_per_shape(B, S, t)
@@ -217,14 +219,23 @@ def loo_error(B, S, t, p: float | None = None, aggregate: bool = True) -> float:
         held = S == s
         if len(np.unique(S[~held])) < 3 or (~held).sum() < 4:
             continue
-        s_ref, t_ref = S[~held].max(), t[~held].max()
         try:
-            (a, b, pp), _ = _fit_norm(B[~held], S[~held] / s_ref, t[~held] / t_ref, p)
+            pred = fit_predict(B[~held], S[~held], t[~held], B[held], S[held])
         except (RuntimeError, ValueError):
             continue
-        pred = t_ref * (a + b * B[held] * (S[held] / s_ref) ** pp)
         errs.append(np.mean(np.abs(pred / t[held] - 1)))
     return float(np.mean(errs)) if errs else math.nan
+
+
+def loo_error(B, S, t, p: float | None = None, aggregate: bool = True) -> float:
+    """Leave-one-bucket-out: mean over buckets of the held-out bucket's mean |relative error|."""
+
+    def fit_predict(Bf, Sf, tf, Bh, Sh):
+        s_ref, t_ref = Sf.max(), tf.max()
+        (a, b, pp), _ = _fit_norm(Bf, Sf / s_ref, tf / t_ref, p)
+        return t_ref * (a + b * Bh * (Sh / s_ref) ** pp)
+
+    return _leave_one_bucket_out(B, S, t, fit_predict, aggregate)
 
 
 @dataclass(frozen=True)
@@ -293,23 +304,13 @@ def fit_quadratic_cost(B, S, t, source: str = "", aggregate: bool = True) -> Qua
 
 
 def loo_error_quadratic(B, S, t, aggregate: bool = True) -> float:
-    """loo_error for the quadratic form: each sequence length (bucket) in turn held out, the rest
-    refitted by fit_quadratic_cost, the mean over buckets of the held-out mean |relative error|
-    (the same folds, skips and aggregation as the power law's loo_error, so the two compare)."""
-    B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
-    if aggregate:
-        B, S, t = median_per_shape(B, S, t)
-    errs = []
-    for s in np.unique(S):
-        held = S == s
-        if len(np.unique(S[~held])) < 3 or (~held).sum() < 4:
-            continue
-        try:
-            m = fit_quadratic_cost(B[~held], S[~held], t[~held], aggregate=False)
-        except ValueError:  # too few shapes left, or B does not vary among them
-            continue
-        errs.append(np.mean(np.abs(m.predict(B[held], S[held]) / t[held] - 1)))
-    return float(np.mean(errs)) if errs else math.nan
+    """loo_error for the quadratic form (the same folds, skips and aggregation, so the two
+    compare); a fold whose shapes do not separate the terms is skipped (ValueError)."""
+
+    def fit_predict(Bf, Sf, tf, Bh, Sh):
+        return fit_quadratic_cost(Bf, Sf, tf, aggregate=False).predict(Bh, Sh)
+
+    return _leave_one_bucket_out(B, S, t, fit_predict, aggregate)
 
 
 def fit_memory(B, S, peak_bytes) -> tuple[float, float, float]:
