@@ -482,6 +482,13 @@ def test_spin_covers_host_time():
     assert spin_cycles(-1.0, cpm, 0) == 0
 
 
+def test_timer_rejects_an_unknown_flush_before_touching_the_gpu():
+    from suite.ops.bench import Timer
+
+    with pytest.raises(ValueError, match="flush='clean'"):
+        Timer(3, flush="clean")
+
+
 def test_summary_row_counts_host_bound_reps():
     from suite.ops.bench import summary_row
 

@@ -95,11 +95,22 @@ def spin_cycles(
 
 
 class Timer:
+    """flush: "write" zeroes the buffer (L2 ends full of dirty lines, written back to HBM while
+    the timed call runs); "read" reads it (L2 ends full of clean lines, earlier dirty lines
+    written back before timing). tools/timing_protocol.py measures the difference."""
+
     def __init__(
-        self, reps: int, flush_mb: int = 512, sleep_cycles: int = 2_000_000, margin: float = 2.0
+        self,
+        reps: int,
+        flush_mb: int = 512,
+        sleep_cycles: int = 2_000_000,
+        margin: float = 2.0,
+        flush: str = "write",
     ):
-        self.reps, self.sleep, self.margin = reps, sleep_cycles, margin
-        self.flush = torch.empty(flush_mb * 2**20, dtype=torch.uint8, device="cuda")
+        if flush not in ("write", "read"):
+            raise ValueError(f"Timer(flush={flush!r}): expected 'write' or 'read'")
+        self.reps, self.sleep, self.margin, self.flush_mode = reps, sleep_cycles, margin, flush
+        self.flush = torch.zeros(flush_mb * 2**20, dtype=torch.uint8, device="cuda")
         self._cpm: float | None = None
         self.last: dict = {}  # spin_ms and per-repetition host_ms of the last time() call
 
@@ -134,7 +145,10 @@ class Timer:
         ev, host_ms = [], []
         for _ in range(self.reps):
             arg = setup() if setup else None
-            self.flush.zero_()
+            if self.flush_mode == "write":
+                self.flush.zero_()
+            else:
+                self.flush.view(torch.int32).sum()  # reads 512 MB, writes 8 bytes
             torch.cuda._sleep(cycles)
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             t0 = time.perf_counter()
