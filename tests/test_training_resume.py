@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import pytest
 
-from suite.experiments import training
+from suite.experiments import training, training_emulated
 from suite.rundir import RunContext, RunDir
 
 SMALL = {"steps": 1, "long_steps": 1, "skip_maxseq": True, "skip_loss": True}
@@ -25,7 +25,8 @@ def _ctx(tmp_path, deadline, **extra):
 def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
     ctx = _ctx(tmp_path, time.time() + 1e6)
     parts_dir = ctx.run.results / "training_parts"
-    monkeypatch.setattr(training._Parts, "clear", lambda self: None)  # keep them for the rerun
+    # keep them for the rerun (_Parts lives in training_emulated, whose _emulated_runs makes it)
+    monkeypatch.setattr(training_emulated._Parts, "clear", lambda self: None)
     first = training.run(ctx)
     saved = sorted(p.name for p in parts_dir.glob("*.csv"))
     assert saved and all(n.startswith("cpu-r16-seed0-s1-") for n in saved)

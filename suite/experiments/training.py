@@ -47,17 +47,8 @@ Method (same data order and seed for every run; a fresh model with the same init
   (At M_mem = 100k, 1.3 x the longest sample, the tuned dual policy degenerates to equal-token:
   the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's simulator for that M_mem, M_comp = M_mem *
   s_cross^(p-1). Equal-token uses M_tok = M_mem (the same memory cap).
-- runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
-  C18), default/global/wan when the time budget allows (issue 7's global policy: per-step LPT
-  over the 16 virtual ranks with the run's cost model, micro-batches of <= M_mem tokens, loss
-  weighted by global tokens; before the long-video runs, whose C9 pair the quick budget rarely
-  fits), long-video mix under equal-token/wan and dual/wan (C9);
-  each run's rank rows go to training_ranks (one row per step and virtual rank).
-- C14 (training_maxseq): peak allocated memory of one sample's full step at a few S, per AdaLN
-  path; a line through them gives the longest S (whole 480p frames) within the Wan path's peak at
-  48,360 tokens (31 frames, ~the paper's 48,000), verified by one more step at that S.
-- C15 (training_loss): 40 steps, one rank, sequences <= 7,800 tokens, same seed and data: Wan vs
-  fused vs eager AdaLN (equal-token), and equal-token vs dual (Wan AdaLN).
+- runs (tables training_runs, training_ranks): suite/experiments/training_emulated.py.
+- C14 (training_maxseq), C15 (training_loss): suite/experiments/training_probes.py.
 Loss normalisation: each rank's loss is the mean over its batch's latent tokens (and channels);
 ranks' gradients are averaged with equal weight (data-parallel mean), whatever B the bucket has.
 """
@@ -70,6 +61,16 @@ import os
 import numpy as np
 import pandas as pd
 
+# the runs live in training_common, training_emulated and training_probes; every name they held
+# here before the split stays importable from this module (tests, callers)
+from suite.experiments.training_common import _cost_model, _new_model
+from suite.experiments.training_emulated import WARM_SHAPES as WARM_SHAPES
+from suite.experiments.training_emulated import TrainingIncomplete as TrainingIncomplete
+from suite.experiments.training_emulated import _emulated_runs
+from suite.experiments.training_emulated import _model_batches as _model_batches
+from suite.experiments.training_emulated import _Parts as _Parts
+from suite.experiments.training_emulated import _warmup as _warmup
+from suite.experiments.training_probes import _loss_runs, _maxseq
 from suite.rundir import RunContext
 
 NAME = "training"
@@ -161,22 +162,6 @@ def _profile(ctx: RunContext) -> dict:
     return prof
 
 
-def _cost_model(ctx: RunContext):
-    from suite.balance.costmodel import fit_cost
-
-    try:
-        from suite.experiments.costmodel import model_from_fit
-
-        return model_from_fit(ctx.run.read_table("costmodel_fit")), "costmodel_fit"
-    except (FileNotFoundError, ImportError, ValueError):
-        pass
-    try:
-        sw = ctx.run.read_table("shapes_sweep")
-        return fit_cost(sw.B, sw.S, sw.step_s, source="shapes_sweep"), "fit of shapes_sweep"
-    except (FileNotFoundError, ValueError):
-        return None, "none (p = 2)"
-
-
 def _budgets(ctx: RunContext, corpus: pd.DataFrame, prof: dict):
     from suite.balance.buckets import bucket_table
     from suite.balance.simulator import tune_s_cross
@@ -205,338 +190,6 @@ def _fused_available(device: str) -> str:
         return ""
     except Exception as e:  # the kernel issue's op may be missing or fail to compile
         return f"fused AdaLN unavailable: {e}"
-
-
-def _new_model(prof, adaln, device, seed):
-    import torch
-
-    from suite.model import WanDiT, get_config
-
-    torch.manual_seed(seed)
-    model = WanDiT(get_config(prof["model"], prof["layers"]), adaln=adaln).to(device)
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
-
-
-def _model_batches(corpus, plan) -> list[list[list]]:
-    """plan[step] as the model batches it runs: a bucket plan's per-rank batches, or the global
-    plan's per-rank batches of one sequence length each (what rank_batches runs)."""
-    from suite.train.globalstep import same_length_batches
-
-    tokens = corpus.tokens.to_numpy()
-    out = []
-    for step in plan:
-        if hasattr(step, "ranks"):  # global StepPlan
-            out.append([b for rank in step.ranks for b in same_length_batches(rank, tokens)])
-        else:
-            out.append(list(step))
-    return out
-
-
-WARM_SHAPES = 64  # at most this many distinct (B, S) shapes of a plan are warmed, in plan order
-
-
-def _warmup(prof, jobs, device, seed):
-    """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and, per plan,
-    its most token-heavy and most attention-heavy batches and every distinct (B, S) shape of its
-    steps (allocator growth, per-shape library set-up). Without it the first timed run was ~10%
-    slower than a later run of the very same batches, and the global policy's first two steps
-    (sub-batches of shapes no bucket plan has) took 3.3x and 1.8x its later steps (H200 reference
-    run at 240d3cd); warming the first step's shapes only (cbb70ff) fixed step 0 (0.70 s) but left
-    step 1 at 2x (1.42 s), so every step's shapes are warmed."""
-    from suite.train.data import make_batch
-    from suite.train.trainer import forward_backward, noise_generator
-
-    for adaln in sorted({j[2] for j in jobs}):
-        model, _ = _new_model(prof, adaln, device, seed)
-        for corpus, plan in [(j[0], j[1]) for j in jobs if j[2] == adaln]:
-            steps = _model_batches(corpus, plan)
-            flat = [b for step in steps for b in step]
-            tok = [int(corpus.tokens[b].sum()) for b in flat]
-            bs2 = [float(corpus.tokens[b[0]]) * t for b, t in zip(flat, tok)]
-            picks = [flat[int(np.argmax(tok))], flat[int(np.argmax(bs2))]]
-            shapes = {}
-            for b in flat:  # first batch of each shape, in plan order
-                shapes.setdefault((len(b), int(corpus.tokens[b[0]])), b)
-            for batch in picks + list(shapes.values())[:WARM_SHAPES]:
-                x0, ctx_, _ = make_batch(
-                    corpus,
-                    batch,
-                    text_len=model.cfg.text_len,
-                    text_dim=model.cfg.text_dim,
-                    seed=seed,
-                    device=device,
-                )
-                forward_backward(
-                    model, x0, ctx_, noise_generator(device, seed, 0, 0), prof["dtype"]
-                )
-        del model
-
-
-class TrainingIncomplete(RuntimeError):
-    """Raised when this invocation's deadline (`reproduce --budget`) would pass during the next
-    run; the finished runs are kept in results/training_parts/, a rerun with the same --out resumes."""
-
-
-class _Parts:
-    """Finished emulated runs of earlier invocations (results/training_parts/<key>.csv + .json),
-    so that the full profile's training can span several <= 10-minute invocations. Keyed by
-    profile, steps, ranks, seed and run name; removed when the experiment completes."""
-
-    def __init__(self, ctx, prof):
-        import time
-
-        self.dir = ctx.run.results / "training_parts"
-        self.tag = f"{prof['name']}-r{prof['ranks']}-seed{ctx.seed}"
-        self.deadline = ctx.options.get("deadline")
-        self.seconds = 0.0  # run time of the runs resumed from earlier invocations
-        self._time = time.time
-
-    def _path(self, name: str, steps: int, ext: str):
-        return self.dir / f"{self.tag}-s{steps}-{name.replace('/', '_')}.{ext}"
-
-    def has(self, name: str, steps: int) -> bool:
-        return self._path(name, steps, "csv").exists() and self._path(name, steps, "json").exists()
-
-    def load(self, name: str, steps: int):
-        import json
-
-        p = self._path(name, steps, "csv")
-        if not self.has(name, steps):
-            return None
-        self.seconds += float(json.loads(self._path(name, steps, "json").read_text())["seconds"])
-        return pd.read_csv(p)
-
-    def save(self, name: str, steps: int, rows: pd.DataFrame, seconds: float) -> None:
-        from suite.rundir import atomic_write_text, write_json
-
-        if self.deadline is None:
-            return  # one invocation: nothing to resume
-        self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            self._path(name, steps, "csv"), rows.to_csv(index=False, lineterminator="\n")
-        )
-        write_json(self._path(name, steps, "json"), {"seconds": seconds})
-
-    def check(self, what: str, need_s: float) -> None:
-        if self.deadline is not None and self._time() + need_s > self.deadline:
-            left = self.deadline - self._time()
-            raise TrainingIncomplete(
-                f"training: {what} needs ~{need_s:.0f} s but this invocation has {left:.0f} s left "
-                f"(--budget); finished runs are kept in {self.dir}; rerun the same command (same "
-                "--out) to continue"
-            )
-
-    def clear(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
-    import torch
-
-    from suite.train.data import load_corpus
-    from suite.train.emulate import collective_seconds, emulate, emulate_global, gradient_bytes
-    from suite.train.plan import make_plan
-
-    dev = torch.device(ctx.device)
-    specs = [
-        ("default", "equal-token", "wan", prof["steps"]),
-        ("default", "dual", "wan", prof["steps"]),
-        ("default", "dual", "fused", prof["steps"]),
-        (
-            "default",
-            "global",
-            "wan",
-            prof.get("global_steps", prof["steps"]),
-        ),  # issue 7; runs when the budget allows
-        ("long", "equal-token", "wan", prof["long_steps"]),
-        ("long", "dual", "wan", prof["long_steps"]),
-    ]
-    corpora = {
-        "default": load_corpus(prof["corpus"], prof["mix"], ctx.seed),
-        "long": load_corpus(prof["corpus"], prof["long_mix"], ctx.seed),
-    }
-    runs, jobs = [], []
-    for mix, policy, adaln, steps in specs:
-        name = f"{mix}/{policy}/{adaln}"
-        if adaln == "fused" and fused_reason:
-            runs.append({"run": name, "status": f"skipped: {fused_reason}"})
-            continue
-        if policy == "global":
-            from suite.train.globalstep import global_plan, planner_cost
-
-            cm = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
-            plan = global_plan(corpora[mix], cm, budgets.m_mem, prof["ranks"], steps, ctx.seed)
-        else:
-            plan = make_plan(corpora[mix], budgets.policy(policy), prof["ranks"], steps, ctx.seed)
-        jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps))
-    import time
-
-    t0 = time.perf_counter()
-    parts = _Parts(ctx, prof)
-    # runs finished in an earlier invocation need no warm-up
-    _warmup(prof, [j for j in jobs if not parts.has(j[3], j[6])], dev, ctx.seed)
-    ranks = []
-    for corpus, plan, adaln, name, mix, policy, steps in jobs:
-        resumed = parts.load(name, steps)
-        if resumed is not None:  # finished in an earlier invocation (--budget)
-            ranks.append(resumed)
-            runs.append({"run": name, "status": "ok (resumed)"})
-            continue
-        elapsed = parts.seconds + time.perf_counter() - t0
-        done = sum(len(r) for r in ranks)
-        world = len(plan[0].ranks) if policy == "global" else len(plan[0])
-        est = elapsed / done * len(plan) * world if done else 0.0  # s per rank-batch so far
-        if elapsed + est > prof.get("time_budget_s", math.inf):
-            runs.append(
-                {
-                    "run": name,
-                    "status": f"skipped: time budget ({elapsed:.0f} s spent, "
-                    f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})",
-                }
-            )
-            continue
-        rate = elapsed / done if done else prof.get("rank_batch_s_guess", 0.0)
-        parts.check(f"the run {name}", rate * len(plan) * prof["ranks"])
-        t_run = time.perf_counter()
-        model, opt = _new_model(prof, adaln, dev, ctx.seed)
-        gbytes = gradient_bytes(model)
-        coll = collective_seconds(gbytes, prof["ranks"], busbw)
-        ctx.log(f"training: {name}, {prof['ranks']} emulated ranks x {steps} steps")
-        run_ = emulate_global if policy == "global" else emulate
-        rows = run_(
-            model,
-            opt,
-            corpus,
-            plan,
-            seed=ctx.seed,
-            dtype=prof["dtype"],
-            policy=policy,
-            collective_s=coll,
-            run_info={"run": name, "mix": mix},
-        )
-        rows["grad_bytes"], rows["busbw_gbps"] = gbytes, busbw
-        ranks.append(rows)
-        parts.save(name, steps, rows, time.perf_counter() - t_run)
-        runs.append({"run": name, "status": "ok"})
-        del model, opt
-        if dev.type == "cuda":
-            torch.cuda.empty_cache()
-    return pd.concat(ranks, ignore_index=True), pd.DataFrame(runs), parts
-
-
-def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
-    import torch
-
-    from suite.train.stepfn import make_step_fn
-
-    if not prof["maxseq_probes"] or ctx.device != "cuda":
-        return pd.DataFrame(columns=["adaln", "S", "peak_mem_bytes", "kind"])
-    rows, ft = [], prof["frame_tokens"]
-    impls = ["wan", "eager"] + ([] if fused_reason else ["fused"])
-    ref_peak = None
-    for impl in impls:
-        step = make_step_fn(
-            prof["model"], prof["layers"], device=ctx.device, adaln=impl, dtype=prof["dtype"]
-        )
-        step(1, prof["maxseq_probes"][0])
-        pts = []
-        for s in prof["maxseq_probes"]:
-            pts.append((s, step(1, s)[1]))
-            rows.append(
-                {
-                    "adaln": impl,
-                    "S": s,
-                    "peak_mem_bytes": pts[-1][1],
-                    "kind": "probe",
-                    "layers": step.model.cfg.num_layers,
-                }
-            )
-        if impl == "wan":
-            ref_peak = dict(pts)[prof["maxseq_ref"]]
-        m1, m0 = np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)
-        # the baseline's own longest sequence is the reference length, by definition
-        s_max = (
-            prof["maxseq_ref"] if impl == "wan" else int(round((ref_peak - m0) / m1, 6) // ft * ft)
-        )
-        for _ in range(4):  # verify the prediction with a real step; step down a frame if over
-            peak = step(1, s_max)[1]
-            rows.append(
-                {
-                    "adaln": impl,
-                    "S": s_max,
-                    "peak_mem_bytes": peak,
-                    "kind": "verify",
-                    "layers": step.model.cfg.num_layers,
-                }
-            )
-            if peak <= ref_peak:
-                break
-            s_max -= ft
-        rows.append(
-            {
-                "adaln": impl,
-                "S": s_max,
-                "peak_mem_bytes": ref_peak,
-                "kind": "max",
-                "layers": step.model.cfg.num_layers,
-            }
-        )
-        del step
-        torch.cuda.empty_cache()
-    return pd.DataFrame(rows)
-
-
-def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
-    import torch
-
-    from suite.train.data import load_corpus
-    from suite.train.emulate import emulate
-    from suite.train.plan import Budgets, make_plan
-
-    corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
-    corpus = corpus[corpus.tokens <= prof["loss_max_S"]].reset_index(drop=True)
-    s_cross = (budgets.m_comp / budgets.m_mem) ** (1 / (budgets.p - 1)) if budgets.p != 1 else 1.0
-    m = float(prof["loss_m_mem"])
-    s_small = s_cross * m / budgets.m_mem  # the crossover scaled with the smaller memory budget
-    small = Budgets(m, m * s_small ** (budgets.p - 1), budgets.p, "loss runs")
-    out = []
-    specs = [
-        ("equal-token", "wan"),
-        ("equal-token", "eager"),
-        ("equal-token", "fused"),
-        ("dual", "wan"),
-    ]
-    for policy, adaln in specs:
-        if adaln == "fused" and fused_reason:
-            continue
-        model, opt = _new_model(prof, adaln, torch.device(ctx.device), ctx.seed)
-        plan = make_plan(corpus, small.policy(policy), 1, prof["loss_steps"], ctx.seed)
-        rows = emulate(
-            model,
-            opt,
-            corpus,
-            plan,
-            seed=ctx.seed,
-            dtype=prof["dtype"],
-            policy=policy,
-            collective_s=0.0,
-        )
-        out.append(
-            pd.DataFrame(
-                {
-                    "run": f"{policy}/{adaln}",
-                    "policy": policy,
-                    "adaln": adaln,
-                    "layers": model.cfg.num_layers,
-                    "step": rows.step,
-                    "loss": rows.loss,
-                    "tokens": rows.tokens,
-                }
-            )
-        )
-    return pd.concat(out, ignore_index=True)
 
 
 def _real_ranks(ctx, prof, corpus, budgets):
