@@ -69,13 +69,16 @@ def test_policy_table_statistics():
 
 
 def test_targets_met_and_not_met_from_the_tables():
-    metrics = pd.DataFrame({"metric": ["sim_step_error_pct"], "value": [12.0]})
+    metrics = pd.DataFrame(
+        {"metric": ["sim_step_error_pct", "sim_step_error_pct_quadratic"], "value": [12.0, 2.5]}
+    )
     t = beyond.target_table(_tables(), metrics).set_index(["key", "ranks"])
     assert t.loc[("rank_cv", 16), "met"] and t.loc[("maxmean", 16), "met"]
     assert not t.loc[("maxmean", 1024), "met"]  # 1.2 > 1.10
     assert not t.loc[("planner_ms", 1024), "met"] and not t.loc[("mean_delay_steps", 1024), "met"]
     assert t.loc[("step_cv", 16), "met"] and t.loc[("step_cv", 16), "equal-token"] > 3
     assert not t.loc[("sim_step_error_pct", 0), "met"]
+    assert t.loc[("sim_step_error_pct_quadratic", 0), "met"]  # each cost form judged on its own
     assert (
         not beyond.target_table(_tables(1.06))
         .set_index(["key", "ranks"])

@@ -216,9 +216,13 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "loss_final_rel_diff_policy",
         "rank_cv_global_emulated",
         "throughput_gain_global_16_emulated",
+        "throughput_gain_global_8_emulated",
     } <= keys
     assert m.loc[m.metric == "rank_cv_emulated", "baseline"].notna().all()
-    assert (tables["training_ranks"].world == 16).all()
+    tr = tables["training_ranks"]
+    at8 = tr.run == "default/global/wan@8"  # the global policy planned for 8 ranks (issue 7)
+    assert at8.any() and (tr.world[at8] == 8).all() and (tr.world[~at8] == 16).all()
+    assert (tr.policy[at8] == "global").all() and set(tr["rank"][at8]) == set(range(8))
     figs = training_plots.figures(ctx.run.tables(), m) + shapes_plots.figures({"shapes_sweep": sw})
     assert {f[0] for f in figs} >= {
         "training_latency",

@@ -10,7 +10,7 @@ import pytest
 from suite.experiments import training, training_emulated
 from suite.rundir import RunContext, RunDir
 
-SMALL = {"steps": 1, "long_steps": 1, "skip_maxseq": True, "skip_loss": True}
+SMALL = {"steps": 1, "long_steps": 1, "global8_steps": 1, "skip_maxseq": True, "skip_loss": True}
 
 
 def _ctx(tmp_path, deadline, **extra):
