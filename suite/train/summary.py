@@ -81,6 +81,22 @@ def _gain(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0) -> tuple[float, float
     return float(g), float(lo), float(hi)
 
 
+def _gain_row(summ: dict, claim: str, metric: str, base, new, who: str, conditions: str) -> dict:
+    """A throughput-gain metric row of run-and-world key `new` over `base` (keys of summ)."""
+    g, lo, hi = _gain(summ[base][0], summ[new][0])
+    return {
+        "claim": claim,
+        "metric": metric,
+        "value": g,
+        "ci_low": lo,
+        "ci_high": hi,
+        "unit": "%",
+        "conditions": conditions
+        + f"; tokens/s {who} {summ[new][1].throughput:.0f} vs {summ[base][1].throughput:.0f}",
+        "evidence": "training_ranks; figure training_throughput",
+    }
+
+
 def _same_batches(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     """True when two runs trained on batches of identical tokens at every step and rank."""
     cols = [c for c in ("step", "rank", "tokens") if c in a.columns]
@@ -170,19 +186,9 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         ]
         for claim, world in (("C7", 8), ("C8", 16)):
             if (base, world) in summ and (dual, world) in summ:
-                g, lo, hi = _gain(summ[(base, world)][0], summ[(dual, world)][0])
+                metric, cw = f"throughput_gain_{world}_emulated", flag + cond.format(R=world)
                 rows.append(
-                    {
-                        "claim": claim,
-                        "metric": f"throughput_gain_{world}_emulated",
-                        "value": g,
-                        "ci_low": lo,
-                        "ci_high": hi,
-                        "unit": "%",
-                        "conditions": flag + cond.format(R=world) + f"; tokens/s dual "
-                        f"{summ[(dual, world)][1].throughput:.0f} vs {summ[(base, world)][1].throughput:.0f}",
-                        "evidence": "training_ranks; figure training_throughput",
-                    }
+                    _gain_row(summ, claim, metric, (base, world), (dual, world), "dual", cw)
                 )
         pe, pd_ = b.peak_mem_bytes.mean(), ranks[ranks["run"] == dual].peak_mem_bytes.mean()
         if pe > 0:
@@ -232,38 +238,13 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             }
         )
         if R == 16:
-            g, lo, hi = _gain(summ[(base, R)][0], summ[(glob, R)][0])
-            rows.append(
-                {
-                    "claim": "C8",
-                    "metric": "throughput_gain_global_16_emulated",
-                    "value": g,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "unit": "%",
-                    "evidence": "training_ranks",
-                    "conditions": c + f"; tokens/s global {g_.throughput:.0f} vs "
-                    f"{e.throughput:.0f}",
-                }
-            )
+            metric = "throughput_gain_global_16_emulated"
+            rows.append(_gain_row(summ, "C8", metric, (base, R), (glob, R), "global", c))
     g8 = "default/global/wan@8"
     if (base, 8) in summ and (g8, 8) in summ and R > 8:
-        e, g_ = summ[(base, 8)][1], summ[(g8, 8)][1]
-        g, lo, hi = _gain(summ[(base, 8)][0], summ[(g8, 8)][0])
-        rows.append(
-            {
-                "claim": "C7",
-                "metric": "throughput_gain_global_8_emulated",
-                "value": g,
-                "ci_low": lo,
-                "ci_high": hi,
-                "unit": "%",
-                "evidence": "training_ranks",
-                "conditions": "global policy planned for 8 ranks vs equal-token's 8-rank halves; "
-                + cond.format(R=8)
-                + f"; tokens/s global {g_.throughput:.0f} vs {e.throughput:.0f}",
-            }
-        )
+        c8 = "global policy planned for 8 ranks vs equal-token's 8-rank halves; " + cond.format(R=8)
+        metric = "throughput_gain_global_8_emulated"
+        rows.append(_gain_row(summ, "C7", metric, (base, 8), (g8, 8), "global", c8))
     lb, ld = ("long/equal-token/wan", R), ("long/dual/wan", R)
     if lb in summ and ld in summ:
         e, d = summ[lb][1], summ[ld][1]
