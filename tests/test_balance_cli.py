@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import pytest
 
 from suite.__main__ import main
@@ -21,6 +22,8 @@ def test_simulate_text_through_main(capsys):
 def test_fit_cost_synthetic_and_sweep_csv(tmp_path, capsys):
     out, table = tmp_path / "cost.json", tmp_path / "sweep.csv"
     assert fit_cost_main(["--synthetic", "--out", str(out), "--table", str(table)]) == 0
+    printed = capsys.readouterr().out
+    assert "physical form a + c*B + b*B*S + d*B*S^2: a = " in printed and "R^2 = " in printed
     cost = CostModel.load(out)
     assert 1.5 < cost.p < 2.1 and cost.m_comp > 0
     out2 = tmp_path / "cost2.json"
@@ -169,3 +172,14 @@ def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
     assert {r["policy"] for r in out["policies"]} == {"equal-token", "dual", "global"}
     assert out["recommend"]["m_mem"] == pytest.approx(fit.m_mem)
     assert out["recommend"]["p"] == pytest.approx(fit.p)
+
+
+def test_fit_cost_says_when_the_physical_form_cannot_be_fitted(tmp_path, capsys):
+    """One batch size cannot separate the per-sample and token terms: the power law is still
+    fitted and written, the physical form is reported as not fitted, with the reason."""
+    rows = [(1, s, 0.01 + 2e-6 * s**1.5) for s in (256, 512, 1024, 2048, 4096)]
+    sweep = tmp_path / "one_b.csv"
+    pd.DataFrame(rows, columns=["B", "S", "step_s"]).to_csv(sweep, index=False)
+    assert fit_cost_main(["--sweep", str(sweep), "--out", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "wrote" in out and "physical form a + c*B + b*B*S + d*B*S^2 not fitted: " in out

@@ -19,6 +19,8 @@ from suite.balance.costmodel import (
     default_cost_model,
     fit_cost,
     fit_memory,
+    fit_quadratic_cost,
+    loo_error_quadratic,
     memory_budget,
 )
 from suite.balance.policies import POLICIES
@@ -318,7 +320,24 @@ def fit_cost_main(argv: list[str]) -> int:
         f"[{lo:.3f}, {hi:.3f}], R^2 = {cost.r2:.4f}, leave-one-bucket-out {100 * cost.loo_err:.1f}%"
     )
     print(f"M_mem = {cost.m_mem:.0f} tokens, M_comp = {cost.m_comp:.4g}; wrote {a.out}")
+    _print_physical_form(sweep)
     return 0
+
+
+def _print_physical_form(sweep: pd.DataFrame) -> None:
+    """The physical form beside the power law, so a user sees whether a + b*B*S^p is adequate
+    for their model (on the H200 reference sweep: R^2 0.999 against 0.912). Printed only."""
+    B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    try:
+        q = fit_quadratic_cost(B, S, t)
+    except ValueError as e:
+        print(f"physical form a + c*B + b*B*S + d*B*S^2 not fitted: {e}")
+        return
+    print(
+        f"physical form a + c*B + b*B*S + d*B*S^2: a = {q.a:.4g} s, c = {q.c:.4g}, b = {q.b:.4g}, "
+        f"d = {q.d:.4g}, R^2 = {q.r2:.4f}, leave-one-bucket-out "
+        f"{100 * loo_error_quadratic(B, S, t):.1f}% (for comparison; the policies use the power law)"
+    )
 
 
 def _get_sweep(a) -> pd.DataFrame:
