@@ -298,17 +298,17 @@ def test_help_mentions_every_option(capsys):
 
 
 # -- the real thing: `python -m suite reproduce --profile cpu` on this machine, in a subprocess
+def _suite(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`python -m suite ARGS` from the repository root, output captured."""
+    cmd = [sys.executable, "-m", "suite", *args]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory):
     run = tmp_path_factory.mktemp("e2e") / "run"
     t0 = time.time()
-    proc = subprocess.run(
-        [sys.executable, "-m", "suite", "reproduce", "--profile", "cpu", "--out", str(run)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = _suite("reproduce", "--profile", "cpu", "--out", str(run))
     return run, proc, time.time() - t0
 
 
@@ -356,13 +356,7 @@ def test_e2e_run_from_before_the_quadratic_table_resumes_and_reports(real_run, t
     info = json.loads(done.read_text())
     info["tables"] = {k: n for k, n in info["tables"].items() if k != "costmodel_quadratic"}
     done.write_text(json.dumps(info))
-    proc = subprocess.run(
-        [sys.executable, "-m", "suite", "reproduce", "--profile", "cpu", "--out", str(old)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = _suite("reproduce", "--profile", "cpu", "--out", str(old))
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     assert "costmodel: done already" in proc.stderr
     assert not (old / "results" / "costmodel_quadratic.csv").exists()
@@ -380,24 +374,12 @@ def test_e2e_rerun_skips_and_report_is_identical(real_run):
     derived += sorted(f"figures/{p.name}" for p in (run / "figures").iterdir())
     before = {f: (run / f).read_bytes() for f in derived}
     done = {p.name: p.read_bytes() for p in (run / "results").glob("*.done.json")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "suite", "reproduce", "--profile", "cpu", "--out", str(run)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = _suite("reproduce", "--profile", "cpu", "--out", str(run))
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     for name in done:
         assert f"{name.removesuffix('.done.json')}: done already" in proc.stderr
         assert (run / "results" / name).read_bytes() == done[name]
-    proc = subprocess.run(
-        [sys.executable, "-m", "suite", "report", str(run)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = _suite("report", str(run), timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for f in derived:
         assert (run / f).read_bytes() == before[f], f
