@@ -29,16 +29,32 @@ def wan_adaln(x: Tensor, scale: Tensor, shift: Tensor, eps: float = 1e-6) -> Ten
     return y.float() * (1 + _bcast(scale).float()) + _bcast(shift).float()
 
 
+def pin_width(x: Tensor, *mods: Tensor) -> None:
+    """The shape policy of the compiled baselines, as in a model trained on buckets: the sequence
+    length (x's dim 1) dynamic, batch and width static. Without it Dynamo's automatic dynamic
+    shapes make D (and B) symbolic at the first recompile for a new width, and the graph every
+    later width gets is a dynamic-width kernel: 1.6-2.5x slower on the H200 at D = 3072 and 5120
+    (docs/perf-notes.md, round 6)."""
+    for t in (x, *mods):  # per-token modulation [B, N, D] follows x's N
+        if t.dim() == 3 and t.shape[1] == x.shape[1] > 1:
+            torch._dynamo.maybe_mark_dynamic(t, 1)
+        for d in (0, t.dim() - 1):
+            torch._dynamo.mark_static(t, d)
+
+
 @functools.cache
-def compiled(name: str):
-    """torch.compile of a baseline, built once per process ("eager" or "wan")."""
+def compiled(name: str, backend: str = "inductor"):
+    """torch.compile of a baseline ("eager" or "wan"), built once per process; call it through
+    compile_eager_adaln / compile_wan_adaln, which apply the shape policy (pin_width)."""
     fn = {"eager": eager_adaln, "wan": wan_adaln}[name]
-    return torch.compile(fn, fullgraph=True)
+    return torch.compile(fn, fullgraph=True, backend=backend)
 
 
 def compile_eager_adaln(x, scale, shift, eps: float = 1e-6):
+    pin_width(x, scale, shift)
     return compiled("eager")(x, scale, shift, eps)
 
 
 def compile_wan_adaln(x, scale, shift, eps: float = 1e-6):
+    pin_width(x, scale, shift)
     return compiled("wan")(x, scale, shift, eps)

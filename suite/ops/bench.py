@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from suite.ops import adaln
-from suite.ops.baselines import eager_adaln, wan_adaln
+from suite.ops.baselines import eager_adaln, pin_width, wan_adaln
 
 DT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 F32_OUT = (
@@ -42,8 +42,8 @@ NAMES = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float16: "f
 def _impl(name: str, static: bool = False):
     """name -> fn(x, e) with e the Wan modulation tensor [B, 6, D] (shift = e[:, 0], scale =
     e[:, 1], taken as strided [B, 1, D] views, as Wan does). Compiled baselines chunk e inside the
-    graph and mark N (dim 1) dynamic so one graph serves every sequence length of a width (D stays
-    static, as in a real model); `static` compiles for the exact shape instead."""
+    graph; N (dim 1) is dynamic so one graph serves every sequence length of a width (B and D
+    static: baselines.pin_width); `static` compiles for the exact shape instead."""
     fused = {
         "fused": {},
         "fused-f32out": {"out_dtype": torch.float32},
@@ -74,12 +74,12 @@ def _impl(name: str, static: bool = False):
 
 
 @functools.cache
-def _dynamic(name: str):
+def _dynamic(name: str, backend: str = "inductor"):
     base = {"compile-eager": eager_adaln, "compile-wan": wan_adaln}[name]
-    g = torch.compile(lambda x, e: base(x, e[:, 1:2], e[:, 0:1]), fullgraph=True)
+    g = torch.compile(lambda x, e: base(x, e[:, 1:2], e[:, 0:1]), fullgraph=True, backend=backend)
 
     def f(x, e):
-        torch._dynamo.mark_dynamic(x, 1)
+        pin_width(x, e)  # N dynamic, B and D static: one graph per width, as in a model
         return g(x, e)
 
     return f
