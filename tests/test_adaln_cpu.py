@@ -3,6 +3,7 @@ errors, torch.compile, and NVRTC compilation of every kernel variant (no GPU nee
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -500,8 +501,10 @@ def test_summary_row_counts_host_bound_reps():
     assert abs(r["pct_copy_bw"] - 100 * r["gbps"] / 4000.0) < 1e-9
     assert r["ms_p25"] <= r["ms_median"] <= r["ms_p75"] and r["host_ms_median"] == 0.6
     assert set(key) <= set(r) and r["spin_ms"] == 1.0
-    r1 = summary_row(key, [0.02], 10**6, 4000.0)
+    r1 = summary_row(key, [0.02], 10**6, 4000.0, copy_same_gbps=100.0)
     assert r1["ms_p25"] == r1["ms_p75"] == 0.02 and r1["host_bound_reps"] == 0
+    # 10**6 B in 0.02 ms = 50 GB/s: half of a same-size copy at 100; no copy given -> NaN
+    assert abs(r1["pct_copy_same"] - 50.0) < 1e-9 and math.isnan(r["pct_copy_same"])
 
 
 def test_variant_impls_and_table():

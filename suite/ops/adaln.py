@@ -162,7 +162,7 @@ def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int
     if t.dtype not in DTYPES:
         raise TypeError(f"{name} must be float32, bfloat16 or float16, got {t.dtype}")
     if t.dim() == 3 and t.shape[1] == 1:
-        t = t[:, 0, :]
+        t = t.squeeze(1)  # a view whose backward is a view: t[:, 0] would cost 2 kernels each
     if t.dim() == 2 and t.shape[-1] == D and t.shape[0] in (1, B):
         return (t if t.shape[0] == B else t.expand(B, D)), MODE_SAMPLE  # stride 0 broadcasts
     if t.dim() == 3 and t.shape[1:] == (N, D) and t.shape[0] in (1, B):
