@@ -21,11 +21,8 @@
 // CTA's partial row is bitwise the register version's), freeing 2 registers per element.
 // PF (default false; VECTOR only): the loads of the CTA's next row (x, dy, mean, rstd) are issued
 // before the current row is reduced and stay packed in registers, so a row is always in flight.
-// COMB (default false; ROWS > 1, column sums only): the CTA's row groups add their partial rows
-// in shared memory (in order g = 0, 1, ...) and the CTA stores one partial row, not ROWS: fewer
-// bytes for finalize to read where rows are few (D = 1536, N = 4096: 512 -> 256 rows, 6.3 MB).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool COMB = false>
+          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -199,35 +196,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   // store is 128 consecutive bytes (column-major per thread, [d0 + j], wrote 4 of every 32 bytes:
   // 7 excess sectors per useful one, half of all sectors at N = 4096, Nsight Compute).
   constexpr int P = NCH * VEC * RT;
-  constexpr bool CB = COMB && ROWS > 1;
-  if constexpr (CB) {
-    // [g][scale P | shift P] in shared memory (sacc already is), then every thread of the CTA
-    // adds the groups in order for its positions and stores slot (group, chunk).
-    __shared__ float comb_buf[SA ? 1 : ROWS][SA ? 1 : 2 * P];
-    float* rowsum = SA ? &sacc[0][0] : &comb_buf[0][0];
-    if constexpr (!SA) {
-#pragma unroll
-      for (int c = 0; c < NCH; ++c)
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const int k = (c * VEC + j) * RT + t;
-          rowsum[g * 2 * P + k] = acc_s[c][j];
-          rowsum[g * 2 * P + P + k] = acc_h[c][j];
-        }
-    }
-    __syncthreads();
-    const i64 base = (group * chunks + chunk) * (i64)P;
-    for (int k = threadIdx.x; k < 2 * P; k += RT * ROWS) {
-      const int kk = k < P ? k : k - P;
-      const int c = kk / (VEC * RT), j = kk / RT % VEC, tt = kk % RT;
-      float v = 0.f;
-#pragma unroll
-      for (int r = 0; r < ROWS; ++r) v += rowsum[r * 2 * P + k];
-      v = (c * RT + tt) * VEC + j < D ? v : 0.f;
-      (k < P ? part_scale : part_shift)[base + kk] = v;
-    }
-    return;
-  }
   const i64 base = ((group * chunks + chunk) * ROWS + g) * (i64)P;
 #pragma unroll
   for (int c = 0; c < NCH; ++c) {
@@ -289,9 +257,7 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 // A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
 // the slots k = lane, lane + 32, ... (a serial loop over hundreds of slots would be
 // latency-bound), and lane 0 adds the 32 lane sums in order.
-// U: loads in flight per lane (the adds stay in slot order: the same sums for every U).
-template <int U>
-__global__ void __launch_bounds__(1024)
+extern "C" __global__ void __launch_bounds__(1024)
 adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
                    float* __restrict__ dscale, float* __restrict__ dshift, int slots, int D, int rt,
                    int vec) {
@@ -307,7 +273,7 @@ adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict
   if (in) {
     const float* ps = part_scale + group * slots * (i64)P + s;
     const float* ph = part_shift + group * slots * (i64)P + s;
-#pragma unroll U
+#pragma unroll 4
     for (int k = ty; k < slots; k += 32) {
       a += ps[(i64)k * P];
       b += ph[(i64)k * P];

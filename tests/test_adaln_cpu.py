@@ -634,23 +634,3 @@ def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
         if d < D:
             read[d] = s
     assert sorted(read) == list(range(D))
-
-
-def test_bwd_comb_variant_one_partial_row_per_cta():
-    """bwd-comb (round 6 candidate): one partial row per CTA where a CTA holds several row groups
-    and their sums fit in shared memory; otherwise the default kernel's name and slot count."""
-    from suite.ops.kernel_config import MODE_TOKEN
-
-    c = KernelConfig("bf16", "float", "bf16", 1536, 0).variant("bwd-comb")
-    assert c.bwd_rows == 2 and c.bwd_comb_on and c.bwd_slots(256) == 256
-    assert c.bwd(True, True).endswith(", 1, false, true, true>")
-    assert not c.bwd(True, False).endswith("true, true>")  # the D-tile dx pass has no sums
-    assert c.finalize() == "adaln_bwd_finalize<16>"
-    wide = KernelConfig("bf16", "float", "bf16", 5120, 0).variant("bwd-comb")  # one row group
-    assert not wide.bwd_comb_on and wide.bwd_slots(132) == 132
-    assert wide.bwd(True, True) == KernelConfig("bf16", "float", "bf16", 5120, 0).bwd(True, True)
-    tok = KernelConfig("bf16", "bf16", "bf16", 1536, MODE_TOKEN).variant("bwd-comb")
-    assert not tok.bwd_comb_on and tok.bwd_slots(10) == 10 * tok.bwd_rows
-    default = KernelConfig("bf16", "float", "bf16", 1536, 0)
-    assert not default.bwd_comb_on and default.bwd_slots(256) == 512
-    assert default.finalize() == "adaln_bwd_finalize<4>"

@@ -61,6 +61,24 @@ def main(argv=None) -> None:
                     )  # fmt: skip
                 print(f"{flush} {op} B={B} N={N} D={D} done", flush=True)
     df = pd.DataFrame(rows)
+    # GPU kernels per backward call (torch.profiler), the autograd glue of Wan's e views included
+    x = torch.randn(1, 4096, 1536, device="cuda").to(torch.bfloat16).requires_grad_(True)
+    e = (torch.randn(1, 6, 1536, device="cuda") * 0.5).requires_grad_(True)
+    for impl in IMPLS:
+        fn = _impl(impl)
+        for _ in range(3):  # warm-up (compile)
+            y = fn(x, e)
+            torch.autograd.grad(y, (x, e), torch.ones_like(y))
+        y = fn(x, e)
+        dy = torch.ones_like(y)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            torch.autograd.grad(y, (x, e), dy)
+            torch.cuda.synchronize()
+        names = [
+            ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA
+        ]
+        print(f"{impl} bwd kernels: {len(names)}: " + "; ".join(n[:60] for n in names))
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         df.to_csv(a.out / "timing_protocol.csv", index=False)

@@ -217,7 +217,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
-    slots = cfg.bwd_slots(chunks) if accum else chunks * cfg.bwd_rows
+    slots = chunks * cfg.bwd_rows
     if accum:
         part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
         part_s = torch.empty((groups, slots, part_w), dtype=torch.float32, device=dev)
@@ -277,7 +277,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    fin = _fn(cfg, cfg.finalize(), idx)
+    fin = _fn(cfg, "adaln_bwd_finalize", idx)
     launch(
         fin,
         (-(-part_w // 32), groups, 1),

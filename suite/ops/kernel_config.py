@@ -64,10 +64,6 @@ class KernelConfig:
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
-    # backward: a CTA's row groups add their partial rows in shared memory, one row per CTA
-    # (where it fits: see bwd_comb_on); finalize: slot loads in flight per lane
-    bwd_comb: bool = False
-    bwd_fin_unroll: int = 4
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -173,29 +169,14 @@ class KernelConfig:
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
 
-    @property
-    def bwd_comb_on(self) -> bool:
-        """Row groups combined in the CTA: several row groups, and their rows of column sums in
-        32 KB of static shared memory unless they already are there (bwd_sacc_on)."""
-        fits = self.bwd_sacc_on or 8 * self.bwd_part_width * self.bwd_rows <= 32 * 1024
-        return self.bwd_comb and self.bwd_rows > 1 and self.mode != MODE_TOKEN and fits
-
-    def bwd_slots(self, chunks: int) -> int:
-        """Partial rows per group of a fused backward over `chunks` CTAs per group."""
-        return chunks if self.bwd_comb_on else chunks * self.bwd_rows
-
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
-        tail.append(str(self.bwd_comb_on and accum).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
             f"{_trailing(tail)}>"
         )
-
-    def finalize(self) -> str:
-        return f"adaln_bwd_finalize<{self.bwd_fin_unroll}>"
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
@@ -205,7 +186,7 @@ class KernelConfig:
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
-            out += [self.dtile(), self.finalize()]
+            out += [self.dtile(), "adaln_bwd_finalize"]
         return out
 
     def variant(self, name: str) -> KernelConfig:
@@ -229,13 +210,6 @@ VARIANTS: dict[str, dict] = {
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
     "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
-    # round 6 candidates (not yet measured): the small-N backward (docs/perf-notes.md, "Next
-    # measurements"): one partial row per CTA, and 16 finalize loads in flight per lane
-    "bwd-comb": {"bwd_comb": True, "bwd_fin_unroll": 16},
-    "bwd-fin16": {"bwd_fin_unroll": 16},
-    # 8 elements per thread with the prefetch (round 1 measured it without): twice the warps
-    # for the same bytes in flight at D = 5120 (640 threads, 96 registers, 1 CTA per SM)
-    "bwd-e8": {"bwd_ept": 8},
     # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
     "fwd-named": {"fwd_named": True},
     # round 5: 48 elements per thread everywhere (a D = 1536 row is one warp: the default there
