@@ -181,14 +181,14 @@ def test_warmup_covers_the_shapes_of_a_global_plans_steps():
     """The training experiment warms every (B, S) shape of each plan's steps, the global plan's
     model batches included (its first two H200 steps were 3.3x and 1.8x the later ones; warming
     only the first step's shapes left step 1 at 2x): later steps bring shapes step 0 lacks."""
-    from suite.experiments.training import _model_batches
     from suite.train import globalstep as gs
     from suite.train.data import load_corpus
+    from suite.train.warmup import model_batches, warm_batches
 
     corpus = load_corpus(200, "tiny", 0)
     tokens = corpus.tokens.to_numpy()
     plan = gs.global_plan(corpus, gs.planner_cost(None, 2.0), 400, 4, 3, seed=1)
-    steps = _model_batches(corpus, plan)
+    steps = model_batches(corpus, plan)
     assert len(steps) == 3
     for st, batches in zip(plan, steps):
         ran = sorted(i for b in batches for i in b)
@@ -197,3 +197,13 @@ def test_warmup_covers_the_shapes_of_a_global_plans_steps():
     first = {(len(b), int(tokens[b[0]])) for b in steps[0]}
     every = {(len(b), int(tokens[b[0]])) for st in steps for b in st}
     assert len(first) > 1 and every > first  # several shapes, and new ones after step 0
+    # what gets warmed: every shape (limit permitting), the heaviest batches first
+    warmed = warm_batches(corpus, steps)
+    assert {(len(b), int(tokens[b[0]])) for b in warmed} == every
+    assert max(int(tokens[b].sum()) for b in warmed) == int(tokens[warmed[0]].sum())
+    assert len(warm_batches(corpus, steps, limit=1)) == 3  # 2 heaviest + 1 shape
+    # a real rank warms its own batches only, which together are the whole plan's
+    per_rank = [model_batches(corpus, plan, rank=r) for r in range(4)]
+    for k in range(3):
+        mine = sorted(i for r in per_rank for b in r[k] for i in b)
+        assert mine == sorted(i for b in steps[k] for i in b)

@@ -57,3 +57,22 @@ def test_without_budget_nothing_is_kept(tmp_path):
     ctx = _ctx(tmp_path, None)
     training.run(ctx)
     assert not (ctx.run.results / "training_parts").exists()
+
+
+def test_real_rank_table_is_reused_by_a_resumed_invocation(tmp_path, monkeypatch):
+    """Under torchrun the real runs come first; a resumed invocation (the emulated runs did not
+    all fit the first) reads the saved table on every rank instead of training again."""
+    ctx = RunContext(run=RunDir(tmp_path / "run"), profile="quick", device="cpu", world_size=2)
+    saved = ctx.run.results / "training_parts" / "real-quick-w2.csv"
+    saved.parent.mkdir(parents=True)
+    pd.DataFrame({"run": ["default/dual/wan"], "step": [0], "rank": [1]}).to_csv(saved, index=False)
+
+    def no_group(*a, **k):
+        raise AssertionError("the saved real runs must not be run again")
+
+    monkeypatch.setattr("suite.train.realranks.init_group", no_group)
+    monkeypatch.setenv("RANK", "0")
+    real, rank = training._real_ranks(ctx, {"name": "quick"}, None, None)
+    assert rank == 0 and list(real["run"]) == ["default/dual/wan"]
+    monkeypatch.setenv("RANK", "1")
+    assert training._real_ranks(ctx, {"name": "quick"}, None, None) == (None, 1)

@@ -66,10 +66,8 @@ import pandas as pd
 # the runs live in training_common, training_emulated and training_probes; every name they held
 # here before the split stays importable from this module (tests, callers)
 from suite.experiments.training_common import _cost_model, _new_model
-from suite.experiments.training_emulated import WARM_SHAPES as WARM_SHAPES
 from suite.experiments.training_emulated import TrainingIncomplete as TrainingIncomplete
 from suite.experiments.training_emulated import _emulated_runs
-from suite.experiments.training_emulated import _model_batches as _model_batches
 from suite.experiments.training_emulated import _Parts as _Parts
 from suite.experiments.training_emulated import _warmup as _warmup
 from suite.experiments.training_probes import _loss_runs, _maxseq
@@ -203,8 +201,15 @@ def _real_ranks(ctx, prof, corpus, budgets):
     Returns (table or None, rank); rank 0 gets all ranks' rows; the process group is destroyed."""
     import torch.distributed as dist
 
+    from suite.rundir import atomic_write_text
     from suite.train.realranks import broadcast, init_group, real_runs, supported_policies
 
+    # kept across invocations of a resumed run (--budget): every rank sees the same file and
+    # skips the real runs together; removed with the emulated parts when the experiment ends
+    saved = ctx.run.results / "training_parts" / f"real-{prof['name']}-w{ctx.world_size}.csv"
+    if saved.exists():
+        rank = int(os.environ.get("RANK", "0"))
+        return (pd.read_csv(saved) if rank == 0 else None), rank
     dev, rank, world = init_group(ctx.device, int(ctx.options.get("local_rank", 0)))
     try:
         budgets = broadcast(budgets if rank == 0 else None)  # rank 0's budgets on every rank
@@ -234,6 +239,9 @@ def _real_ranks(ctx, prof, corpus, budgets):
         )
     finally:
         dist.destroy_process_group()
+    if rank == 0 and real is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(saved, real.to_csv(index=False))
     return real, rank
 
 

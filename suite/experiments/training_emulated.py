@@ -15,64 +15,21 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from suite.experiments.training_common import _cost_model, _new_model
 
 
-def _model_batches(corpus, plan) -> list[list[list]]:
-    """plan[step] as the model batches it runs: a bucket plan's per-rank batches, or the global
-    plan's per-rank batches of one sequence length each (what rank_batches runs)."""
-    from suite.train.globalstep import same_length_batches
-
-    tokens = corpus.tokens.to_numpy()
-    out = []
-    for step in plan:
-        if hasattr(step, "ranks"):  # global StepPlan
-            out.append([b for rank in step.ranks for b in same_length_batches(rank, tokens)])
-        else:
-            out.append(list(step))
-    return out
-
-
-WARM_SHAPES = 64  # at most this many distinct (B, S) shapes of a plan are warmed, in plan order
-
-
 def _warmup(prof, jobs, device, seed):
-    """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and, per plan,
-    its most token-heavy and most attention-heavy batches and every distinct (B, S) shape of its
-    steps (allocator growth, per-shape library set-up). Without it the first timed run was ~10%
-    slower than a later run of the very same batches, and the global policy's first two steps
-    (sub-batches of shapes no bucket plan has) took 3.3x and 1.8x its later steps (H200 reference
-    run at 240d3cd); warming the first step's shapes only (cbb70ff) fixed step 0 (0.70 s) but left
-    step 1 at 2x (1.42 s), so every step's shapes are warmed."""
-    from suite.train.data import make_batch
-    from suite.train.trainer import forward_backward, noise_generator
+    """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and every
+    plan's shapes (suite.train.warmup: all steps' distinct (B, S), heaviest batches first)."""
+    from suite.train.warmup import model_batches, warm, warm_batches
 
     for adaln in sorted({j[2] for j in jobs}):
         model, _ = _new_model(prof, adaln, device, seed)
         for corpus, plan in [(j[0], j[1]) for j in jobs if j[2] == adaln]:
-            steps = _model_batches(corpus, plan)
-            flat = [b for step in steps for b in step]
-            tok = [int(corpus.tokens[b].sum()) for b in flat]
-            bs2 = [float(corpus.tokens[b[0]]) * t for b, t in zip(flat, tok)]
-            picks = [flat[int(np.argmax(tok))], flat[int(np.argmax(bs2))]]
-            shapes = {}
-            for b in flat:  # first batch of each shape, in plan order
-                shapes.setdefault((len(b), int(corpus.tokens[b[0]])), b)
-            for batch in picks + list(shapes.values())[:WARM_SHAPES]:
-                x0, ctx_, _ = make_batch(
-                    corpus,
-                    batch,
-                    text_len=model.cfg.text_len,
-                    text_dim=model.cfg.text_dim,
-                    seed=seed,
-                    device=device,
-                )
-                forward_backward(
-                    model, x0, ctx_, noise_generator(device, seed, 0, 0), prof["dtype"]
-                )
+            batches = warm_batches(corpus, model_batches(corpus, plan))
+            warm(model, corpus, batches, seed=seed, device=device, dtype=prof["dtype"])
         del model
 
 

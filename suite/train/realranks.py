@@ -129,17 +129,7 @@ def real_runs(
         plan = make_plan(corpus, budgets.policy(policy), world, steps, seed)
         model, opt = new_model(device)
         cfg = model.cfg
-        # warm-up on the bare model (kernel selection, allocator growth); no optimizer step
-        x0, tctx, _ = make_batch(
-            corpus,
-            plan[0][rank],
-            text_len=cfg.text_len,
-            text_dim=cfg.text_dim,
-            seed=seed,
-            device=device,
-        )
-        forward_backward(model, x0, tctx, noise_generator(device, seed, 0, rank), dtype)
-        opt.zero_grad(set_to_none=True)
+        _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype)
         ids = [device.index] if device.type == "cuda" else None
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -205,6 +195,16 @@ def real_runs(
     return out.sort_values(["run", "step", "rank"]).reset_index(drop=True)
 
 
+def _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype) -> None:
+    """Every (B, S) shape of this rank's steps, once, on the bare model before DDP wraps it (as
+    the emulated ranks are warmed: suite.train.warmup); no optimizer step, gradients cleared."""
+    from suite.train.warmup import model_batches, warm, warm_batches
+
+    batches = warm_batches(corpus, model_batches(corpus, plan, rank=rank))
+    warm(model, corpus, batches, seed=seed, device=device, dtype=dtype)
+    opt.zero_grad(set_to_none=True)
+
+
 def _global_run(new_model, corpus, budgets, cost, name, mix, *, steps, seed, dtype, device, log):
     import torch
     import torch.distributed as dist
@@ -215,6 +215,7 @@ def _global_run(new_model, corpus, budgets, cost, name, mix, *, steps, seed, dty
     rank, world = dist.get_rank(), dist.get_world_size()
     plan = global_plan(corpus, cost, budgets.m_mem, world, steps, seed)
     model, opt = new_model(device)
+    _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype)
     ids = [device.index] if device.type == "cuda" else None
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     params = [p for p in model.parameters() if p.requires_grad]
