@@ -56,9 +56,34 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(**VENV)
 def reproduce(session: nox.Session) -> None:
-    """Run every claim's experiment and write the report (cpu profile without a GPU)."""
+    """Run every claim's experiment and write the report (cpu profile without a GPU).
+
+    nox -s reproduce -- --nproc-per-node 2 [reproduce options]   launches it under torchrun, so
+    the training claims also get real data-parallel ranks (NCCL on GPUs)."""
     _install(session)
-    _run_py(session, "-m", "suite", "reproduce", *session.posargs)
+    args, launcher = _torchrun_args(session.posargs)
+    _run_py(session, *launcher, "-m", "suite", "reproduce", *args)
+
+
+def _torchrun_args(posargs) -> tuple[list[str], list[str]]:
+    """(reproduce's own arguments, the launcher prefix): `--nproc-per-node K` (or `=K`) with
+    K > 1 becomes `-m torch.distributed.run --nproc-per-node K` (one node, torchrun's defaults)."""
+    args, nproc = [], None
+    it = iter(posargs)
+    for a in it:
+        if a == "--nproc-per-node":
+            nproc = next(it, "")
+        elif a.startswith("--nproc-per-node="):
+            nproc = a.split("=", 1)[1]
+        else:
+            args.append(a)
+    if nproc is None:
+        return args, []
+    if not nproc.isdigit():
+        raise ValueError(f"--nproc-per-node needs a whole number of processes, got {nproc!r}")
+    return args, (
+        ["-m", "torch.distributed.run", "--nproc-per-node", nproc] if int(nproc) > 1 else []
+    )
 
 
 @nox.session(**VENV)

@@ -65,6 +65,7 @@ def test_two_real_ranks_write_gathered_tables(run2):
     assert set(real["run"]) == {"default/equal-token/wan", "default/dual/wan", "default/global/wan"}
     assert (real["world"] == 2).all() and (real["backend"] == "gloo").all()
     assert not real["emulated"].any()
+    assert (real["busbw_gbps"] > 0).all() and real["busbw_gbps"].nunique() == 1  # measured once
     per = real.groupby(["run", "step"])["rank"].apply(sorted)
     assert all(r == [0, 1] for r in per)  # rank 0 gathered both ranks' rows of every step
     parts = real.compute_s + real.collective_wait_s + real.optimizer_s

@@ -2,7 +2,8 @@
 # The reference run on one GPU node with no network, the way the README tells a user to do it:
 # install from a wheelhouse (.whl/: the suite's wheel + what the node lacks), then the offline nox
 # session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
-#   usage (device tool): SUITE_GIT_SHA=<sha> bash tools/gpu_reproduce.sh [quick|full] [seconds]
+#   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/gpu_reproduce.sh [quick|full] [seconds]
+# (NPROC > 1: torchrun with that many ranks, one per GPU: the training claims get real NCCL ranks)
 # A run longer than one call (the full profile: ~45-50 min) resumes across calls and sessions:
 # put the previous call's run.tgz at runs/<profile>.tgz (git-ignored), carry "runs", and the
 # run continues where it stopped (finished experiments and training runs are kept).
@@ -30,7 +31,7 @@ if [ -f "runs/$profile.tgz" ]; then
 fi
 start=$(date +%s)
 timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run" \
-  ${BUDGET:+--budget "$BUDGET"}
+  ${BUDGET:+--budget "$BUDGET"} ${NPROC:+--nproc-per-node "$NPROC"}
 echo "reproduce exit $? after $(( $(date +%s) - start )) s"
 tar czf "$out/run.tgz" -C /tmp "run-$profile"
 ls -la "$out"

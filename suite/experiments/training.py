@@ -212,6 +212,10 @@ def _real_ranks(ctx, prof, corpus, budgets):
         return (pd.read_csv(saved) if rank == 0 else None), rank
     dev, rank, world = init_group(ctx.device, int(ctx.options.get("local_rank", 0)))
     try:
+        from suite.train.validate import allreduce_busbw
+
+        # the K-rank step prediction's all-reduce model uses the bandwidth measured here
+        busbw = allreduce_busbw(dev, 256 if dev.type == "cuda" else 4)["busbw_gbps"]
         budgets = broadcast(budgets if rank == 0 else None)  # rank 0's budgets on every rank
         R = prof["ranks"]
         steps = (
@@ -240,6 +244,7 @@ def _real_ranks(ctx, prof, corpus, budgets):
     finally:
         dist.destroy_process_group()
     if rank == 0 and real is not None:
+        real["busbw_gbps"] = busbw
         saved.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(saved, real.to_csv(index=False))
     return real, rank

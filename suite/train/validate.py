@@ -19,44 +19,53 @@ import numpy as np
 import pandas as pd
 
 
-def busbw(mbytes: float, out: str | None) -> dict:
+def allreduce_busbw(device, mbytes: float = 256, reps: int = 20, warm: int = 5) -> dict:
+    """all_reduce bus bandwidth in the current process group (nccl-tests convention: busbw =
+    bytes * 2 (n-1)/n / time), median of `reps` timed calls after `warm` untimed ones. Every
+    rank must call it; every rank gets the same dict (rank 0's timing, broadcast)."""
+    import time
+
     import torch
     import torch.distributed as dist
 
-    from suite.train.trainer import setup_distributed
-
-    d = setup_distributed("auto")
     n = int(mbytes * 2**20 // 4)
-    buf = torch.ones(n, device=d.device)
+    buf = torch.ones(n, device=device)
+    cuda = device.type == "cuda"
     times = []
-    for i in range(25):
-        if d.device.type == "cuda":
+    for i in range(warm + reps):
+        if cuda:
             torch.cuda.synchronize()
         dist.barrier()
-        t0 = torch.cuda.Event(enable_timing=True) if d.device.type == "cuda" else None
-        t1 = torch.cuda.Event(enable_timing=True) if d.device.type == "cuda" else None
-        if t0 is not None:
+        if cuda:
+            t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             t0.record()
             dist.all_reduce(buf)
             t1.record()
             torch.cuda.synchronize()
             sec = t0.elapsed_time(t1) / 1e3
         else:
-            import time
-
             s = time.perf_counter()
             dist.all_reduce(buf)
             sec = time.perf_counter() - s
-        if i >= 5:
+        if i >= warm:
             times.append(sec)
-    w = d.world
+    w = dist.get_world_size()
     t = float(np.median(times))
-    res = {
-        "bytes": n * 4,
-        "world": w,
-        "median_s": t,
-        "busbw_gbps": n * 4 * 2 * (w - 1) / w / t / 1e9,
-    }
+    res = [
+        {"bytes": n * 4, "world": w, "median_s": t, "busbw_gbps": n * 4 * 2 * (w - 1) / w / t / 1e9}
+    ]
+    dist.broadcast_object_list(res, src=0)
+    del buf
+    return res[0]
+
+
+def busbw(mbytes: float, out: str | None) -> dict:
+    import torch.distributed as dist
+
+    from suite.train.trainer import setup_distributed
+
+    d = setup_distributed("auto")
+    res = allreduce_busbw(d.device, mbytes)
     if d.rank == 0:
         print(json.dumps(res))
         if out:

@@ -1,0 +1,34 @@
+"""noxfile.py's reproduce session: `--nproc-per-node K` becomes a torchrun launch."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nox")
+_spec = importlib.util.spec_from_file_location(
+    "noxfile", Path(__file__).resolve().parents[1] / "noxfile.py"
+)
+noxfile = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(noxfile)
+
+TORCHRUN = ["-m", "torch.distributed.run", "--nproc-per-node"]
+
+
+@pytest.mark.parametrize(
+    "posargs,args,launcher",
+    [
+        (["--profile", "quick"], ["--profile", "quick"], []),
+        (["--nproc-per-node", "2", "--profile", "quick"], ["--profile", "quick"], [*TORCHRUN, "2"]),
+        (["--profile", "full", "--nproc-per-node=8"], ["--profile", "full"], [*TORCHRUN, "8"]),
+        (["--nproc-per-node", "1", "--budget", "500"], ["--budget", "500"], []),
+    ],
+)
+def test_reproduce_launches_torchrun_for_several_processes(posargs, args, launcher):
+    assert noxfile._torchrun_args(posargs) == (args, launcher)
+
+
+@pytest.mark.parametrize("bad", [["--nproc-per-node", "two"], ["--nproc-per-node"]])
+def test_reproduce_rejects_a_bad_process_count(bad):
+    with pytest.raises(ValueError, match="nproc-per-node"):
+        noxfile._torchrun_args(bad)
