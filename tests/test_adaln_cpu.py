@@ -412,6 +412,12 @@ def test_claim_metrics_and_figures_from_committed_h200_run():
         "opmemory_saved",
         "opmemory_kernels",
     ]
+    # the committed grid has the same-size copy: every panel draws it; a table without it draws none
+    labels = lambda fig: [ln.get_label() for ax in fig.axes for ln in ax.get_lines()]  # noqa: E731
+    n_panels = len(figs[0][2].axes)
+    assert labels(figs[0][2]).count("copy, same bytes") == n_panels
+    old = pk.bandwidth_figure(t.drop(columns=["copy_same_gbps"]))
+    assert "copy, same bytes" not in labels(old)
 
 
 def test_inside_fsdp2_module_single_process():

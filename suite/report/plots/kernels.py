@@ -38,6 +38,10 @@ def bandwidth_figure(t: pd.DataFrame) -> Figure:
                 ax.plot(g.N, g.gbps, "o-", ms=3, lw=1, color=STYLE.get(impl), label=impl)
             if not sel.empty:
                 ax.axhline(sel.copy_gbps.iloc[0], color="k", ls="--", lw=0.8, label="copy BW")
+            # the ceiling at each size: a copy of the fused op's own bytes (runs since round 6)
+            same = sel[sel.impl == "fused"].sort_values("N")
+            if "copy_same_gbps" in same and same.copy_same_gbps.notna().any():
+                ax.plot(same.N, same.copy_same_gbps, ":", color="k", lw=1, label="copy, same bytes")
             ax.set(xscale="log", title=f"{op} {dt} D={D}", xlabel="N (tokens)", ylabel="GB/s")
             ax.set_ylim(bottom=0)
     axes[0, 0].legend(fontsize=6, frameon=False)
@@ -71,7 +75,8 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None):
                 "kernels_bandwidth",
                 "AdaLN GB/s vs sequence length for every implementation "
                 "(bytes model: read x, write y; bwd: read x and dy, write dx), dashed: device "
-                "copy bandwidth measured in the same run.",
+                "copy bandwidth measured in the same run (2 GB); dotted, where measured: a copy "
+                "of the fused op's own bytes at each N, the ceiling at that size.",
                 bandwidth_figure(t),
             )
         )
