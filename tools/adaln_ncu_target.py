@@ -3,7 +3,8 @@ forward and one backward of the fused op on x [1, N, D] with Wan's per-sample fp
 (strided views of [1, 6, D]), in a fixed order. No warm-up: ncu replays each profiled kernel
 with its caches flushed, so every launch is measured alike.
 
-    python tools/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536]
+    python tools/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536] \
+        [--dtype bfloat16] [--out-dtype float32]
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def main(argv=None) -> None:
     ap.add_argument("--widths", default="1536,3072,5120")
     ap.add_argument("--n", type=int, default=65536)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
+    ap.add_argument("--out-dtype", choices=["bfloat16", "float32"], help="y's dtype (x's)")
     a = ap.parse_args(argv)
 
     import torch
@@ -30,16 +32,17 @@ def main(argv=None) -> None:
     from suite.ops import adaln, fused_cuda
 
     dt = getattr(torch, a.dtype)
+    ydt = getattr(torch, a.out_dtype or a.dtype)
     for variant in a.variants.split(","):
         fused_cuda.set_variant(variant)
         for D in (int(d) for d in a.widths.split(",")):
             x = torch.randn(1, a.n, D, device="cuda", dtype=dt, requires_grad=True)
             mod = torch.randn(1, 6, D, device="cuda")
-            dy = torch.randn(1, a.n, D, device="cuda", dtype=dt)
-            y = adaln(x, mod[:, 1:2], mod[:, 0:1])
+            dy = torch.randn(1, a.n, D, device="cuda", dtype=ydt)
+            y = adaln(x, mod[:, 1:2], mod[:, 0:1], out_dtype=ydt)
             torch.autograd.grad(y, x, dy)
             torch.cuda.synchronize()
-            print(f"launched: variant {variant} D {D} N {a.n} {a.dtype}", flush=True)
+            print(f"launched: variant {variant} D {D} N {a.n} {a.dtype} -> {ydt}", flush=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 # $OUT/adaln.ncu-rep.tgz, $OUT/details.txt (every section, every kernel), $OUT/raw.csv (every
 # metric) and prints the speed-of-light and warp-stall lines last.
 #   usage (device tool): OUT=$OUT [VARIANTS=default,round1] [WIDTHS=1536,3072,5120] [NCU_N=65536] \
-#     bash tools/gpu_ncu.sh
+#     [NCU_Y=float32] bash tools/gpu_ncu.sh      (NCU_Y: y's dtype; default x's, bf16)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
@@ -15,7 +15,8 @@ NCU_N=${NCU_N:-65536}  # tokens per row block (B = 1)
 nv=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .); nw=$(echo "$WIDTHS" | tr ',' '\n' | grep -c .)
 which ncu || { echo "ncu not on the PATH"; exit 2; }
 timeout 420 ncu --clock-control none --kernel-name regex:adaln --set full -f -o "$OUT/adaln" \
-  python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" > "$OUT/ncu.log" 2>&1
+  python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
+  ${NCU_Y:+--out-dtype "$NCU_Y"} > "$OUT/ncu.log" 2>&1
 echo "ncu exit=$? ($nv variants x $nw widths x 3 kernels expected)"
 tail -5 "$OUT/ncu.log"
 ncu --import "$OUT/adaln.ncu-rep" --page details > "$OUT/details.txt" 2>&1
