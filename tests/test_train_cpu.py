@@ -214,11 +214,17 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "throughput_gain_16_emulated",
         "floor_gain_emulated",
         "loss_final_rel_diff_policy",
+        "loss_final_rel_diff_global",
         "rank_cv_global_emulated",
         "throughput_gain_global_16_emulated",
         "throughput_gain_global_8_emulated",
     } <= keys
     assert m.loc[m.metric == "rank_cv_emulated", "baseline"].notna().all()
+    # the global policy's loss curve (issue 7): a 1-rank global plan, tokens per step in the row
+    lo = tables["training_loss"]
+    assert set(lo.run) >= {"equal-token/wan", "dual/wan", "global/wan"}
+    g = m.set_index("metric").loc["loss_final_rel_diff_global"]
+    assert "mean tokens per step" in g.conditions and g.claim == "C15"
     tr = tables["training_ranks"]
     at8 = tr.run == "default/global/wan@8"  # the global policy planned for 8 ranks (issue 7)
     assert at8.any() and (tr.world[at8] == 8).all() and (tr.world[~at8] == 16).all()

@@ -4,7 +4,8 @@
   path; a line through them gives the longest S (whole 480p frames) within the Wan path's peak at
   48,360 tokens (31 frames, ~the paper's 48,000), verified by one more step at that S.
 - C15 (training_loss): 40 steps, one rank, sequences <= 7,800 tokens, same seed and data: Wan vs
-  fused vs eager AdaLN (equal-token), and equal-token vs dual (Wan AdaLN).
+  fused vs eager AdaLN (equal-token), and equal-token vs dual vs the global policy (Wan AdaLN;
+  the global plan for one rank: micro-batches of <= the loss runs' memory budget, accumulated).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.experiments.training_common import _new_model
+from suite.experiments.training_common import _cost_model, _new_model
 
 
 def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
@@ -81,7 +82,8 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     import torch
 
     from suite.train.data import load_corpus
-    from suite.train.emulate import emulate
+    from suite.train.emulate import emulate, emulate_global
+    from suite.train.globalstep import global_plan, planner_cost
     from suite.train.plan import Budgets, make_plan
 
     corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
@@ -96,13 +98,20 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
         ("equal-token", "eager"),
         ("equal-token", "fused"),
         ("dual", "wan"),
+        ("global", "wan"),  # issue 7: micro-batches + accumulation, loss / global tokens
     ]
     for policy, adaln in specs:
         if adaln == "fused" and fused_reason:
             continue
         model, opt = _new_model(prof, adaln, torch.device(ctx.device), ctx.seed)
-        plan = make_plan(corpus, small.policy(policy), 1, prof["loss_steps"], ctx.seed)
-        rows = emulate(
+        if policy == "global":
+            cost = _cost_model(ctx)[0] or planner_cost(None, small.p)
+            plan = global_plan(corpus, cost, small.m_mem, 1, prof["loss_steps"], ctx.seed)
+            run_ = emulate_global
+        else:
+            plan = make_plan(corpus, small.policy(policy), 1, prof["loss_steps"], ctx.seed)
+            run_ = emulate
+        rows = run_(
             model,
             opt,
             corpus,

@@ -20,7 +20,8 @@ Definitions (the ledger's keys; every percentage is in %):
 - C14 max_seq_gain: longest single-sample S within the Wan path's peak at the reference length,
   fused over Wan; max_seq_tokens_fused: that S.
 - C15 loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
-  loss_final_rel_diff_policy: |MA10(dual) - MA10(equal-token)| / MA10(equal-token) at the last step.
+  loss_final_rel_diff_policy: |MA10(dual) - MA10(equal-token)| / MA10(equal-token) at the last step;
+  loss_final_rel_diff_global: the same for the global policy (issue 7).
 - C17 fused_throughput_gain: dual + fused over dual + Wan (same policy and data).
 - C18 overall_throughput_gain: dual + fused over equal-token + Wan.
 """
@@ -312,6 +313,13 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data, "
             f"S <= 7800, D={i['dim']} L={ll}"
         )
+
+        def _tok(run):  # the policies train different token counts per step: say how many
+            per = lo_.groupby("run").tokens.mean() if "tokens" in lo_.columns else {}
+            if run not in per or "equal-token/wan" not in per:
+                return "tokens per step not logged"
+            return f"mean tokens per step {per[run]:.0f} vs {per['equal-token/wan']:.0f}"
+
         if "equal-token/fused" in curves and "equal-token/wan" in curves:
             a, f = curves["equal-token/wan"], curves["equal-token/fused"]
             rows.append(
@@ -337,7 +345,21 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "value": 100 * float(abs(d[-1] - a[-1]) / a[-1]),
                     "unit": "%",
                     "evidence": "training_loss; figure training_loss",
-                    "conditions": f"{flag}dual vs equal-token (batches of the same data); {lc}",
+                    "conditions": f"{flag}dual vs equal-token (batches of the same data); "
+                    f"{_tok('dual/wan')}; {lc}",
+                }
+            )
+        if "global/wan" in curves and "equal-token/wan" in curves:
+            a, g = curves["equal-token/wan"], curves["global/wan"]
+            rows.append(
+                {
+                    "claim": "C15",
+                    "metric": "loss_final_rel_diff_global",
+                    "value": 100 * float(abs(g[-1] - a[-1]) / a[-1]),
+                    "unit": "%",
+                    "evidence": "training_loss; figure training_loss",
+                    "conditions": "global policy (micro-batches, gradient accumulation, loss "
+                    f"normalised by the step's tokens) vs equal-token; {_tok('global/wan')}; {lc}",
                 }
             )
         if "equal-token/eager" in curves and "equal-token/wan" in curves:
