@@ -28,6 +28,17 @@ from suite.rundir import RunContext, RunDir, atomic_write_text, write_json
 
 PROFILES = ("cpu", "quick", "full")
 
+
+def _git_sha() -> str:
+    """The commit the code ran at (suite.env.git_info: SUITE_GIT_SHA wins), "+dirty" if so."""
+    from suite.env import git_info
+
+    g = git_info()
+    if not isinstance(g, dict):
+        return "unknown"
+    return str(g.get("sha", "unknown"))[:12] + ("+dirty" if g.get("dirty") is True else "")
+
+
 # Which experiments read another's tables (see docs/architecture.md, "Order"). `--only` adds these
 # upstream experiments so a selected one never runs without its inputs. A module may override its
 # entry with an `AFTER = ("name", ...)` attribute.
@@ -197,6 +208,7 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
                 "device": ctx.device,
                 "world_size": ctx.world_size,
                 "seed": ctx.seed,
+                "git": _git_sha(),  # a resumed run may span commits: the report shows each
                 "seconds": round(seconds, 3),
                 "started": started_utc,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -217,6 +217,25 @@ def test_interrupted_run_resumes(fake, tmp_path):
     assert (res / "balance.done.json").exists() and (run / "report.html").exists()
 
 
+def test_a_run_resumed_at_another_commit_says_so(fake, tmp_path, monkeypatch):
+    """Each experiment records the commit it ran at; the report flags those that differ from
+    the commit the run started at (env.json), e.g. a full profile resumed over several days."""
+    run = tmp_path / "run"
+    monkeypatch.setenv("SUITE_GIT_SHA", "aaaa111")
+    monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
+    (fake / "STOP").parent.mkdir(parents=True, exist_ok=True)
+    (fake / "STOP").write_text("")
+    assert reproduce.main(["--out", str(run)]) == 130  # shapes done, balance interrupted
+    monkeypatch.setenv("SUITE_GIT_SHA", "bbbb222")
+    reproduce.main(["--out", str(run)])
+    res = run / "results"
+    commit = lambda n: json.loads((res / f"{n}.done.json").read_text())["git"]  # noqa: E731
+    assert commit("shapes") == "aaaa111" and commit("balance") == "bbbb222"
+    html = (run / "report.html").read_text()
+    assert "git <code>aaaa111</code>" in html and "some experiments ran at bbbb222" in html
+    assert "<th>Commit</th>" in html and "<td><code>bbbb222</code></td>" in html
+
+
 def test_report_rebuild_is_byte_identical(fake, tmp_path):
     run = tmp_path / "a" / "run"
     reproduce.main(["--out", str(run)])

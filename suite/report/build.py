@@ -86,6 +86,7 @@ def experiment_states(run: RunDir) -> list[dict[str, Any]]:
             "device": info.get("device", ""),
             "world_size": info.get("world_size", ""),
             "seconds": info.get("seconds", ""),
+            "commit": info.get("git", ""),
             "method": _method(name),
         }
         if name in done:
@@ -284,6 +285,10 @@ def _context(
         "timestamp": timestamp,
         "git_sha": sha,
         "git_dirty": bool(git.get("dirty")),
+        # experiments of a resumed run done at other commits than env.json's (run start)
+        "other_commits": sorted(
+            {str(e["commit"]) for e in states if e["commit"]} - {sha, sha + "+dirty", "unknown"}
+        ),
         "device": device,
         "subtitle": f"run {run_name} · {timestamp} · git {sha}"
         f"{' (dirty)' if git.get('dirty') else ''} · {device}",
