@@ -19,7 +19,7 @@ Definitions (the ledger's keys; every percentage is in %):
   (relative %); _reserved: the same with max reserved; _pp: the difference in % of device memory.
 - C14 max_seq_gain: longest single-sample S within the Wan path's peak at the reference length,
   fused over Wan; max_seq_tokens_fused: that S.
-- C15 loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
+- C15 (suite.train.losscurves) loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
   loss_final_rel_diff_policy: |MA10(dual) - MA10(equal-token)| / MA10(equal-token) at the last step;
   loss_final_rel_diff_global: the same for the global policy (issue 7).
 - C17 fused_throughput_gain: dual + fused over dual + Wan (same policy and data).
@@ -34,6 +34,7 @@ import pandas as pd
 from suite.experiments import metric_rows
 from suite.stats import pearson_ci, spearman_ci
 from suite.train.logs import step_table, summary_table
+from suite.train.losscurves import loss_rows, same_batches
 
 N_BOOT = 2000
 
@@ -98,18 +99,6 @@ def _gain_row(summ: dict, claim: str, metric: str, base, new, who: str, conditio
     }
 
 
-def _same_batches(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    """True when two runs trained on batches of identical tokens at every step and rank."""
-    cols = [c for c in ("step", "rank", "tokens") if c in a.columns]
-    ka = a[cols].sort_values(cols[:-1]).to_numpy()
-    kb = b[cols].sort_values(cols[:-1]).to_numpy()
-    return ka.shape == kb.shape and bool((ka == kb).all())
-
-
-def _ma(x: pd.Series, w: int = 10) -> np.ndarray:
-    return x.rolling(w, min_periods=1).mean().to_numpy()
-
-
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ranks, info = tables.get("training_ranks"), tables.get("training_info")
     if ranks is None or info is None or ranks.empty:
@@ -154,7 +143,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if (base, R) in summ and (dual, R) in summ:
         e, d = summ[(base, R)][1], summ[(dual, R)][1]
         c = cond.format(R=R)
-        same = _same_batches(ranks[ranks["run"] == base], ranks[ranks["run"] == dual])
+        same = same_batches(ranks[ranks["run"] == base], ranks[ranks["run"] == dual])
         flag = "DEGENERATE: both policies gave identical batches; " if same else ""
         c = flag + c
         rows += [
@@ -303,77 +292,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "conditions": f"D={i['dim']} L={ml}",
                 },
             ]
-    lo_ = tables.get("training_loss")
-    if lo_ is not None and not lo_.empty:
-        curves = {
-            r: _ma(d.sort_values("step").loss.reset_index(drop=True)) for r, d in lo_.groupby("run")
-        }
-        ll = int(lo_["layers"].iloc[0]) if "layers" in lo_.columns else i["layers"]
-        lc = (
-            f"{len(next(iter(curves.values())))} steps, 10-step moving average, same seed and data, "
-            f"S <= 7800, D={i['dim']} L={ll}"
-        )
-
-        def _tok(run):  # the policies train different token counts per step: say how many
-            per = lo_.groupby("run").tokens.mean() if "tokens" in lo_.columns else {}
-            if run not in per or "equal-token/wan" not in per:
-                return "tokens per step not logged"
-            return f"mean tokens per step {per[run]:.0f} vs {per['equal-token/wan']:.0f}"
-
-        if "equal-token/fused" in curves and "equal-token/wan" in curves:
-            a, f = curves["equal-token/wan"], curves["equal-token/fused"]
-            rows.append(
-                {
-                    "claim": "C15",
-                    "metric": "loss_max_rel_diff",
-                    "value": 100 * float(np.max(np.abs(f - a) / a)),
-                    "unit": "%",
-                    "evidence": "training_loss; figure training_loss",
-                    "conditions": f"fused vs Wan-path AdaLN; {lc}",
-                }
-            )
-        if "dual/wan" in curves and "equal-token/wan" in curves:
-            a, d = curves["equal-token/wan"], curves["dual/wan"]
-            same = _same_batches(
-                lo_[lo_["run"] == "dual/wan"], lo_[lo_["run"] == "equal-token/wan"]
-            )
-            flag = "DEGENERATE: both policies gave identical batches; " if same else ""
-            rows.append(
-                {
-                    "claim": "C15",
-                    "metric": "loss_final_rel_diff_policy",
-                    "value": 100 * float(abs(d[-1] - a[-1]) / a[-1]),
-                    "unit": "%",
-                    "evidence": "training_loss; figure training_loss",
-                    "conditions": f"{flag}dual vs equal-token (batches of the same data); "
-                    f"{_tok('dual/wan')}; {lc}",
-                }
-            )
-        if "global/wan" in curves and "equal-token/wan" in curves:
-            a, g = curves["equal-token/wan"], curves["global/wan"]
-            rows.append(
-                {
-                    "claim": "C15",
-                    "metric": "loss_final_rel_diff_global",
-                    "value": 100 * float(abs(g[-1] - a[-1]) / a[-1]),
-                    "unit": "%",
-                    "evidence": "training_loss; figure training_loss",
-                    "conditions": "global policy (micro-batches, gradient accumulation, loss "
-                    f"normalised by the step's tokens) vs equal-token; {_tok('global/wan')}; {lc}",
-                }
-            )
-        if "equal-token/eager" in curves and "equal-token/wan" in curves:
-            a, f = curves["equal-token/wan"], curves["equal-token/eager"]
-            rows.append(
-                {
-                    "claim": "C15",
-                    "metric": "loss_max_rel_diff_eager",
-                    "value": 100 * float(np.max(np.abs(f - a) / a)),
-                    "unit": "%",
-                    "evidence": "training_loss",
-                    "conditions": f"eager (bf16) vs Wan-path AdaLN; {lc}",
-                }
-            )
+    rows += loss_rows(tables.get("training_loss"), i["dim"], i["layers"])
     rows += _validation_rows(tables)
     out = metric_rows(rows)
     out["value"] = out["value"].astype(float)
