@@ -202,6 +202,12 @@ def test_warmup_covers_the_shapes_of_a_global_plans_steps():
     assert {(len(b), int(tokens[b[0]])) for b in warmed} == every
     assert max(int(tokens[b].sum()) for b in warmed) == int(tokens[warmed[0]].sum())
     assert len(warm_batches(corpus, steps, limit=1)) == 3  # 2 heaviest + 1 shape
+    # a shape warmed already (another plan, another model of the process) is not warmed again;
+    # the two heaviest batches are, for the allocator peak of each model
+    seen: set = set()
+    assert len(warm_batches(corpus, steps, seen=seen)) == len(warmed)
+    again = warm_batches(corpus, steps, seen=seen)
+    assert again == warmed[:2] and len(seen) == len(every)
     # a real rank warms its own batches only, which together are the whole plan's
     per_rank = [model_batches(corpus, plan, rank=r) for r in range(4)]
     for k in range(3):

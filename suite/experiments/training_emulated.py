@@ -21,14 +21,17 @@ from suite.experiments.training_common import _cost_model, _new_model
 
 
 def _warmup(prof, jobs, device, seed):
-    """Before any timing, on throwaway models: every AdaLN path (kernel compilation) and every
-    plan's shapes (suite.train.warmup: all steps' distinct (B, S), heaviest batches first)."""
+    """Before any timing, on throwaway models: every plan's heaviest batches on its own AdaLN
+    path (kernel compilation, allocator peak), and every distinct shape of all plans' steps once
+    (suite.train.warmup; shape set-up is per process, so a shape two plans share is warmed once:
+    about half of the quick profile's ~180 warm batches)."""
     from suite.train.warmup import model_batches, warm, warm_batches
 
-    for adaln in sorted({j[2] for j in jobs}):
+    seen: set = set()
+    for adaln in sorted({j[2] for j in jobs}, key=lambda a: a != "wan"):  # wan: most plans
         model, _ = _new_model(prof, adaln, device, seed)
         for corpus, plan in [(j[0], j[1]) for j in jobs if j[2] == adaln]:
-            batches = warm_batches(corpus, model_batches(corpus, plan))
+            batches = warm_batches(corpus, model_batches(corpus, plan), seen=seen)
             warm(model, corpus, batches, seed=seed, device=device, dtype=prof["dtype"])
         del model
 

@@ -31,20 +31,35 @@ def model_batches(corpus, plan, rank: int | None = None) -> list[list[list[int]]
     return out
 
 
-def warm_batches(corpus, steps: list[list[list[int]]], limit: int = WARM_SHAPES) -> list[list[int]]:
+def shape_key(corpus, batch: list[int]) -> tuple:
+    """What a batch's kernels and allocations depend on: B and the latent shape of its samples
+    (one length per model batch; frames x height x width where the corpus has them)."""
+    row = corpus.iloc[batch[0]]
+    dims = [int(row[c]) for c in ("frames", "height", "width") if c in corpus.columns]
+    return (len(batch), *(dims or [int(row["tokens"])]))
+
+
+def warm_batches(
+    corpus, steps: list[list[list[int]]], limit: int = WARM_SHAPES, seen: set | None = None
+) -> list[list[int]]:
     """The batches to warm: the most token-heavy and the most attention-heavy (allocator peak),
-    then the first batch of each distinct (B, S) shape in plan order, at most `limit` of them."""
+    then the first batch of each distinct shape in plan order, at most `limit` of them. Shapes in
+    `seen` (warmed already, by another plan or model of this process: kernel selection and the
+    caching allocator are per process) are left out, and the new ones are added to it."""
     flat = [b for step in steps for b in step]
     if not flat:
         return []
     tokens = corpus.tokens.to_numpy()
     tok = [int(tokens[b].sum()) for b in flat]
     bs2 = [float(tokens[b[0]]) * t for b, t in zip(flat, tok)]
-    shapes: dict[tuple[int, int], list[int]] = {}
+    shapes: dict[tuple, list[int]] = {}
     for b in flat:
-        shapes.setdefault((len(b), int(tokens[b[0]])), b)
+        shapes.setdefault(shape_key(corpus, b), b)
     picks = [flat[int(np.argmax(tok))], flat[int(np.argmax(bs2))]]
-    return picks + list(shapes.values())[:limit]
+    new = [(k, b) for k, b in list(shapes.items())[:limit] if seen is None or k not in seen]
+    if seen is not None:
+        seen.update(k for k, _ in new)
+    return picks + [b for _, b in new]
 
 
 def warm(model, corpus, batches, *, seed: int, device, dtype) -> None:
