@@ -47,10 +47,18 @@ def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
     assert not parts_dir.exists()  # complete: the parts are removed
 
 
-def test_deadline_stops_before_a_run_that_would_end_past_it(tmp_path):
+def test_deadline_stops_before_a_run_that_would_end_past_it(tmp_path, monkeypatch):
+    warmed = []
+    real_warmup = training_emulated._warmup
+    monkeypatch.setattr(
+        training_emulated, "_warmup", lambda *a, **k: warmed.append(a[1]) or real_warmup(*a, **k)
+    )
     ctx = _ctx(tmp_path, time.time() + 5, rank_batch_s_guess=10.0)  # 16 x 10 s > 5 s
     with pytest.raises(training.TrainingIncomplete, match="rerun the same command"):
         training.run(ctx)
+    assert warmed == []  # each run warms right before it: a run that does not fit warms nothing
+    out = training.run(_ctx(tmp_path, None))  # every run, each after its own warm-up
+    assert len(warmed) == out["training_runs"].status.eq("ok").sum() > 0
 
 
 def test_without_budget_nothing_is_kept(tmp_path):

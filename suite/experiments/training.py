@@ -69,7 +69,6 @@ from suite.experiments.training_common import _cost_model, _new_model
 from suite.experiments.training_emulated import TrainingIncomplete as TrainingIncomplete
 from suite.experiments.training_emulated import _emulated_runs
 from suite.experiments.training_emulated import _Parts as _Parts
-from suite.experiments.training_emulated import _warmup as _warmup
 from suite.experiments.training_probes import _loss_runs, _maxseq
 from suite.rundir import RunContext
 

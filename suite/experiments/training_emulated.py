@@ -1,5 +1,5 @@
 """The training experiment's one-GPU emulated runs (suite/experiments/training.py): every policy
-and AdaLN path on the same virtual ranks, after a warm-up on throwaway models; with
+and AdaLN path on the same virtual ranks, each after its own warm-up on a throwaway model; with
 `reproduce --budget S` the finished runs are kept in results/training_parts/ (`_Parts`) and a run
 that would end past the invocation's deadline stops the experiment with `TrainingIncomplete`.
 
@@ -20,20 +20,23 @@ import pandas as pd
 from suite.experiments.training_common import _cost_model, _new_model
 
 
-def _warmup(prof, jobs, device, seed):
-    """Before any timing, on throwaway models: every plan's heaviest batches on its own AdaLN
-    path (kernel compilation, allocator peak), and every distinct shape of all plans' steps once
-    (suite.train.warmup; shape set-up is per process, so a shape two plans share is warmed once:
-    about half of the quick profile's ~180 warm batches)."""
-    from suite.train.warmup import model_batches, warm, warm_batches
+def _warm_batches(corpus, plan, seen: set) -> list:
+    """What a run's warm-up runs (suite.train.warmup): its heaviest batches, and the shapes of its
+    steps no earlier run of this invocation warmed (shape set-up is per process; in the quick
+    profile this halves the ~180 warm batches that warming every plan in full took)."""
+    from suite.train.warmup import model_batches, warm_batches
 
-    seen: set = set()
-    for adaln in sorted({j[2] for j in jobs}, key=lambda a: a != "wan"):  # wan: most plans
-        model, _ = _new_model(prof, adaln, device, seed)
-        for corpus, plan in [(j[0], j[1]) for j in jobs if j[2] == adaln]:
-            batches = warm_batches(corpus, model_batches(corpus, plan), seen=seen)
-            warm(model, corpus, batches, seed=seed, device=device, dtype=prof["dtype"])
-        del model
+    return warm_batches(corpus, model_batches(corpus, plan), seen=seen)
+
+
+def _warmup(prof, adaln, corpus, batches, device, seed) -> None:
+    """Right before a run, on a throwaway model of its AdaLN path (kernel compilation, allocator
+    peak, per-shape set-up), so a run that the budget skips costs no warm-up either."""
+    from suite.train.warmup import warm
+
+    model, _ = _new_model(prof, adaln, device, seed)
+    warm(model, corpus, batches, seed=seed, device=device, dtype=prof["dtype"])
+    del model
 
 
 class TrainingIncomplete(RuntimeError):
@@ -143,8 +146,7 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
 
     t0 = time.perf_counter()
     parts = _Parts(ctx, prof)
-    # runs finished in an earlier invocation need no warm-up
-    _warmup(prof, [j for j in jobs if not parts.has(j[3], j[6])], dev, ctx.seed)
+    seen: set = set()  # shapes warmed in this invocation
     ranks = []
     for corpus, plan, adaln, name, mix, policy, steps in jobs:
         resumed = parts.load(name, steps)
@@ -155,7 +157,9 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         elapsed = parts.seconds + time.perf_counter() - t0
         done = sum(len(r) for r in ranks)
         world = len(plan[0].ranks) if policy == "global" else len(plan[0])
-        est = elapsed / done * len(plan) * world if done else 0.0  # s per rank-batch so far
+        warm_batches = _warm_batches(corpus, plan, set(seen))
+        work = len(plan) * world + len(warm_batches)  # rank-batches, warm-up included
+        est = elapsed / done * work if done else 0.0  # at the rate so far (its warm-ups included)
         if elapsed + est > prof.get("time_budget_s", math.inf):
             runs.append(
                 {
@@ -166,8 +170,9 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
             )
             continue
         rate = elapsed / done if done else prof.get("rank_batch_s_guess", 0.0)
-        parts.check(f"the run {name}", rate * len(plan) * world)
+        parts.check(f"the run {name}", rate * work)
         t_run = time.perf_counter()
+        _warmup(prof, adaln, corpus, _warm_batches(corpus, plan, seen), dev, ctx.seed)
         model, opt = _new_model(prof, adaln, dev, ctx.seed)
         gbytes = gradient_bytes(model)
         coll = collective_seconds(gbytes, world, busbw)
