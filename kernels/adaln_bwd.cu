@@ -21,8 +21,10 @@
 // CTA's partial row is bitwise the register version's), freeing 2 registers per element.
 // PF (default false; VECTOR only): the loads of the CTA's next row (x, dy, mean, rstd) are issued
 // before the current row is reduced and stay packed in registers, so a row is always in flight.
+// MSH (default false; not per token): the multiplier m = 1 + scale of the CTA's sample lives in
+// shared memory, each slot written and read by one thread (no barrier), not in 16 registers.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false>
+          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -61,6 +63,18 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       for (int j = 0; j < VEC; ++j) m[c][j] += MODE == MODE_SAMPLE ? 1.f : 0.f;
     }
   }
+  constexpr bool MS = MSH && MODE != MODE_TOKEN;
+  __shared__ float msh[MS ? ROWS : 1][MS ? NCH * VEC * RT : 1];
+  if constexpr (MS) {
+#pragma unroll
+    for (int c = 0; c < NCH; ++c)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) msh[g][(c * VEC + j) * RT + t] = m[c][j];
+  }
+  auto mval = [&](int c, int j) -> float {
+    if constexpr (MS) return msh[g][(c * VEC + j) * RT + t];
+    return m[c][j];
+  };
   float acc_s[NCH][VEC], acc_h[NCH][VEC];  // column sums of dy*xhat and dy, fp32
   // SACC: slot (c, j) of thread t at [(c*VEC + j)*RT + t] (consecutive threads, consecutive banks)
   // (only where there are column sums: not in the D-tile dx pass nor with per-token modulation)
@@ -155,7 +169,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       for (int j = 0; j < VEC; ++j) {
         const bool in = d0 + j < D;  // padded lanes must not touch the row sums
         xh[c][j] = in ? (xv[j] - mu) * rs : 0.f;
-        gy[c][j] = in ? dyv[c][j] * m[c][j] : 0.f;
+        gy[c][j] = in ? dyv[c][j] * mval(c, j) : 0.f;
         s1 += gy[c][j];
         s2 += gy[c][j] * xh[c][j];
       }

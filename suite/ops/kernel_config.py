@@ -64,6 +64,11 @@ class KernelConfig:
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
+    # backward: the per-sample multiplier 1 + scale in shared memory (where it fits beside the
+    # column sums: bwd_msh_on); bwd_occ: 3 CTAs of <= 192 threads per SM (__launch_bounds__;
+    # 16-bit x and dy only, where 96 registers do not spill)
+    bwd_msh: bool = False
+    bwd_occ: bool = False
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -169,9 +174,20 @@ class KernelConfig:
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
 
+    @property
+    def bwd_msh_on(self) -> bool:
+        """The multiplier in shared memory: 4 bytes per element slot of every row group, beside
+        the shared column sums (8 bytes) under the 48 KB of static shared memory."""
+        slots = -(-self.D // (self.vec * self.bwd_rt)) * self.vec * self.bwd_rt * self.bwd_rows
+        used = 8 * slots if self.bwd_sacc_on else 0
+        return self.bwd_msh and self.mode != MODE_TOKEN and used + 4 * slots <= 48 * 1024
+
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
+        if self.bwd_occ and self.bwd_threads <= 192 and "float" not in (self.tx, self.ty):
+            minb = max(minb, 3)  # 96 registers without spills (16-bit x and dy; fp32 spills)
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
+        tail.append(str(self.bwd_msh_on).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
@@ -216,6 +232,12 @@ VARIANTS: dict[str, dict] = {
     # for 16-bit y since round 5), and the round-4 forward of 16 elements per thread everywhere
     "fwd-warp": {"fwd_ept": 48, "fwd_regs": 128},
     "fwd-ept16": {"fwd_ept": 16, "fwd_regs": 64},
+    # round 7 candidates (not yet measured; docs/perf-notes.md "Round 7"): the prefetching
+    # backward with its column sums and its multiplier in shared memory (113 registers at
+    # D <= 3072 instead of 146), as is and capped to 3 CTAs of 192 threads per SM (96 registers,
+    # no spills: 18 warps per SM with a row prefetched, against 12)
+    "bwd-smpf": {"bwd_sacc": True, "bwd_msh": True},
+    "bwd-smpf3": {"bwd_sacc": True, "bwd_msh": True, "bwd_occ": True},
 }
 
 
