@@ -109,6 +109,7 @@ def real_runs(
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
     rows = []
+    seen: set = set()  # shapes warmed in this process (by an earlier policy's run)
     for policy in policies:
         name = f"{mix}/{policy}/wan"
         if policy == "global":
@@ -124,12 +125,13 @@ def real_runs(
                 dtype=dtype,
                 device=device,
                 log=log,
+                seen=seen,
             )
             continue
         plan = make_plan(corpus, budgets.policy(policy), world, steps, seed)
         model, opt = new_model(device)
         cfg = model.cfg
-        _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype)
+        _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype, seen)
         ids = [device.index] if device.type == "cuda" else None
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -195,17 +197,20 @@ def real_runs(
     return out.sort_values(["run", "step", "rank"]).reset_index(drop=True)
 
 
-def _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype) -> None:
-    """Every (B, S) shape of this rank's steps, once, on the bare model before DDP wraps it (as
-    the emulated ranks are warmed: suite.train.warmup); no optimizer step, gradients cleared."""
+def _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype, seen: set) -> None:
+    """This rank's heaviest batches and every shape of its steps not in `seen` (warmed by an
+    earlier policy's run of this process), on the bare model before DDP wraps it, as the emulated
+    ranks are warmed (suite.train.warmup); no optimizer step, gradients cleared."""
     from suite.train.warmup import model_batches, warm, warm_batches
 
-    batches = warm_batches(corpus, model_batches(corpus, plan, rank=rank))
+    batches = warm_batches(corpus, model_batches(corpus, plan, rank=rank), seen=seen)
     warm(model, corpus, batches, seed=seed, device=device, dtype=dtype)
     opt.zero_grad(set_to_none=True)
 
 
-def _global_run(new_model, corpus, budgets, cost, name, mix, *, steps, seed, dtype, device, log):
+def _global_run(
+    new_model, corpus, budgets, cost, name, mix, *, steps, seed, dtype, device, log, seen
+):
     import torch
     import torch.distributed as dist
 
@@ -215,7 +220,7 @@ def _global_run(new_model, corpus, budgets, cost, name, mix, *, steps, seed, dty
     rank, world = dist.get_rank(), dist.get_world_size()
     plan = global_plan(corpus, cost, budgets.m_mem, world, steps, seed)
     model, opt = new_model(device)
-    _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype)
+    _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype, seen)
     ids = [device.index] if device.type == "cuda" else None
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
     params = [p for p in model.parameters() if p.requires_grad]
