@@ -64,6 +64,7 @@ def main(argv=None) -> None:
     # GPU kernels per backward call (torch.profiler), the autograd glue of Wan's e views included
     x = torch.randn(1, 4096, 1536, device="cuda").to(torch.bfloat16).requires_grad_(True)
     e = (torch.randn(1, 6, 1536, device="cuda") * 0.5).requires_grad_(True)
+    counts = []
     for impl in IMPLS:
         fn = _impl(impl)
         for _ in range(3):  # warm-up (compile)
@@ -79,6 +80,12 @@ def main(argv=None) -> None:
             ev.name for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA
         ]
         print(f"{impl} bwd kernels: {len(names)}: " + "; ".join(n[:60] for n in names))
+        counts += [
+            dict(impl=impl, op="bwd", B=1, N=4096, D=1536, kernel=i, name=n)
+            for i, n in enumerate(names)
+        ]
+    if a.out:
+        pd.DataFrame(counts).to_csv(a.out / "kernels_per_call.csv", index=False)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         df.to_csv(a.out / "timing_protocol.csv", index=False)
