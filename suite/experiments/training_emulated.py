@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from suite.experiments.training_common import _cost_model, _new_model
+from suite.experiments.training_common import _new_model, _plan
 
 
 def _warm_batches(corpus, plan, seen: set) -> list:
@@ -107,8 +107,7 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     import torch
 
     from suite.train.data import load_corpus
-    from suite.train.emulate import collective_seconds, emulate, emulate_global, gradient_bytes
-    from suite.train.plan import make_plan
+    from suite.train.emulate import collective_seconds, gradient_bytes
 
     dev = torch.device(ctx.device)
     R = prof["ranks"]
@@ -134,21 +133,15 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         if adaln == "fused" and fused_reason:
             runs.append({"run": name, "status": f"skipped: {fused_reason}"})
             continue
-        if policy == "global":
-            from suite.train.globalstep import global_plan, planner_cost
-
-            cm = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
-            plan = global_plan(corpora[mix], cm, budgets.m_mem, world, steps, ctx.seed)
-        else:
-            plan = make_plan(corpora[mix], budgets.policy(policy), world, steps, ctx.seed)
-        jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps))
+        plan, run_ = _plan(ctx, corpora[mix], policy, budgets, world, steps)
+        jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps, run_))
     import time
 
     t0 = time.perf_counter()
     parts = _Parts(ctx, prof)
     seen: set = set()  # shapes warmed in this invocation
     ranks = []
-    for corpus, plan, adaln, name, mix, policy, steps in jobs:
+    for corpus, plan, adaln, name, mix, policy, steps, run_ in jobs:
         resumed = parts.load(name, steps)
         if resumed is not None:  # finished in an earlier invocation (--budget)
             ranks.append(resumed)
@@ -177,7 +170,6 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         gbytes = gradient_bytes(model)
         coll = collective_seconds(gbytes, world, busbw)
         ctx.log(f"training: {name}, {world} emulated ranks x {steps} steps")
-        run_ = emulate_global if policy == "global" else emulate
         rows = run_(
             model,
             opt,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from suite.experiments.training_common import _cost_model, _new_model
+from suite.experiments.training_common import _new_model, _plan
 
 
 def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
@@ -82,9 +82,7 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     import torch
 
     from suite.train.data import load_corpus
-    from suite.train.emulate import emulate, emulate_global
-    from suite.train.globalstep import global_plan, planner_cost
-    from suite.train.plan import Budgets, make_plan
+    from suite.train.plan import Budgets
 
     corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
     corpus = corpus[corpus.tokens <= prof["loss_max_S"]].reset_index(drop=True)
@@ -104,13 +102,7 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
         if adaln == "fused" and fused_reason:
             continue
         model, opt = _new_model(prof, adaln, torch.device(ctx.device), ctx.seed)
-        if policy == "global":
-            cost = _cost_model(ctx)[0] or planner_cost(None, small.p)
-            plan = global_plan(corpus, cost, small.m_mem, 1, prof["loss_steps"], ctx.seed)
-            run_ = emulate_global
-        else:
-            plan = make_plan(corpus, small.policy(policy), 1, prof["loss_steps"], ctx.seed)
-            run_ = emulate
+        plan, run_ = _plan(ctx, corpus, policy, small, 1, prof["loss_steps"])
         rows = run_(
             model,
             opt,
