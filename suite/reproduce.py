@@ -318,14 +318,16 @@ def main(argv: list[str] | None = None) -> int:
         # a failure on another rank (in a DISTRIBUTED experiment) exits non-zero, so torchrun stops
         # rank 0 too instead of leaving it in a collective until the process group's timeout
         return 1 if "failed" in statuses.values() else 0
+    failed = sorted(n for n, s in statuses.items() if s == "failed")
     if args.no_report:
-        return 0
+        if failed:
+            print(f"failed experiments: {', '.join(failed)} (see results/<name>.error.txt)")
+        return 1 if failed else 0
     from suite.report.build import build_report
 
     print("building the report (figures, HTML, PDF) ...", file=sys.stderr, flush=True)
     result = build_report(run.root)
     print_summary(result.verdicts, run.root)
-    failed = sorted(n for n, s in statuses.items() if s == "failed")
     print(f"report: {run.root / 'report.html'}  and  {run.root / 'report.pdf'}")
     if failed:
         print(f"failed experiments: {', '.join(failed)} (see results/<name>.error.txt)")

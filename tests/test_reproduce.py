@@ -153,6 +153,11 @@ def claims(run: Path) -> dict[str, dict]:
 
 
 def test_failures_and_not_run_are_recorded_and_others_run(fake, tmp_path):
+    quiet = (
+        tmp_path / "no-report"
+    )  # --no-report keeps the exit status (a resumable run relies on it)
+    assert reproduce.main(["--out", str(quiet), "--no-report"]) == 1
+    assert not (quiet / "report.html").exists()
     run = tmp_path / "run"
     assert reproduce.main(["--out", str(run)]) == 1  # a failed experiment: non-zero exit
     res = run / "results"

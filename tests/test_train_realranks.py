@@ -17,14 +17,8 @@ from suite.rundir import RunDir
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def run2(tmp_path_factory):
-    run = tmp_path_factory.mktemp("realranks") / "run"
-    # upstream experiments marked done without tables (saves the shape sweep): the training
-    # experiment then falls back to p = 2 and the corpus's own budgets
-    (run / "results").mkdir(parents=True)
-    for name in ("shapes", "costmodel"):
-        (run / "results" / f"{name}.done.json").write_text(json.dumps({"experiment": name}))
+def _torchrun_training(run, *extra, port_offset=0):
+    """`torchrun --nproc-per-node 2 -m suite reproduce --profile cpu --only training` on gloo."""
     env = {
         **os.environ,
         "SUITE_TRAINING_DEVICE": "cpu",
@@ -38,7 +32,7 @@ def run2(tmp_path_factory):
         "--nproc-per-node",
         "2",
         "--master-port",
-        str(30500 + os.getpid() % 1000),
+        str(30500 + port_offset + os.getpid() % 1000),
         "-m",
         "suite",
         "reproduce",
@@ -49,11 +43,46 @@ def run2(tmp_path_factory):
         "--no-report",
         "--out",
         str(run),
+        *extra,
     ]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+
+def _upstream_done(run):
+    # upstream experiments marked done without tables (saves the shape sweep): the training
+    # experiment then falls back to p = 2 and the corpus's own budgets
+    (run / "results").mkdir(parents=True)
+    for name in ("shapes", "costmodel"):
+        (run / "results" / f"{name}.done.json").write_text(json.dumps({"experiment": name}))
+
+
+@pytest.fixture(scope="module")
+def run2(tmp_path_factory):
+    run = tmp_path_factory.mktemp("realranks") / "run"
+    _upstream_done(run)
     t0 = time.time()
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    p = _torchrun_training(run)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return run, time.time() - t0
+
+
+def test_a_resumed_two_rank_run_does_not_train_the_real_ranks_again(tmp_path):
+    """The two-call plan of a 2-GPU quick run: the first invocation's budget ends after the real
+    runs (the emulated ones stop with TrainingIncomplete), the second reuses the real table."""
+    run = tmp_path / "run"
+    _upstream_done(run)
+    first = _torchrun_training(run, "--budget", "1", port_offset=200)
+    assert first.returncode != 0  # rank 0: training incomplete
+    saved = list((run / "results" / "training_parts").glob("real-*-w2.csv"))
+    assert len(saved) == 1, first.stdout[-2000:] + first.stderr[-2000:]
+    table = pd.read_csv(saved[0])
+    second = _torchrun_training(run, port_offset=400)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "real ranks (gloo)" in first.stdout + first.stderr
+    assert "real ranks (gloo)" not in second.stdout + second.stderr  # not trained again
+    real = RunDir(run).read_table("training_real")
+    assert len(real) == len(table) and set(real.run) == set(table.run)
+    assert not (run / "results" / "training_parts").exists()  # cleared when training completed
 
 
 def test_two_real_ranks_write_gathered_tables(run2):
