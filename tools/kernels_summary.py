@@ -75,8 +75,9 @@ SPEEDUPS = [
 ]
 
 
-def pct_table(t: pd.DataFrame) -> str:
-    """% of copy bandwidth, bf16 x, B = 1 (B = 2 in brackets), per (op, y dtype, D) and N."""
+def pct_table(t: pd.DataFrame, col: str = "pct_copy_bw") -> str:
+    """% of copy bandwidth (`col`: of the 2 GB copy, or pct_copy_same: of a copy of the same
+    bytes), bf16 x, B = 1 (B = 2 in brackets), per (op, y dtype, D) and N."""
     ns = sorted(t.N.unique())
     rows = [
         "| op, y | D | " + " | ".join(f"N = {n}" for n in ns) + " |",
@@ -94,7 +95,7 @@ def pct_table(t: pd.DataFrame) -> str:
                         & (t.D == D)
                         & (t.N == n)
                     ]
-                    by_b = dict(zip(sel.B, sel.pct_copy_bw))
+                    by_b = dict(zip(sel.B, sel[col]))
                     b2 = f" ({by_b[2]:.1f})" if 2 in by_b else ""
                     cells.append(f"{by_b[1]:.1f}{b2}" if 1 in by_b else "-")
                 rows.append(
@@ -139,6 +140,9 @@ def main(argv=None) -> None:
     copy = t.copy_gbps.median()
     print(f"% of copy bandwidth ({copy:.0f} GB/s), bf16 x, B = 1 (B = 2 in brackets), fused:\n")
     print(pct_table(t))
+    if "pct_copy_same" in t.columns and t.pct_copy_same.notna().any():
+        print("\nThe same against a copy of each row's own bytes (same flush; pct_copy_same):\n")
+        print(pct_table(t, "pct_copy_same"))
     print("\n" + fp32_x_line(t, a.n))
     print(f"\nSpeedups, bf16 x, B = 1, N = {a.n}, geometric mean over D:\n")
     print("\n".join(speedup_lines(t, a.n)))
