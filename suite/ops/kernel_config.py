@@ -155,11 +155,15 @@ class KernelConfig:
         return -(-self.D // step) * step
 
     @property
+    def bwd_slots(self) -> int:
+        """Element slots of a CTA's row groups (the padded row, thread-major: bwd_part_width)."""
+        return self.bwd_part_width * self.bwd_rows
+
+    @property
     def bwd_sacc_on(self) -> bool:
         """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
         of static shared memory (else the register sums are kept)."""
-        nch = -(-self.D // (self.vec * self.bwd_rt))
-        return self.bwd_sacc and 8 * nch * self.vec * self.bwd_rt * self.bwd_rows <= 48 * 1024
+        return self.bwd_sacc and 8 * self.bwd_slots <= 48 * 1024
 
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
@@ -178,9 +182,8 @@ class KernelConfig:
     def bwd_msh_on(self) -> bool:
         """The multiplier in shared memory: 4 bytes per element slot of every row group, beside
         the shared column sums (8 bytes) under the 48 KB of static shared memory."""
-        slots = -(-self.D // (self.vec * self.bwd_rt)) * self.vec * self.bwd_rt * self.bwd_rows
-        used = 8 * slots if self.bwd_sacc_on else 0
-        return self.bwd_msh and self.mode != MODE_TOKEN and used + 4 * slots <= 48 * 1024
+        used = 8 * self.bwd_slots if self.bwd_sacc_on else 0
+        return self.bwd_msh and self.mode != MODE_TOKEN and used + 4 * self.bwd_slots <= 48 * 1024
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
