@@ -207,6 +207,8 @@ VARIANT_CASES = [
     (("bf16", "float", "float"), 5120, 0),
     (("float", "float", "float"), 3072, 0),
     (("bf16", "bf16", "bf16"), 1000, 1),
+    (("bf16", "float", "bf16"), 1000, 0),  # round 7's shared multiplier must not overflow 48 KB
+    (("bf16", "float", "bf16"), 3072, 0),
     (("f16", "f16", "f16"), 4100, 2),
     (("bf16", "float", "bf16"), 8192, 0),
 ]
@@ -249,11 +251,14 @@ def test_default_kernels_are_the_measured_fastest():
     # two warps per row (D = 3072) measured slower: 16 elements per thread there
     wide = KernelConfig("bf16", "float", "bf16", 3072, 0)
     assert wide.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 3072, 192, 1, 0, false, 5, 4>"
+    # round 7: column sums and multiplier in shared memory, 3 CTAs per SM (16-bit, D <= 3072)
     assert (
         cfg.bwd(True, True)
-        == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
+        == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
     )
-    assert cfg.bwd(False, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, false, true>"
+    assert cfg.bwd(False, True) == (
+        "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, false, true, 3, true, false, true>"
+    )
     assert cfg.variant("default") == cfg and VARIANTS["default"] == {}
     assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (256, 192, 192)
     f32 = KernelConfig("bf16", "float", "float", 1536, 0)

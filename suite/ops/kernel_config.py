@@ -62,13 +62,14 @@ class KernelConfig:
     fwd_named: bool = False
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
-    bwd_sacc: bool = False  # backward: column sums in shared memory (where they fit in 48 KB)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
-    # backward: the per-sample multiplier 1 + scale in shared memory (where it fits beside the
-    # column sums: bwd_msh_on); bwd_occ: 3 CTAs of <= 192 threads per SM (__launch_bounds__;
-    # 16-bit x and dy only, where 96 registers do not spill)
-    bwd_msh: bool = False
-    bwd_occ: bool = False
+    # backward: column sums in shared memory (where they fit in 48 KB: bwd_sacc_on); the
+    # per-sample multiplier 1 + scale in shared memory beside them (bwd_msh_on); 3 CTAs of
+    # <= 192 threads per SM (__launch_bounds__; 16-bit x and dy only, where 96 registers do not
+    # spill). None: all three where they measured faster (round 7: bwd_r7), else none.
+    bwd_sacc: bool | None = None
+    bwd_msh: bool | None = None
+    bwd_occ: bool | None = None
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -94,6 +95,24 @@ class KernelConfig:
         65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch.
         (At 16 elements per thread: at most 320 threads.)"""
         return self.bwd_pf and self.bwd_rows * self.D <= 5120
+
+    @property
+    def bwd_r7(self) -> bool:
+        """Round 7's backward (shared column sums and multiplier, 3 CTAs of <= 192 threads) is the
+        default where it measured faster: 16-bit x and dy, per-sample modulation, D <= 3072
+        (+6% at D = 1536, +2% at 3072 for N = 65536; -1 to -6% at N = 4096; fp32 dy and D = 5120
+        ran 1-5% slower)."""
+        sixteen = "float" not in (self.tx, self.ty)
+        return sixteen and self.mode == MODE_SAMPLE and self.bwd_threads <= 192
+
+    def _auto(self, field: bool | None) -> bool:
+        return self.bwd_r7 if field is None else field
+
+    @property
+    def bwd_red_bytes(self) -> int:
+        """Static shared memory of the backward's row reductions (Red<RT> in adaln_common.cuh)."""
+        warps = self.bwd_rt // 32 if self.bwd_rt > 32 else 1
+        return 4 * self.bwd_rows * 2 * 2 * warps
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
@@ -163,7 +182,7 @@ class KernelConfig:
     def bwd_sacc_on(self) -> bool:
         """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
         of static shared memory (else the register sums are kept)."""
-        return self.bwd_sacc and 8 * self.bwd_slots <= 48 * 1024
+        return self._auto(self.bwd_sacc) and 8 * self.bwd_slots + self.bwd_red_bytes <= 48 * 1024
 
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
@@ -182,12 +201,17 @@ class KernelConfig:
     def bwd_msh_on(self) -> bool:
         """The multiplier in shared memory: 4 bytes per element slot of every row group, beside
         the shared column sums (8 bytes) under the 48 KB of static shared memory."""
-        used = 8 * self.bwd_slots if self.bwd_sacc_on else 0
-        return self.bwd_msh and self.mode != MODE_TOKEN and used + 4 * self.bwd_slots <= 48 * 1024
+        used = self.bwd_red_bytes + (8 * self.bwd_slots if self.bwd_sacc_on else 0)
+        fits = used + 4 * self.bwd_slots <= 48 * 1024
+        return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
 
     def bwd(self, vector: bool, accum: bool) -> str:
-        minb = self.bwd_minb if self.bwd_sacc_on or not self.bwd_sacc else 1
-        if self.bwd_occ and self.bwd_threads <= 192 and "float" not in (self.tx, self.ty):
+        minb = self.bwd_minb if self.bwd_sacc_on or not self._auto(self.bwd_sacc) else 1
+        if (
+            self._auto(self.bwd_occ)
+            and self.bwd_threads <= 192
+            and "float" not in (self.tx, self.ty)
+        ):
             minb = max(minb, 3)  # 96 registers without spills (16-bit x and dy; fp32 spills)
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
@@ -218,29 +242,42 @@ class KernelConfig:
 # same function (tests/test_adaln_gpu.py runs the suite on each). Kept: the designs that win
 # somewhere, and the first reference kernels to measure the defaults against. Measured and
 # dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
-# sums with the prefetch.
+# sums with the prefetch alone (round 3; with the multiplier beside them and a 3-CTA cap they are
+# round 7's default at D <= 3072: bwd_r7), the same without the cap at D = 5120 (round 7).
 VARIANTS: dict[str, dict] = {
     "default": {},
     # the designs of the first H200 reference (since then sharing round 4's reductions)
-    "round1": {"fwd_pf": False, "bwd_pf": False, "fwd_lv": 0, "fwd_ept": 16, "fwd_regs": 64},
+    "round1": {
+        "fwd_pf": False,
+        "fwd_lv": 0,
+        "fwd_ept": 16,
+        "fwd_regs": 64,
+        "bwd_pf": False,
+        "bwd_sacc": False,
+        "bwd_msh": False,
+        "bwd_occ": False,
+    },
     "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
     # fastest bf16 y at D = 5120
     "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0, "fwd_ept": 16},
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
-    "bwd-sm2": {"bwd_sacc": True, "bwd_minb": 2, "bwd_pf": False},
+    "bwd-sm2": {
+        "bwd_sacc": True,
+        "bwd_minb": 2,
+        "bwd_pf": False,
+        "bwd_msh": False,
+        "bwd_occ": False,
+    },
     # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
     "fwd-named": {"fwd_named": True},
     # round 5: 48 elements per thread everywhere (a D = 1536 row is one warp: the default there
     # for 16-bit y since round 5), and the round-4 forward of 16 elements per thread everywhere
     "fwd-warp": {"fwd_ept": 48, "fwd_regs": 128},
     "fwd-ept16": {"fwd_ept": 16, "fwd_regs": 64},
-    # round 7 candidates (not yet measured; docs/perf-notes.md "Round 7"): the prefetching
-    # backward with its column sums and its multiplier in shared memory (113 registers at
-    # D <= 3072 instead of 146), as is and capped to 3 CTAs of 192 threads per SM (96 registers,
-    # no spills: 18 warps per SM with a row prefetched, against 12)
-    "bwd-smpf": {"bwd_sacc": True, "bwd_msh": True},
-    "bwd-smpf3": {"bwd_sacc": True, "bwd_msh": True, "bwd_occ": True},
+    # the backward default until round 7 (register column sums, no 3-CTA cap): what round 7's
+    # default (bwd_r7) is measured against
+    "bwd-r6": {"bwd_sacc": False, "bwd_msh": False, "bwd_occ": False},
 }
 
 
