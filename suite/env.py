@@ -167,6 +167,14 @@ def git_info() -> Any:
         return f"absent ({REPO} is not a git checkout with a commit)"
 
 
+def commit_label() -> str:
+    """The commit the code runs at (git_info: SUITE_GIT_SHA wins), 12 hex digits, "+dirty" if so."""
+    g = git_info()
+    if not isinstance(g, dict):
+        return "unknown"
+    return str(g.get("sha", "unknown"))[:12] + ("+dirty" if g.get("dirty") is True else "")
+
+
 def capture(profile: str = "", world_size: int = 1) -> dict[str, Any]:
     """Everything a reviewer needs to judge where the numbers came from."""
     return {

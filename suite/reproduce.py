@@ -23,20 +23,11 @@ import pandas as pd
 
 from suite import experiments
 from suite.claims import load_claims
+from suite.env import commit_label
 from suite.progress import Progress
 from suite.rundir import RunContext, RunDir, atomic_write_text, write_json
 
 PROFILES = ("cpu", "quick", "full")
-
-
-def _git_sha() -> str:
-    """The commit the code ran at (suite.env.git_info: SUITE_GIT_SHA wins), "+dirty" if so."""
-    from suite.env import git_info
-
-    g = git_info()
-    if not isinstance(g, dict):
-        return "unknown"
-    return str(g.get("sha", "unknown"))[:12] + ("+dirty" if g.get("dirty") is True else "")
 
 
 # Which experiments read another's tables (see docs/architecture.md, "Order"). `--only` adds these
@@ -188,9 +179,11 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
             run.clear(name)
         started = time.time()
         started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+        ctx.part_commits.clear()
         with progress.stage(name):
             tables = module.run(ctx)
         seconds = time.time() - started
+        commit = commit_label()
         if not writer:
             return "done"
         if not isinstance(tables, dict) or not all(
@@ -208,7 +201,9 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
                 "device": ctx.device,
                 "world_size": ctx.world_size,
                 "seed": ctx.seed,
-                "git": _git_sha(),  # a resumed run may span commits: the report shows each
+                # this invocation's commit, then those of parts an earlier invocation of a
+                # resumed run finished (--budget): the report shows each
+                "git": ", ".join([commit] + sorted(ctx.part_commits - {commit})),
                 "seconds": round(seconds, 3),
                 "started": started_utc,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -126,6 +126,9 @@ class RunContext:
     world_size: int = 1  # real ranks when launched under torchrun
     options: dict[str, Any] = field(default_factory=dict)
     progress: Any = None  # a suite.progress.Progress, or None for silence
+    # commits of the parts of the current experiment that earlier invocations of a resumed run
+    # finished (--budget); recorded in its done.json beside this invocation's commit
+    part_commits: set[str] = field(default_factory=set)
 
     def log(self, msg: str) -> None:
         if self.progress is not None:

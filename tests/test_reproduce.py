@@ -98,6 +98,8 @@ def summarize(tables):
 NAME, CLAIMS, NEEDS, DISTRIBUTED = "training", ("C7",), "cpu", True
 def run(ctx):
     _count(NAME)
+    if (COUNTER / "PARTS").exists():  # parts an earlier invocation finished at another commit
+        ctx.part_commits.add((COUNTER / "PARTS").read_text())
     return {}
 def summarize(tables):
     return metric_rows([])
@@ -239,6 +241,21 @@ def test_a_run_resumed_at_another_commit_says_so(fake, tmp_path, monkeypatch):
     html = (run / "report.html").read_text()
     assert "git <code>aaaa111</code>" in html and "some experiments ran at bbbb222" in html
     assert "<th>Commit</th>" in html and "<td><code>bbbb222</code></td>" in html
+
+
+def test_an_experiment_with_parts_from_earlier_commits_records_them(fake, tmp_path, monkeypatch):
+    """An experiment that resumes parts an earlier invocation finished (the full profile's
+    training) adds their commits to ctx.part_commits: done.json and the report name them all."""
+    monkeypatch.setenv("SUITE_GIT_SHA", "bbbb222")
+    monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
+    (fake / "PARTS").parent.mkdir(parents=True, exist_ok=True)
+    (fake / "PARTS").write_text("aaaa111")
+    run = tmp_path / "run"
+    reproduce.main(["--out", str(run)])
+    done = json.loads((run / "results" / "training.done.json").read_text())
+    assert done["git"] == "bbbb222, aaaa111"
+    assert json.loads((run / "results" / "shapes.done.json").read_text())["git"] == "bbbb222"
+    assert "some experiments ran at aaaa111" in (run / "report.html").read_text()
 
 
 def test_report_rebuild_is_byte_identical(fake, tmp_path):

@@ -23,17 +23,23 @@ def _ctx(tmp_path, deadline, **extra):
 
 
 def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
+    monkeypatch.setenv("SUITE_GIT_SHA", "aaaa111")
+    monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
     ctx = _ctx(tmp_path, time.time() + 1e6)
     parts_dir = ctx.run.results / "training_parts"
     # keep them for the rerun (_Parts lives in training_emulated, whose _emulated_runs makes it)
+    clear = training_emulated._Parts.clear
     monkeypatch.setattr(training_emulated._Parts, "clear", lambda self: None)
     first = training.run(ctx)
     saved = sorted(p.name for p in parts_dir.glob("*.csv"))
     assert saved and all(n.startswith("cpu-r16-seed0-s1-") for n in saved)
-    monkeypatch.undo()
-    # second invocation, almost no time left: every run comes from its part, nothing is trained
+    monkeypatch.setattr(training_emulated._Parts, "clear", clear)
+    # second invocation at another commit, almost no time left: every run comes from its part,
+    # nothing is trained, and the parts' commit is reported (ctx.part_commits -> done.json)
+    monkeypatch.setenv("SUITE_GIT_SHA", "bbbb222")
     ctx2 = _ctx(tmp_path, time.time() + 30, rank_batch_s_guess=1e6)
     second = training.run(ctx2)
+    assert ctx2.part_commits == {"aaaa111"}
     assert (
         second["training_runs"].status.str.contains("resumed")
         | ~second["training_runs"].status.eq("ok")

@@ -208,7 +208,10 @@ def _real_ranks(ctx, prof, corpus, budgets):
     saved = ctx.run.results / "training_parts" / f"real-{prof['name']}-w{ctx.world_size}.csv"
     if saved.exists():
         rank = int(os.environ.get("RANK", "0"))
-        return (pd.read_csv(saved) if rank == 0 else None), rank
+        real = pd.read_csv(saved) if rank == 0 else None
+        if real is not None and "commit" in real:
+            ctx.part_commits.update(real.commit.astype(str))
+        return real, rank
     dev, rank, world = init_group(ctx.device, int(ctx.options.get("local_rank", 0)))
     try:
         from suite.train.validate import allreduce_busbw
@@ -243,7 +246,9 @@ def _real_ranks(ctx, prof, corpus, budgets):
     finally:
         dist.destroy_process_group()
     if rank == 0 and real is not None:
-        real["busbw_gbps"] = busbw
+        from suite.env import commit_label
+
+        real["busbw_gbps"], real["commit"] = busbw, commit_label()
         saved.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(saved, real.to_csv(index=False))
     return real, rank

@@ -60,6 +60,7 @@ class _Parts:
         self.tag = f"{prof['name']}-r{prof['ranks']}-seed{ctx.seed}"
         self.deadline = ctx.options.get("deadline")
         self.seconds = 0.0  # run time of the runs resumed from earlier invocations
+        self.commits = ctx.part_commits  # and the commits they ran at
         self._time = time.time
 
     def _path(self, name: str, steps: int, ext: str):
@@ -69,15 +70,19 @@ class _Parts:
         return self._path(name, steps, "csv").exists() and self._path(name, steps, "json").exists()
 
     def load(self, name: str, steps: int):
+        """A finished run's rows, its commit added to ctx.part_commits; None if not finished."""
         import json
 
         p = self._path(name, steps, "csv")
         if not self.has(name, steps):
             return None
-        self.seconds += float(json.loads(self._path(name, steps, "json").read_text())["seconds"])
+        meta = json.loads(self._path(name, steps, "json").read_text())
+        self.seconds += float(meta["seconds"])
+        self.commits.add(str(meta.get("commit", "unknown")))
         return pd.read_csv(p)
 
     def save(self, name: str, steps: int, rows: pd.DataFrame, seconds: float) -> None:
+        from suite.env import commit_label
         from suite.rundir import atomic_write_text, write_json
 
         if self.deadline is None:
@@ -86,7 +91,7 @@ class _Parts:
         atomic_write_text(
             self._path(name, steps, "csv"), rows.to_csv(index=False, lineterminator="\n")
         )
-        write_json(self._path(name, steps, "json"), {"seconds": seconds})
+        write_json(self._path(name, steps, "json"), {"seconds": seconds, "commit": commit_label()})
 
     def check(self, what: str, need_s: float) -> None:
         if self.deadline is not None and self._time() + need_s > self.deadline:

@@ -287,7 +287,8 @@ def _context(
         "git_dirty": bool(git.get("dirty")),
         # experiments of a resumed run done at other commits than env.json's (run start)
         "other_commits": sorted(
-            {str(e["commit"]) for e in states if e["commit"]} - {sha, sha + "+dirty", "unknown"}
+            {c for e in states for c in str(e["commit"]).split(", ") if c}
+            - {sha, sha + "+dirty", "unknown"}
         ),
         "device": device,
         "subtitle": f"run {run_name} · {timestamp} · git {sha}"
