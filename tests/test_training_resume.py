@@ -7,7 +7,7 @@ import time
 import pandas as pd
 import pytest
 
-from suite.experiments import training, training_emulated
+from suite.experiments import training, training_emulated, training_parts
 from suite.rundir import RunContext, RunDir
 
 SMALL = {"steps": 1, "long_steps": 1, "global8_steps": 1, "skip_maxseq": True, "skip_loss": True}
@@ -27,13 +27,12 @@ def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
     monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
     ctx = _ctx(tmp_path, time.time() + 1e6)
     parts_dir = ctx.run.results / "training_parts"
-    # keep them for the rerun (_Parts lives in training_emulated, whose _emulated_runs makes it)
-    clear = training_emulated._Parts.clear
-    monkeypatch.setattr(training_emulated._Parts, "clear", lambda self: None)
+    clear = training_parts.Parts.clear  # keep them for the rerun
+    monkeypatch.setattr(training_parts.Parts, "clear", lambda self: None)
     first = training.run(ctx)
     saved = sorted(p.name for p in parts_dir.glob("*.csv"))
     assert saved and all(n.startswith("cpu-r16-seed0-s1-") for n in saved)
-    monkeypatch.setattr(training_emulated._Parts, "clear", clear)
+    monkeypatch.setattr(training_parts.Parts, "clear", clear)
     # second invocation at another commit, almost no time left: every run comes from its part,
     # nothing is trained, and the parts' commit is reported (ctx.part_commits -> done.json)
     monkeypatch.setenv("SUITE_GIT_SHA", "bbbb222")
@@ -90,3 +89,55 @@ def test_real_rank_table_is_reused_by_a_resumed_invocation(tmp_path, monkeypatch
     assert rank == 0 and list(real["run"]) == ["default/dual/wan"]
     monkeypatch.setenv("RANK", "1")
     assert training._real_ranks(ctx, {"name": "quick"}, None, None) == (None, 1)
+
+
+def test_a_run_that_does_not_fit_is_left_and_later_runs_go_first(tmp_path, monkeypatch):
+    """First fit: a run past the deadline is deferred, the runs after it that fit are run and
+    kept, the invocation then stops naming what is left; the next one runs only that, and the
+    tables come out in the runs' order."""
+    parts_dir = tmp_path / "run" / "results" / "training_parts"
+    real_fits = training_parts.Parts.fits
+    first = "default/equal-token/wan"
+
+    def fits(self, what, need_s):
+        if first in what:
+            self.deferred.append((what, need_s))
+            return False
+        return real_fits(self, what, need_s)
+
+    monkeypatch.setattr(training_parts.Parts, "fits", fits)
+    with pytest.raises(training.TrainingIncomplete, match=f"1 piece.*the run {first} needs ~"):
+        training.run(_ctx(tmp_path, time.time() + 1e6))
+    kept = {p.name.split("-s1-")[1] for p in parts_dir.glob("*.csv")}
+    assert "default_dual_wan.csv" in kept and "long_dual_wan.csv" in kept
+    assert "default_equal-token_wan.csv" not in kept
+    monkeypatch.setattr(training_parts.Parts, "fits", real_fits)
+    out = training.run(_ctx(tmp_path, time.time() + 1e6))
+    status = out["training_runs"].set_index("run").status
+    assert status[first] == "ok"
+    assert (status.drop(first)[status.drop(first).str.startswith("ok")] == "ok (resumed)").all()
+    assert out["training_ranks"].run.iloc[0] == first  # the runs' order, not the order run
+    assert not parts_dir.exists()
+
+
+def test_parts_table_defers_makes_keeps_and_resumes(tmp_path):
+    """A one-table piece (the C14 probes, the C15 loss runs): deferred when it does not fit,
+    else made and kept; a later invocation loads it without making it again."""
+    ctx = _ctx(tmp_path, time.time() + 10)
+    prof = {"name": "full", "ranks": 16}
+    made = []
+
+    def make():
+        made.append(1)
+        return pd.DataFrame({"S": [15600, 31200], "peak_gb": [1.5, 3.25]})
+
+    parts = training_parts.Parts(ctx, prof)
+    assert parts.table("c15-loss", 200, 60.0, make) is None and made == []  # 60 s > 10 s left
+    kept = parts.table("c14-maxseq", 0, 1.0, make)
+    assert made == [1] and list(kept.S) == [15600, 31200]
+    with pytest.raises(training.TrainingIncomplete, match="c15-loss needs ~60 s"):
+        parts.raise_if_deferred()
+    again = training_parts.Parts(_ctx(tmp_path, time.time() + 10), prof)
+    pd.testing.assert_frame_equal(again.table("c14-maxseq", 0, 1.0, make), kept)
+    assert made == [1] and again.seconds > 0 and not again.deferred
+    again.raise_if_deferred()  # nothing left: no error

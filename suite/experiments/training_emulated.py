@@ -1,7 +1,7 @@
 """The training experiment's one-GPU emulated runs (suite/experiments/training.py): every policy
 and AdaLN path on the same virtual ranks, each after its own warm-up on a throwaway model; with
-`reproduce --budget S` the finished runs are kept in results/training_parts/ (`_Parts`) and a run
-that would end past the invocation's deadline stops the experiment with `TrainingIncomplete`.
+`reproduce --budget S` the finished runs are kept in results/training_parts/ and a run that would
+end past the invocation's deadline is left to the next invocation (training_parts.Parts).
 
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
   C18), default/global/wan when the time budget allows (issue 7's global policy: per-step LPT
@@ -18,6 +18,7 @@ import math
 import pandas as pd
 
 from suite.experiments.training_common import _new_model, _plan
+from suite.experiments.training_parts import Parts
 
 
 def _warm_batches(corpus, plan, seen: set) -> list:
@@ -37,75 +38,6 @@ def _warmup(prof, adaln, corpus, batches, device, seed) -> None:
     model, _ = _new_model(prof, adaln, device, seed)
     warm(model, corpus, batches, seed=seed, device=device, dtype=prof["dtype"])
     del model
-
-
-class TrainingIncomplete(RuntimeError):
-    """Raised when this invocation's deadline (`reproduce --budget`) would pass during the next
-    run; the finished runs are kept in results/training_parts/, a rerun with the same --out resumes."""
-
-    # its public home: tracebacks (results/training.error.txt, whose last line is the report's
-    # "failed:" reason) name it suite.experiments.training.TrainingIncomplete, as before the split
-    __module__ = "suite.experiments.training"
-
-
-class _Parts:
-    """Finished emulated runs of earlier invocations (results/training_parts/<key>.csv + .json),
-    so that the full profile's training can span several <= 10-minute invocations. Keyed by
-    profile, steps, ranks, seed and run name; removed when the experiment completes."""
-
-    def __init__(self, ctx, prof):
-        import time
-
-        self.dir = ctx.run.results / "training_parts"
-        self.tag = f"{prof['name']}-r{prof['ranks']}-seed{ctx.seed}"
-        self.deadline = ctx.options.get("deadline")
-        self.seconds = 0.0  # run time of the runs resumed from earlier invocations
-        self.commits = ctx.part_commits  # and the commits they ran at
-        self._time = time.time
-
-    def _path(self, name: str, steps: int, ext: str):
-        return self.dir / f"{self.tag}-s{steps}-{name.replace('/', '_')}.{ext}"
-
-    def has(self, name: str, steps: int) -> bool:
-        return self._path(name, steps, "csv").exists() and self._path(name, steps, "json").exists()
-
-    def load(self, name: str, steps: int):
-        """A finished run's rows, its commit added to ctx.part_commits; None if not finished."""
-        import json
-
-        p = self._path(name, steps, "csv")
-        if not self.has(name, steps):
-            return None
-        meta = json.loads(self._path(name, steps, "json").read_text())
-        self.seconds += float(meta["seconds"])
-        self.commits.add(str(meta.get("commit", "unknown")))
-        return pd.read_csv(p)
-
-    def save(self, name: str, steps: int, rows: pd.DataFrame, seconds: float) -> None:
-        from suite.env import commit_label
-        from suite.rundir import atomic_write_text, write_json
-
-        if self.deadline is None:
-            return  # one invocation: nothing to resume
-        self.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            self._path(name, steps, "csv"), rows.to_csv(index=False, lineterminator="\n")
-        )
-        write_json(self._path(name, steps, "json"), {"seconds": seconds, "commit": commit_label()})
-
-    def check(self, what: str, need_s: float) -> None:
-        if self.deadline is not None and self._time() + need_s > self.deadline:
-            left = self.deadline - self._time()
-            raise TrainingIncomplete(
-                f"training: {what} needs ~{need_s:.0f} s but this invocation has {left:.0f} s left "
-                f"(--budget); finished runs are kept in {self.dir}; rerun the same command (same "
-                "--out) to continue"
-            )
-
-    def clear(self) -> None:
-        import shutil
-
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
@@ -143,7 +75,7 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     import time
 
     t0 = time.perf_counter()
-    parts = _Parts(ctx, prof)
+    parts = Parts(ctx, prof)
     seen: set = set()  # shapes warmed in this invocation
     ranks = []
     for corpus, plan, adaln, name, mix, policy, steps, run_ in jobs:
@@ -168,7 +100,8 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
             )
             continue
         rate = elapsed / done if done else prof.get("rank_batch_s_guess", 0.0)
-        parts.check(f"the run {name}", rate * work)
+        if not parts.fits(f"the run {name}", rate * work):
+            continue  # left to the next invocation; later runs that fit go first
         t_run = time.perf_counter()
         _warmup(prof, adaln, corpus, _warm_batches(corpus, plan, seen), dev, ctx.seed)
         model, opt = _new_model(prof, adaln, dev, ctx.seed)
@@ -193,4 +126,6 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         del model, opt
         if dev.type == "cuda":
             torch.cuda.empty_cache()
-    return pd.concat(ranks, ignore_index=True), pd.DataFrame(runs), parts
+    # (every run deferred to a later invocation: no rows yet; run() then raises TrainingIncomplete)
+    rows = pd.concat(ranks, ignore_index=True) if ranks else pd.DataFrame()
+    return rows, pd.DataFrame(runs), parts
