@@ -23,8 +23,12 @@
 // before the current row is reduced and stay packed in registers, so a row is always in flight.
 // MSH (default false; not per token): the multiplier m = 1 + scale of the CTA's sample lives in
 // shared memory, each slot written and read by one thread (no barrier), not in 16 registers.
+// DYN (default false): those shared arrays in dynamic shared memory (the launch passes their
+// bytes: multiplier rows, then column-sum rows), so they may pass the 48 KB of static shared
+// memory (D = 5120: 40 KB of sums + 20 KB of multiplier).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false>
+          bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
+          bool DYN = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -64,36 +68,41 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
   }
   constexpr bool MS = MSH && MODE != MODE_TOKEN;
-  __shared__ float msh[MS ? ROWS : 1][MS ? NCH * VEC * RT : 1];
+  constexpr int P = NCH * VEC * RT;  // element slots of a padded row, thread-major
+  constexpr bool MST = MS && !DYN, SAT = SACC && ACCUM && MODE != MODE_TOKEN && !DYN;
+  __shared__ float msh_s[MST ? ROWS : 1][MST ? P : 1];
+  __shared__ float sacc_s[SAT ? ROWS : 1][SAT ? 2 * P : 1];
+  extern __shared__ float dsm[];  // DYN: [ROWS][P] multiplier (MS), then [ROWS][2P] sums
+  float* const msh = DYN ? dsm + g * P : &msh_s[g][0];
+  float* const sacc = DYN ? dsm + (MS ? ROWS * P : 0) + g * 2 * P : &sacc_s[g][0];
   if constexpr (MS) {
 #pragma unroll
     for (int c = 0; c < NCH; ++c)
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) msh[g][(c * VEC + j) * RT + t] = m[c][j];
+      for (int j = 0; j < VEC; ++j) msh[(c * VEC + j) * RT + t] = m[c][j];
   }
   auto mval = [&](int c, int j) -> float {
-    if constexpr (MS) return msh[g][(c * VEC + j) * RT + t];
+    if constexpr (MS) return msh[(c * VEC + j) * RT + t];
     return m[c][j];
   };
   float acc_s[NCH][VEC], acc_h[NCH][VEC];  // column sums of dy*xhat and dy, fp32
   // SACC: slot (c, j) of thread t at [(c*VEC + j)*RT + t] (consecutive threads, consecutive banks)
   // (only where there are column sums: not in the D-tile dx pass nor with per-token modulation)
   constexpr bool SA = SACC && ACCUM && MODE != MODE_TOKEN;
-  __shared__ float sacc[SA ? ROWS : 1][SA ? 2 * NCH * VEC * RT : 1];
 #pragma unroll
   for (int c = 0; c < NCH; ++c)
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       acc_s[c][j] = acc_h[c][j] = 0.f;
       if constexpr (SA) {
-        sacc[g][(c * VEC + j) * RT + t] = 0.f;
-        sacc[g][((NCH + c) * VEC + j) * RT + t] = 0.f;
+        sacc[(c * VEC + j) * RT + t] = 0.f;
+        sacc[((NCH + c) * VEC + j) * RT + t] = 0.f;
       }
     }
   auto acc_add = [&](int c, int j, float vs, float vh) {
     if constexpr (SA) {
-      sacc[g][(c * VEC + j) * RT + t] += vs;
-      sacc[g][((NCH + c) * VEC + j) * RT + t] += vh;
+      sacc[(c * VEC + j) * RT + t] += vs;
+      sacc[((NCH + c) * VEC + j) * RT + t] += vh;
     } else {
       acc_s[c][j] += vs;
       acc_h[c][j] += vh;
@@ -209,7 +218,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   // element (c, j) of thread t at (c*VEC + j)*RT + t of a row padded to NCH*VEC*RT, so a warp's
   // store is 128 consecutive bytes (column-major per thread, [d0 + j], wrote 4 of every 32 bytes:
   // 7 excess sectors per useful one, half of all sectors at N = 4096, Nsight Compute).
-  constexpr int P = NCH * VEC * RT;
   const i64 base = ((group * chunks + chunk) * ROWS + g) * (i64)P;
 #pragma unroll
   for (int c = 0; c < NCH; ++c) {
@@ -218,8 +226,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     for (int j = 0; j < VEC; ++j) {
       const int k = (c * VEC + j) * RT + t;
       const bool in = d0 + j < D;
-      part_scale[base + k] = !in ? 0.f : SA ? sacc[g][k] : acc_s[c][j];
-      part_shift[base + k] = !in ? 0.f : SA ? sacc[g][(NCH * VEC) * RT + k] : acc_h[c][j];
+      part_scale[base + k] = !in ? 0.f : SA ? sacc[k] : acc_s[c][j];
+      part_shift[base + k] = !in ? 0.f : SA ? sacc[P + k] : acc_h[c][j];
     }
   }
 }

@@ -42,8 +42,27 @@ def test_backward_static_shared_memory_fits_48_kb(variant, D):
     for tx, ty in (("bf16", "bf16"), ("bf16", "float"), ("float", "float")):
         for mode in (MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE):
             c = KernelConfig(tx, "float", ty, D, mode).variant(variant)
-            used = c.bwd_red_bytes + 4 * c.bwd_slots * (2 * c.bwd_sacc_on + c.bwd_msh_on)
-            assert used <= 48 * 1024, (tx, ty, mode)
+            arrays = 4 * c.bwd_slots * (2 * c.bwd_sacc_on + c.bwd_msh_on)
+            dynamic = c.bwd_dyn_bytes(accum=True)
+            assert dynamic in (0, arrays if mode != MODE_TOKEN else 0), (tx, ty, mode)
+            assert c.bwd_red_bytes + (0 if c.bwd_dyn else arrays) <= 48 * 1024, (tx, ty, mode)
+            assert dynamic <= 100 * 1024  # two such CTAs fit an H200 SM's 228 KB
+
+
+def test_dynamic_shared_memory_variant_at_d_5120():
+    """bwd-dyn5: round 7's sums and multiplier at D = 5120 (60 KB, past the static 48 KB) in
+    dynamic shared memory, 2 CTAs of 320 threads per SM for 16-bit x and dy; the launch passes
+    the multiplier rows, then the sum rows (the dx-only pass of the D-tile backward: no sums)."""
+    c = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE).variant("bwd-dyn5")
+    assert c.bwd_sacc_on and c.bwd_msh_on and c.bwd_slots == 5120
+    assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
+    assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
+    assert c.bwd(True, True).endswith("5120, 320, 1, 0, true, true, 2, true, true, true, true>")
+    f32 = KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).variant("bwd-dyn5")
+    assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
+    tok = KernelConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN).variant("bwd-dyn5")
+    assert tok.bwd_dyn_bytes(accum=True) == 0  # per token: no sums, no shared multiplier
+    assert KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE).bwd_dyn_bytes(True) == 0
 
 
 def test_three_ctas_per_sm_only_for_16_bit_rows_of_at_most_192_threads():

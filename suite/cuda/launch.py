@@ -92,6 +92,26 @@ def max_blocks_per_sm(func, threads: int, smem: int = 0) -> int:
     )
 
 
+@functools.cache  # once per (function, size)
+def use_dynamic_smem(func, nbytes: int) -> None:
+    """Let `func` launch with `nbytes` of dynamic shared memory: past 48 KB a kernel must opt in;
+    the carveout goes to shared memory, so several such CTAs fit on an SM."""
+    attr = driver.CUfunction_attribute
+    if nbytes > 48 * 1024:
+        _check(
+            driver.cuFuncSetAttribute(
+                func, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes
+            ),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+        )
+    _check(
+        driver.cuFuncSetAttribute(
+            func, attr.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100
+        ),
+        "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)",
+    )
+
+
 @functools.cache
 def sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count

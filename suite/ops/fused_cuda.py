@@ -93,10 +93,10 @@ def _fn(cfg: KernelConfig, name: str, index: int):
     return get_function(_program(cfg, device_arch(index)), name, index)
 
 
-def _grid_cap(func, threads: int, index: int) -> int:
+def _grid_cap(func, threads: int, index: int, smem: int = 0) -> int:
     from suite.cuda.launch import max_blocks_per_sm, sm_count
 
-    return sm_count(index) * max(1, max_blocks_per_sm(func, threads))
+    return sm_count(index) * max(1, max_blocks_per_sm(func, threads, smem))
 
 
 def config_for(
@@ -124,9 +124,14 @@ def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: in
 
 @functools.cache
 def _bwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, accum: bool, variant: str, idx: int):
+    from suite.cuda.launch import use_dynamic_smem
+
     cfg = _config(tx, tm, ty, D, mode, variant)
     func = _fn(cfg, cfg.bwd(vector, accum), idx)
-    return cfg, func, _grid_cap(func, cfg.bwd_threads, idx)
+    smem = cfg.bwd_dyn_bytes(accum)  # 0 unless the shared arrays are dynamic (bwd_dyn)
+    if smem:
+        use_dynamic_smem(func, smem)
+    return cfg, func, _grid_cap(func, cfg.bwd_threads, idx, smem), smem
 
 
 def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
@@ -211,7 +216,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
         (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,)
     )
     accum = impl == "fused" and mode != MODE_TOKEN
-    cfg, func, cap = _bwd_plan(
+    cfg, func, cap, smem = _bwd_plan(
         x.dtype, scale.dtype, dy.dtype, D, mode, vector, accum, _variant, idx
     )
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
@@ -248,6 +253,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
             i64(R),
             i64(N),
         ],
+        smem=smem,
     )
     if tok:
         return dx, dsc, dsh

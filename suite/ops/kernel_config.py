@@ -70,6 +70,9 @@ class KernelConfig:
     bwd_sacc: bool | None = None
     bwd_msh: bool | None = None
     bwd_occ: bool | None = None
+    # backward: those shared arrays in dynamic shared memory, up to 100 KB per CTA (two CTAs per
+    # SM) instead of the 48 KB of static shared memory (D = 5120: 60 KB)
+    bwd_dyn: bool = False
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -182,7 +185,18 @@ class KernelConfig:
     def bwd_sacc_on(self) -> bool:
         """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
         of static shared memory (else the register sums are kept)."""
-        return self._auto(self.bwd_sacc) and 8 * self.bwd_slots + self.bwd_red_bytes <= 48 * 1024
+        return self._auto(self.bwd_sacc) and 8 * self.bwd_slots + self.bwd_red_bytes <= self._smem
+
+    @property
+    def _smem(self) -> int:  # shared memory a backward CTA may use for its sums and multiplier
+        return (100 if self.bwd_dyn else 48) * 1024
+
+    def bwd_dyn_bytes(self, accum: bool) -> int:
+        """Dynamic shared memory of the backward launch (bwd_dyn): the multiplier rows, then the
+        column-sum rows (kernels/adaln_bwd.cu DYN); 0 without bwd_dyn."""
+        if not self.bwd_dyn or self.mode == MODE_TOKEN:
+            return 0
+        return 4 * self.bwd_slots * (self.bwd_msh_on + 2 * (self.bwd_sacc_on and accum))
 
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
@@ -202,19 +216,21 @@ class KernelConfig:
         """The multiplier in shared memory: 4 bytes per element slot of every row group, beside
         the shared column sums (8 bytes) under the 48 KB of static shared memory."""
         used = self.bwd_red_bytes + (8 * self.bwd_slots if self.bwd_sacc_on else 0)
-        fits = used + 4 * self.bwd_slots <= 48 * 1024
+        fits = used + 4 * self.bwd_slots <= self._smem
         return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
 
     def bwd(self, vector: bool, accum: bool) -> str:
         minb = self.bwd_minb if self.bwd_sacc_on or not self._auto(self.bwd_sacc) else 1
-        if (
-            self._auto(self.bwd_occ)
-            and self.bwd_threads <= 192
-            and "float" not in (self.tx, self.ty)
-        ):
-            minb = max(minb, 3)  # 96 registers without spills (16-bit x and dy; fp32 spills)
+        if self._auto(self.bwd_occ) and "float" not in (self.tx, self.ty):
+            # 96 registers without spills (16-bit x and dy; fp32 dy spills): 3 CTAs of <= 192
+            # threads, or with the shared arrays in dynamic memory 2 of <= 320 (D = 5120)
+            if self.bwd_threads <= 192:
+                minb = max(minb, 3)
+            elif self.bwd_dyn and self.bwd_threads <= 320:
+                minb = max(minb, 2)
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
+        tail.append(str(self.bwd_dyn and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
@@ -278,6 +294,9 @@ VARIANTS: dict[str, dict] = {
     # the backward default until round 7 (register column sums, no 3-CTA cap): what round 7's
     # default (bwd_r7) is measured against
     "bwd-r6": {"bwd_sacc": False, "bwd_msh": False, "bwd_occ": False},
+    # round 8 candidate (not yet measured; docs/perf-notes.md "Round 8"): round 7's design at
+    # D = 5120 through dynamic shared memory (60 KB) under a 2-CTA cap: 20 warps per SM, not 10
+    "bwd-dyn5": {"bwd_sacc": True, "bwd_msh": True, "bwd_dyn": True, "bwd_occ": True},
 }
 
 
