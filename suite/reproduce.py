@@ -65,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         epilog="examples:\n  python -m suite reproduce                      # cpu profile without "
         "a GPU, quick with one\n  python -m suite reproduce --only C1,C11 --out reports/runs/x\n"
         "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8\n"
-        "  python -m suite reproduce --profile full --out R --budget 500   # repeat until exit 0",
+        "  python -m suite reproduce --profile full --out R --budget 540   # repeat until exit 0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -99,9 +99,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         metavar="SECONDS",
         help="this invocation's time budget: an experiment that supports it (training) "
-        "stops before a piece of work that would end past it, keeps what it finished and "
-        "fails with a note; rerun with the same --out to continue (for the full profile "
-        "under a 10-minute limit per command, e.g. --budget 500)",
+        "leaves a piece of work that would end past it for the next invocation, runs the "
+        "later pieces that fit, keeps what it finished and fails with a note naming what is "
+        "left; rerun with the same --out to continue (for the full profile under a 10-minute "
+        "limit per command, e.g. --budget 540)",
     )
     return p.parse_args(argv)
 

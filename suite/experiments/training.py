@@ -35,7 +35,7 @@ the global policy again at 8 ranks (20 steps, last), time_budget_s 2700: about 2
 kernels (~5) and a report per invocation about 45-50 min on one H200 (an estimate from the
 1-layer timings). Measured (H200, 3828555): the default-mix runs 342 s (equal-token/wan), 318 s
 (dual/wan), 305 s (dual/fused), each with its warm-up. It does not fit one 10-minute command: run
-it as `python -m suite reproduce --profile full --out R --budget 500`, repeated until it exits 0;
+it as `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and the C15 loss runs are kept in
 results/training_parts/ (suite/experiments/training_parts.py) and reused; work that would end
 past the invocation's deadline is left to the next invocation while later work that fits runs
