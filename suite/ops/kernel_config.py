@@ -103,8 +103,8 @@ class KernelConfig:
     def bwd_r7(self) -> bool:
         """Round 7's backward (shared column sums and multiplier, 3 CTAs of <= 192 threads) is the
         default where it measured faster: 16-bit x and dy, per-sample modulation, D <= 3072
-        (+6% at D = 1536, +2% at 3072 for N = 65536; -1 to -6% at N = 4096; fp32 dy and D = 5120
-        ran 1-5% slower)."""
+        (+6% at D = 1536, +2% at 3072 for N = 65536; at N = 4096 -1 to -6% in one call, +1 to +3%
+        in the next; fp32 dy and D = 5120 ran 1-5% slower)."""
         sixteen = "float" not in (self.tx, self.ty)
         return sixteen and self.mode == MODE_SAMPLE and self.bwd_threads <= 192
 
@@ -183,8 +183,9 @@ class KernelConfig:
 
     @property
     def bwd_sacc_on(self) -> bool:
-        """Shared-memory column sums: 2 fp32 per element slot of every row group, under the 48 KB
-        of static shared memory (else the register sums are kept)."""
+        """Shared-memory column sums: 2 fp32 per element slot of every row group, beside the row
+        reductions, under the 48 KB of static shared memory (100 KB of dynamic with bwd_dyn);
+        else the register sums are kept."""
         return self._auto(self.bwd_sacc) and 8 * self.bwd_slots + self.bwd_red_bytes <= self._smem
 
     @property
@@ -214,7 +215,7 @@ class KernelConfig:
     @property
     def bwd_msh_on(self) -> bool:
         """The multiplier in shared memory: 4 bytes per element slot of every row group, beside
-        the shared column sums (8 bytes) under the 48 KB of static shared memory."""
+        the shared column sums (8 bytes) and the row reductions, under the same limit."""
         used = self.bwd_red_bytes + (8 * self.bwd_slots if self.bwd_sacc_on else 0)
         fits = used + 4 * self.bwd_slots <= self._smem
         return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
