@@ -66,8 +66,8 @@ import os
 import numpy as np
 import pandas as pd
 
-# the runs live in training_common, training_emulated, training_parts and training_probes; every name they held
-# here before the split stays importable from this module (tests, callers)
+# the runs live in training_common, training_emulated, training_parts and training_probes; every
+# name they held here before the split stays importable from this module (tests, callers)
 from suite.experiments.training_common import _cost_model, _new_model
 from suite.experiments.training_emulated import _emulated_runs
 from suite.experiments.training_parts import TrainingIncomplete as TrainingIncomplete
