@@ -622,6 +622,36 @@ def test_occupancy_is_asked_once_per_function_and_block(monkeypatch):
         launch.max_blocks_per_sm.cache_clear()
 
 
+def test_dynamic_shared_memory_opt_in_once_per_function_and_size(monkeypatch):
+    """bwd_dyn kernels: past 48 KB of dynamic shared memory the function opts in (the driver
+    refuses the launch otherwise) and its carveout goes to shared memory, once per (function,
+    size)."""
+    from cuda.bindings import driver
+
+    from suite.cuda import launch
+
+    calls = []
+
+    def fake(func, attr, value):
+        calls.append((int(func), attr.name, value))
+        return (driver.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(launch.driver, "cuFuncSetAttribute", fake)
+    launch.use_dynamic_smem.cache_clear()
+    try:
+        f, g = driver.CUfunction(11), driver.CUfunction(22)
+        for _ in range(3):
+            launch.use_dynamic_smem(f, 61440)
+        launch.use_dynamic_smem(g, 20480)  # under 48 KB: no opt-in needed
+        assert calls == [
+            (11, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 61440),
+            (11, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 100),
+            (22, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 100),
+        ]
+    finally:
+        launch.use_dynamic_smem.cache_clear()
+
+
 @pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
 def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
     """The fused backward stores column (c*RT + t)*VEC + j of its partial rows at position
