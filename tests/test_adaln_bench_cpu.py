@@ -1,0 +1,185 @@
+"""CPU tests of the kernel benchmark harness (bytes model, GPU spin, summary rows, variant
+tables) and of the claims and figures computed from the committed H200 kernel grid."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+# ----------------------------------------------------------------------------- claims pipeline
+REF = Path(__file__).resolve().parent.parent / "reports" / "reference" / "h200"
+
+
+@pytest.mark.skipif(not (REF / "kernels.csv").is_file(), reason="no committed H200 reference run")
+def test_claim_metrics_and_figures_from_committed_h200_run():
+    import pandas as pd
+
+    from suite.experiments import kernels, opmemory
+    from suite.report.plots import kernels as pk
+    from suite.report.plots import opmemory as po
+
+    t = pd.read_csv(REF / "kernels.csv")
+    assert set(kernels.REFERENCE_COLUMNS) <= set(t.columns)
+    m = kernels.summarize({"kernels_timings": t})
+    keys = {
+        "fwd_speedup_wan",
+        "fwd_speedup_eager",
+        "fwd_speedup_compile_wan",
+        "fwd_speedup_compile_eager",
+        "bwd_dtile_speedup_wan",
+        "bwd_fused_speedup_wan",
+        "bwd_dtile_speedup_eager",
+        "bwd_fused_speedup_compile_wan",
+    }
+    assert keys <= set(m.metric) and m.value.notna().all()
+    tabs = {n: pd.read_csv(REF / f"{n}.csv") for n in ("opmemory_saved", "opmemory_kernels")}
+    m2 = opmemory.summarize(tabs)
+    assert {
+        "saved_mem_reduction_wan",
+        "saved_mem_reduction_eager",
+        "saved_mem_gb_wan",
+        "kernels_fused_fwd",
+        "kernels_wan_fwd",
+        "kernels_eager_fwd",
+        "kernels_fused_bwd",
+    } <= set(m2.metric)
+    figs = pk.figures({"kernels_timings": t}, m) + po.figures(tabs, m2)
+    assert [f[0] for f in figs] == [
+        "kernels_bandwidth",
+        "kernels_speedup",
+        "opmemory_saved",
+        "opmemory_kernels",
+    ]
+    # the committed grid has the same-size copy: every panel draws it; a table without it draws none
+    labels = lambda fig: [ln.get_label() for ax in fig.axes for ln in ax.get_lines()]  # noqa: E731
+    n_panels = len(figs[0][2].axes)
+    assert labels(figs[0][2]).count("copy, same bytes") == n_panels
+    old = pk.bandwidth_figure(t.drop(columns=["copy_same_gbps"]))
+    assert "copy, same bytes" not in labels(old)
+
+
+# ----------------------------------------------------------------------------- timing harness (CPU)
+def test_bytes_model_floors():
+    from suite.experiments.kernels import bytes_model
+
+    B, N, D = 1, 65536, 1536
+    # perf-notes byte floors: fwd bf16 out 4 B/elem, fp32 out 6; bwd bf16 dy 6, fp32 dy 8
+    assert bytes_model("fwd", B, N, D, 2, 2) == 4 * B * N * D + 2 * B * D * 4 + 8 * B * N
+    assert bytes_model("fwd", B, N, D, 2, 4) - bytes_model("fwd", B, N, D, 2, 2) == 2 * N * D
+    assert bytes_model("bwd", B, N, D, 2, 2) == 6 * N * D + 8 * N + 4 * D * 4
+    assert bytes_model("bwd", 2, N, D, 2, 4) == 2 * (8 * N * D + 8 * N + 4 * D * 4)
+
+
+def test_spin_covers_host_time():
+    from suite.ops.bench import spin_cycles
+
+    cpm = 2.0e6  # cycles per ms
+    assert spin_cycles(0.1, cpm, 2_000_000) == 2_000_000  # the minimum (1 ms) covers 0.1 ms
+    assert spin_cycles(0.6, cpm, 2_000_000) == int(2 * 0.6 * cpm)  # 2x a 0.6 ms backward
+    assert spin_cycles(0.6, cpm, 2_000_000, margin=3.0) == int(3 * 0.6 * cpm)
+    assert spin_cycles(1e4, cpm, 2_000_000) == int(20 * cpm)  # capped at 20 ms
+    assert spin_cycles(-1.0, cpm, 0) == 0
+
+
+def test_timer_rejects_an_unknown_flush_before_touching_the_gpu():
+    from suite.ops.bench import Timer
+
+    with pytest.raises(ValueError, match="flush='clean'"):
+        Timer(3, flush="clean")
+
+
+def test_summary_row_counts_host_bound_reps():
+    from suite.ops.bench import summary_row
+
+    key = dict(impl="fused", op="bwd", B=1, N=4096, D=1536, dtype="bfloat16", out_dtype="bfloat16")
+    ms = [0.010, 0.012, 0.011, 0.013, 0.5]
+    r = summary_row(key, ms, 10**7, 4000.0, "", spin_ms=1.0, host_ms=[0.5, 0.6, 1.2, 0.4, 2.0])
+    assert r["ms_median"] == 0.012 and r["reps"] == 5 and r["host_bound_reps"] == 2
+    assert abs(r["gbps"] - 1e7 / 0.012e-3 / 1e9) < 1e-6
+    assert abs(r["pct_copy_bw"] - 100 * r["gbps"] / 4000.0) < 1e-9
+    assert r["ms_p25"] <= r["ms_median"] <= r["ms_p75"] and r["host_ms_median"] == 0.6
+    assert set(key) <= set(r) and r["spin_ms"] == 1.0
+    r1 = summary_row(key, [0.02], 10**6, 4000.0, copy_same_gbps=100.0)
+    assert r1["ms_p25"] == r1["ms_p75"] == 0.02 and r1["host_bound_reps"] == 0
+    # 10**6 B in 0.02 ms = 50 GB/s: half of a same-size copy at 100; no copy given -> NaN
+    assert abs(r1["pct_copy_same"] - 50.0) < 1e-9 and math.isnan(r["pct_copy_same"])
+
+
+def test_variant_impls_and_table():
+    from suite.ops.bench import summary_row, variant_impls, variant_table
+
+    # a known variant counts for the ops whose fields it sets (round1: both), others by prefix
+    for op in ("fwd", "bwd"):
+        assert variant_impls(op, ["default", "round1"])[1] == "fused@round1"
+    vs = ["default", "fwd-r2", "fwd-e8", "bwd-sm2"]
+    assert variant_impls("fwd", vs) == [
+        "fused",
+        "fused@fwd-r2",
+        "fused@fwd-e8",
+        "fused-f32out",
+        "fused-f32out@fwd-r2",
+        "fused-f32out@fwd-e8",
+    ]
+    assert variant_impls("bwd", vs) == [
+        "fused",
+        "fused@bwd-sm2",
+        "fused-f32out",
+        "fused-f32out@bwd-sm2",
+    ]
+
+    def row(impl, op, ms, out="bfloat16", hb=()):
+        key = dict(impl=impl, op=op, B=1, N=65536, D=1536, dtype="bfloat16", out_dtype=out)
+        return summary_row(key, [ms], 10**8, 4000.0, spin_ms=1.0, host_ms=hb or [0.1])
+
+    rows = [
+        row("fused", "fwd", 0.10),
+        row("fused@fwd-r2", "fwd", 0.08),
+        row("fused@fwd-e8", "fwd", 0.12, hb=[3.0]),
+        row("eager", "fwd", 0.50),
+        row("compile-eager", "fwd", 0.20),
+        row("fused-f32out", "fwd", 0.15, "float32"),
+        row("fused-f32out@fwd-r2", "fwd", 0.12, "float32"),
+        row("wan-eager", "fwd", 1.50, "float32"),
+        row("compile-wan", "fwd", 0.30, "float32"),
+        row("fused-dtile", "bwd", 0.40),
+        row("fused", "bwd", 0.20),
+        row("fused@bwd-sm2", "bwd", 0.25),
+    ]
+    # fp32 x: fused and fused-f32out are both fp32 out (the H200 run of 2026-12-01 crashed here)
+    f32x = [
+        dict(r, dtype="float32", out_dtype="float32")
+        for r in rows
+        if r["impl"] in ("fused", "fused-f32out", "fused@fwd-r2", "fused-f32out@fwd-r2")
+        and r["op"] == "fwd"
+    ]
+    t32 = variant_table(f32x)
+    assert len(t32) == 1 and t32.iloc[0]["default"] == f32x[0]["pct_copy_bw"]
+    t = variant_table(rows).set_index(["op", "out_dtype"])
+    bf = t.loc[("fwd", "bfloat16")]
+    assert bf["best"] == "fwd-r2" and bf["best_x_default"] == 1.25
+    assert bf["x_eager"] == 6.25 and bf["x_compile-eager"] == 2.5
+    assert bf["fwd-r2"] == round(100 * (1e8 / 0.08e-3 / 1e9) / 4000.0, 1)
+    assert bf["host_bound_reps"] == 1  # fwd-e8's one repetition past the spin
+    f32 = t.loc[("fwd", "float32")]
+    assert f32["best"] == "fwd-r2" and f32["x_wan-eager"] == 12.5 and f32["x_compile-wan"] == 2.5
+    bw = t.loc[("bwd", "bfloat16")]  # dtile rows are not variants; the default stays best here
+    assert bw["best"] == "default" and bw["best_x_default"] == 1.0 and len(t) == 3
+
+
+def test_bench_impl_selects_variant_per_call():
+    from suite.ops import fused_cuda
+    from suite.ops.bench import _impl
+
+    x, e = torch.randn(1, 4, 64), torch.randn(1, 6, 64)
+    prev = fused_cuda.get_variant()
+    try:
+        y = _impl("fused@fwd-pfm")(x, e)
+        assert fused_cuda.get_variant() == "fwd-pfm"
+        torch.testing.assert_close(y, _impl("fused")(x, e))
+        assert fused_cuda.get_variant() == fused_cuda.ENV_VARIANT
+        assert _impl("fused-f32out@bwd-sm2")(x.bfloat16(), e).dtype == torch.float32
+    finally:
+        fused_cuda.set_variant(prev)

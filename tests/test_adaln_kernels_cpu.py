@@ -1,0 +1,288 @@
+"""CPU tests of the fused AdaLN kernels without a GPU: every configuration and variant compiles
+with NVRTC for sm_80 / sm_90 without spills, the configuration rules name the measured defaults,
+and the launch helpers (occupancy, dynamic shared memory, partial-row layout) behave."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from suite.cuda.compile import CompileError, compile_program, kernel_source_dir
+from suite.ops.fused_cuda import KernelConfig, build
+
+COMBOS = [("bf16", "float", "bf16"), ("float", "float", "float")]
+OTHER = [("bf16", "float", "float"), ("f16", "f16", "f16"), ("bf16", "bf16", "bf16")]
+VARIANTS = [
+    (c, D, m) for c in COMBOS for D in (64, 1000, 1536, 4100, 5120, 8192) for m in (0, 1, 2)
+] + [(c, D, m) for c in OTHER for D in (1536, 4100) for m in (0, 1, 2)]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("combo,D,mode", VARIANTS, ids=lambda v: str(v))
+def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
+    cfg = KernelConfig(*combo, D, mode)
+    prog = build(cfg, arch)
+    assert prog.cubin and set(prog.names) == set(cfg.names())
+    frames = re.findall(
+        r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", prog.log
+    )
+    assert len(frames) >= len(cfg.names()), prog.log  # a resource report per kernel
+    assert all(f == ("0", "0", "0") for f in frames), prog.log
+
+
+# Benchmark variants (suite.ops.fused_cuda.VARIANTS): all of them in one NVRTC program per
+# (dtypes, D, mode), so CI pays one compile (cached on disk) per case, not one per variant.
+VARIANT_CASES = [
+    (("bf16", "float", "bf16"), 1536, 0),
+    (("bf16", "float", "float"), 5120, 0),
+    (("float", "float", "float"), 3072, 0),
+    (("bf16", "bf16", "bf16"), 1000, 1),
+    (("bf16", "float", "bf16"), 1000, 0),  # round 7's shared multiplier must not overflow 48 KB
+    (("bf16", "float", "bf16"), 3072, 0),
+    (("bf16", "float", "bf16"), 5120, 0),  # bwd-dyn5: 96 registers under the 2-CTA cap
+    (("f16", "f16", "f16"), 4100, 2),
+    (("bf16", "float", "bf16"), 8192, 0),
+]
+
+
+@pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
+def test_nvrtc_variants_compile_without_spills(combo, D, mode):
+    from suite.cuda.compile import read_sources, resources
+    from suite.ops.fused_cuda import SOURCES, VARIANTS
+
+    base = KernelConfig(*combo, D, mode)
+    names = sorted({n for v in VARIANTS for n in base.variant(v).names()})
+    main = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
+    prog = compile_program(main, read_sources(SOURCES), names, "sm_90")
+    res = resources(prog)
+    if not res:  # a cache entry written without ptxas -v: recompile to get the report
+        prog = compile_program(main, read_sources(SOURCES), names, "sm_90", use_cache=False)
+        res = resources(prog)
+    assert set(res) == set(names), prog.log
+    for name, r in res.items():
+        assert (r["stack"], r["spill_stores"], r["spill_loads"]) == (0, 0, 0), (name, r)
+        assert 0 < r["registers"] <= 255, (name, r)
+
+
+def test_default_kernels_are_the_measured_fastest():
+    """The default fields name the fastest measured kernels (rounds 4 and 5): a prefetching forward
+    for 16-bit y under a 64-register cap with 4 elements of x per load (a row per warp at
+    D = 1536: 48 elements per thread under a 128-register cap), the one-CTA-per-row-block
+    forward for fp32 y (CTA-wide barriers, same cap; 4 elements per load only with one row per
+    CTA), a prefetching backward; "round1" names the first reference designs."""
+    from suite.ops.fused_cuda import VARIANTS
+
+    cfg = KernelConfig("bf16", "float", "bf16", 1536, 0)
+    assert cfg.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 32, 8, 0, false, 2, 4>"
+    assert cfg.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 32, 8, 0, false, 0, 2>"
+    ept16 = cfg.variant("fwd-ept16")  # the round-4 forward
+    assert ept16.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 1536, 96, 2, 0, false, 5, 4>"
+    assert ept16.fwd(False) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, false, 0, 5>"
+    assert cfg.variant("fwd-warp").fwd(True) == cfg.fwd(True)
+    # two warps per row (D = 3072) measured slower: 16 elements per thread there
+    wide = KernelConfig("bf16", "float", "bf16", 3072, 0)
+    assert wide.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 3072, 192, 1, 0, false, 5, 4>"
+    # round 7: column sums and multiplier in shared memory, 3 CTAs per SM (16-bit, D <= 3072)
+    assert (
+        cfg.bwd(True, True)
+        == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
+    )
+    assert cfg.bwd(False, True) == (
+        "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, false, true, 3, true, false, true>"
+    )
+    assert cfg.variant("default") == cfg and VARIANTS["default"] == {}
+    assert (cfg.fwd_threads, cfg.bwd_threads, cfg.threads) == (256, 192, 192)
+    f32 = KernelConfig("bf16", "float", "float", 1536, 0)
+    assert f32.fwd(True) == "adaln_fwd<bf16, float, float, 1536, 96, 2, 0, true, 0, 5>"
+    assert f32.variant("fwd-named").fwd(True).endswith("0, true, 0, 5, true>")
+    assert f32.variant("fwd-v4").fwd(True).endswith("0, true, 4, 5>")
+    f32w = KernelConfig("bf16", "float", "float", 3072, 0)
+    assert f32w.fwd(True) == "adaln_fwd<bf16, float, float, 3072, 192, 1, 0, true, 4, 5>"
+    # rows narrower than a warp keep 16-byte loads (unmeasured there; 4 spilled on sm_80)
+    assert KernelConfig("bf16", "float", "bf16", 64, 0).fwd_vec == 8
+    # fp32 x: 4 elements are already one 16-byte load, so the name carries no LV
+    x32 = KernelConfig("float", "float", "float", 3072, 0)
+    assert x32.fwd(True) == "adaln_fwd<float, float, float, 3072, 192, 1, 0, true, 0, 5>"
+    r1 = cfg.variant("round1")
+    assert r1.fwd(True) == "adaln_fwd<bf16, float, bf16, 1536, 96, 2, 0, true, 0, 5>"
+    assert r1.bwd(True, True) == "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true>"
+    assert cfg.variant("fwd-pfm").fwd(True).endswith("1536, 96, 2, 0, true, 1, 4>")  # no cap
+    sm = cfg.variant("bwd-sm2")
+    assert sm.bwd_sacc_on and sm.bwd(True, True).endswith("true, true, 2, true>")
+    # past 320 threads per CTA no register cap (64 registers would spill)
+    big = KernelConfig("bf16", "float", "bf16", 8192, 0)
+    assert big.fwd(True) == "adaln_fwd_pf<bf16, float, bf16, 8192, 512, 1, 0, false, 1, 4>"
+    # shared-memory column sums do not fit at D = 8192: that variant is round 1's kernel there
+    big = KernelConfig("bf16", "float", "bf16", 8192, 0)
+    assert big.variant("bwd-sm2").bwd(True, True) == big.variant("round1").bwd(True, True)
+
+
+def test_variant_selection_env_and_setter(monkeypatch):
+    import importlib
+
+    from suite.ops import fused_cuda
+
+    x, s = torch.zeros(1, 2, 1536, dtype=torch.bfloat16), torch.zeros(1, 1536)
+    prev = fused_cuda.set_variant("round1")
+    try:
+        cfg = fused_cuda.config_for(x, s, 0, torch.bfloat16)
+        assert cfg.fwd_pf is False and not cfg.bwd_pf and cfg.bwd_ept == 16
+        assert fused_cuda.set_variant("default") == "round1"
+        assert fused_cuda.config_for(x, s, 0, torch.bfloat16) == KernelConfig(
+            "bf16", "float", "bf16", 1536, 0
+        )
+        with pytest.raises(ValueError, match="unknown AdaLN kernel variant"):
+            fused_cuda.set_variant("nope")
+    finally:
+        fused_cuda.set_variant(prev)
+    monkeypatch.setenv(fused_cuda.VARIANT_ENV, "bwd-sm2")
+    try:
+        mod = importlib.reload(fused_cuda)
+        assert mod.get_variant() == "bwd-sm2"
+    finally:
+        monkeypatch.delenv(fused_cuda.VARIANT_ENV)
+        importlib.reload(fused_cuda)
+    assert fused_cuda.get_variant() == "default"
+
+
+def test_ptxas_resource_report_parser():
+    from suite.cuda.compile import Program, resources
+
+    log = (
+        "ptxas info    : Function properties for _Z1kv\n"
+        "ptxas         .     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+        "ptxas info    : Used 96 registers, used 1 barriers, 8 bytes cumulative stack size, "
+        "41040 bytes smem\n"
+        "ptxas info    : Function properties for _Z1jv\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 40 registers\n"
+    )
+    p = Program(b"x", {"k": "_Z1kv", "j": "_Z1jv", "gone": "_Z4gonev"}, log, "sm_90", "key")
+    r = resources(p)
+    assert r["k"] == dict(stack=8, spill_stores=4, spill_loads=12, registers=96, smem=41040)
+    assert r["j"]["registers"] == 40 and r["j"]["smem"] == 0 and "gone" not in r
+
+
+def test_occupancy_and_bytes_in_flight_model():
+    from suite.ops import kernel_model as km
+
+    # the default bf16 forward at D = 1536: 56 registers, 192 threads -> 6 CTAs, 36 warps
+    occ = km.occupancy(56, 192)
+    assert (occ.ctas, occ.warps, occ.limit) == (6, 36, "registers")
+    assert km.bytes_in_flight(occ, km.bytes_per_thread("fwd", 16, 8, 2, 2)) == 36 * 32 * 32
+    assert km.occupancy(128, 192).warps == 12  # the default bf16 backward
+    assert km.occupancy(16, 1024) == km.Occupancy(2, 64, "threads")
+    assert km.occupancy(32, 64, smem=40 * 1024).limit == "smem"
+    assert km.bytes_per_thread("fwd", 8, 8, 2, 2, rif=2) == 32
+    assert km.bytes_per_thread("bwd", 16, 8, 2, 4) == 96
+    assert km.predict_fraction(0.5, 100, 150) == 0.75
+    assert km.predict_fraction(0.7, 100, 200) == km.CAP
+    with pytest.raises(ValueError):
+        km.bytes_per_thread("both", 16, 8, 2, 2)
+
+
+def test_compile_error_carries_log_and_cache_recovers(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADAPTIVELOAD_CUBIN_CACHE", str(tmp_path))
+    with pytest.raises(CompileError, match="undefined_thing"):
+        compile_program("__global__ void k() { undefined_thing(); }", {}, [], "sm_90")
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 1.f; }'
+    p1 = compile_program(src, {}, ["k"], "sm_90")
+    assert not p1.from_cache and compile_program(src, {}, ["k"], "sm_90").from_cache
+    (tmp_path / f"{p1.key}.cubin").write_bytes(b"garbage")  # corrupt entry: recompiled
+    p3 = compile_program(src, {}, ["k"], "sm_90")
+    assert not p3.from_cache and p3.cubin == p1.cubin
+    with pytest.raises(ValueError, match="real architecture"):
+        compile_program(src, {}, ["k"], "compute_90")
+
+
+def test_kernel_sources_found():
+    assert (kernel_source_dir() / "adaln_fwd.cu").is_file()
+
+
+def test_d_too_large_is_a_clear_error():
+    with pytest.raises(ValueError, match="D <= 8192"):
+        build(KernelConfig("bf16", "float", "bf16", 16384, 0), "sm_90")
+
+
+def test_occupancy_is_asked_once_per_function_and_block(monkeypatch):
+    """Persistent launches size their grid by occupancy; the driver is asked once per (function,
+    block), not on every launch (host path, docs/perf-notes.md)."""
+    from cuda.bindings import driver
+
+    from suite.cuda import launch
+
+    calls = []
+
+    def fake(func, threads, smem):
+        calls.append((int(func), threads, smem))
+        return driver.CUresult.CUDA_SUCCESS, 4
+
+    monkeypatch.setattr(launch.driver, "cuOccupancyMaxActiveBlocksPerMultiprocessor", fake)
+    launch.max_blocks_per_sm.cache_clear()
+    try:
+        f, g = driver.CUfunction(1234), driver.CUfunction(5678)
+        assert [launch.max_blocks_per_sm(f, 192) for _ in range(3)] == [4, 4, 4]
+        assert launch.max_blocks_per_sm(driver.CUfunction(1234), 192) == 4  # equal by value
+        launch.max_blocks_per_sm(f, 320)
+        launch.max_blocks_per_sm(g, 192)
+        assert calls == [(1234, 192, 0), (1234, 320, 0), (5678, 192, 0)]
+    finally:
+        launch.max_blocks_per_sm.cache_clear()
+
+
+def test_dynamic_shared_memory_opt_in_once_per_function_and_size(monkeypatch):
+    """bwd_dyn kernels: past 48 KB of dynamic shared memory the function opts in (the driver
+    refuses the launch otherwise) and its carveout goes to shared memory, once per (function,
+    size)."""
+    from cuda.bindings import driver
+
+    from suite.cuda import launch
+
+    calls = []
+
+    def fake(func, attr, value):
+        calls.append((int(func), attr.name, value))
+        return (driver.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(launch.driver, "cuFuncSetAttribute", fake)
+    launch.use_dynamic_smem.cache_clear()
+    try:
+        f, g = driver.CUfunction(11), driver.CUfunction(22)
+        for _ in range(3):
+            launch.use_dynamic_smem(f, 61440)
+        launch.use_dynamic_smem(g, 20480)  # under 48 KB: no opt-in needed
+        assert calls == [
+            (11, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 61440),
+            (11, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 100),
+            (22, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 100),
+        ]
+    finally:
+        launch.use_dynamic_smem.cache_clear()
+
+
+@pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
+def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
+    """The fused backward stores column (c*RT + t)*VEC + j of its partial rows at position
+    (c*VEC + j)*RT + t (coalesced); adaln_bwd_finalize's inverse must give every column < D
+    exactly once and never read past the padded width (Python copy of both index formulas)."""
+    cfg = KernelConfig(*combo, D, mode)
+    rt, vec, P = cfg.bwd_rt, cfg.vec, cfg.bwd_part_width
+    nch = -(-D // (vec * rt))
+    stored = {}
+    for c in range(nch):
+        for t in range(rt):
+            for j in range(vec):
+                k = (c * vec + j) * rt + t
+                assert k < P and k not in stored
+                stored[k] = (c * rt + t) * vec + j
+    assert len(stored) == P
+    read = {}
+    for s in range(P):  # finalize
+        c, j, t = s // (vec * rt), s // rt % vec, s % rt
+        d = (c * rt + t) * vec + j
+        assert d == stored[s]
+        if d < D:
+            read[d] = s
+    assert sorted(read) == list(range(D))
