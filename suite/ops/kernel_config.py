@@ -71,8 +71,10 @@ class KernelConfig:
     bwd_msh: bool | None = None
     bwd_occ: bool | None = None
     # backward: those shared arrays in dynamic shared memory, up to 100 KB per CTA (two CTAs per
-    # SM) instead of the 48 KB of static shared memory (D = 5120: 60 KB)
-    bwd_dyn: bool = False
+    # SM) instead of the 48 KB of static shared memory (D = 5120: 60 KB). None: where round 7's
+    # design needs it (16-bit x and dy, per-sample, one row of 192 < threads <= 320 per CTA:
+    # D = 5120; round 8)
+    bwd_dyn: bool | None = None
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -105,8 +107,22 @@ class KernelConfig:
         default where it measured faster: 16-bit x and dy, per-sample modulation, D <= 3072
         (+6% at D = 1536, +2% at 3072 for N = 65536; at N = 4096 -1 to -6% in one call, +1 to +3%
         in the next; fp32 dy and D = 5120 ran 1-5% slower)."""
-        sixteen = "float" not in (self.tx, self.ty)
-        return sixteen and self.mode == MODE_SAMPLE and self.bwd_threads <= 192
+        if not self._r7_kind:
+            return False
+        return self.bwd_threads <= 192 or (self.bwd_threads <= 320 and self.bwd_dyn_on)
+
+    @property
+    def _r7_kind(self) -> bool:  # 16-bit x and dy, per-sample modulation
+        return "float" not in (self.tx, self.ty) and self.mode == MODE_SAMPLE
+
+    @property
+    def bwd_dyn_on(self) -> bool:
+        """Round 8: round 7's arrays in dynamic shared memory under a 2-CTA cap where they pass
+        the static 48 KB (D = 5120: +4% at N = 65536, within -2% at N <= 16384; fp32 dy ran
+        12% slower, so not there)."""
+        if self.bwd_dyn is not None:
+            return self.bwd_dyn
+        return self._r7_kind and self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
 
     def _auto(self, field: bool | None) -> bool:
         return self.bwd_r7 if field is None else field
@@ -190,12 +206,12 @@ class KernelConfig:
 
     @property
     def _smem(self) -> int:  # shared memory a backward CTA may use for its sums and multiplier
-        return (100 if self.bwd_dyn else 48) * 1024
+        return (100 if self.bwd_dyn_on else 48) * 1024
 
     def bwd_dyn_bytes(self, accum: bool) -> int:
         """Dynamic shared memory of the backward launch (bwd_dyn): the multiplier rows, then the
         column-sum rows (kernels/adaln_bwd.cu DYN); 0 without bwd_dyn."""
-        if not self.bwd_dyn or self.mode == MODE_TOKEN:
+        if not self.bwd_dyn_on or self.mode == MODE_TOKEN:
             return 0
         return 4 * self.bwd_slots * (self.bwd_msh_on + 2 * (self.bwd_sacc_on and accum))
 
@@ -227,11 +243,11 @@ class KernelConfig:
             # threads, or with the shared arrays in dynamic memory 2 of <= 320 (D = 5120)
             if self.bwd_threads <= 192:
                 minb = max(minb, 3)
-            elif self.bwd_dyn and self.bwd_threads <= 320:
+            elif self.bwd_dyn_on and self.bwd_threads <= 320:
                 minb = max(minb, 2)
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
-        tail.append(str(self.bwd_dyn and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
+        tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
@@ -260,7 +276,8 @@ class KernelConfig:
 # somewhere, and the first reference kernels to measure the defaults against. Measured and
 # dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
 # sums with the prefetch alone (round 3; with the multiplier beside them and a 3-CTA cap they are
-# round 7's default at D <= 3072: bwd_r7), the same without the cap at D = 5120 (round 7).
+# round 7's default at D <= 3072: bwd_r7), the same without the cap at D = 5120 (round 7; with
+# the cap through dynamic shared memory it is round 8's default there).
 VARIANTS: dict[str, dict] = {
     "default": {},
     # the designs of the first H200 reference (since then sharing round 4's reductions)
@@ -273,6 +290,7 @@ VARIANTS: dict[str, dict] = {
         "bwd_sacc": False,
         "bwd_msh": False,
         "bwd_occ": False,
+        "bwd_dyn": False,
     },
     "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
     # fastest bf16 y at D = 5120
@@ -285,6 +303,7 @@ VARIANTS: dict[str, dict] = {
         "bwd_pf": False,
         "bwd_msh": False,
         "bwd_occ": False,
+        "bwd_dyn": False,
     },
     # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
     "fwd-named": {"fwd_named": True},
@@ -294,9 +313,12 @@ VARIANTS: dict[str, dict] = {
     "fwd-ept16": {"fwd_ept": 16, "fwd_regs": 64},
     # the backward default until round 7 (register column sums, no 3-CTA cap): what round 7's
     # default (bwd_r7) is measured against
-    "bwd-r6": {"bwd_sacc": False, "bwd_msh": False, "bwd_occ": False},
-    # round 8 candidate (not yet measured; docs/perf-notes.md "Round 8"): round 7's design at
-    # D = 5120 through dynamic shared memory (60 KB) under a 2-CTA cap: 20 warps per SM, not 10
+    "bwd-r6": {"bwd_sacc": False, "bwd_msh": False, "bwd_occ": False, "bwd_dyn": False},
+    # the backward default of round 7 (D = 5120 without round 8's dynamic shared memory): what
+    # round 8's default is measured against
+    "bwd-r7": {"bwd_dyn": False},
+    # round 8 (docs/perf-notes.md): round 7's design through dynamic shared memory everywhere,
+    # fp32 dy and D <= 3072 included (the default at D = 5120, 16-bit dy only)
     "bwd-dyn5": {"bwd_sacc": True, "bwd_msh": True, "bwd_dyn": True, "bwd_occ": True},
 }
 
