@@ -94,16 +94,17 @@ def max_blocks_per_sm(func, threads: int, smem: int = 0) -> int:
 
 @functools.cache  # once per (function, size)
 def use_dynamic_smem(func, nbytes: int) -> None:
-    """Let `func` launch with `nbytes` of dynamic shared memory: past 48 KB a kernel must opt in;
-    the carveout goes to shared memory, so several such CTAs fit on an SM."""
+    """Let `func` launch with `nbytes` of dynamic shared memory, set whatever the size: the
+    driver's default limit is 48 KB less the kernel's static shared memory, so 48 KB of dynamic
+    beside 128 static bytes is refused without it (CUDA_ERROR_INVALID_VALUE: bwd-dyn5 at
+    D = 1000, round 8); the carveout goes to shared memory, so several such CTAs fit on an SM."""
     attr = driver.CUfunction_attribute
-    if nbytes > 48 * 1024:
-        _check(
-            driver.cuFuncSetAttribute(
-                func, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes
-            ),
-            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-        )
+    _check(
+        driver.cuFuncSetAttribute(
+            func, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes
+        ),
+        "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+    )
     _check(
         driver.cuFuncSetAttribute(
             func, attr.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100
