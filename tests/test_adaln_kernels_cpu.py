@@ -232,10 +232,11 @@ def test_occupancy_is_asked_once_per_function_and_block(monkeypatch):
         launch.max_blocks_per_sm.cache_clear()
 
 
-def test_dynamic_shared_memory_opt_in_once_per_function_and_size(monkeypatch):
+def test_dynamic_shared_memory_set_once_per_function_size_and_carveout(monkeypatch):
     """bwd_dyn kernels: the function's dynamic shared memory limit is set to the launch's size
-    (the driver refuses the launch otherwise) and its carveout goes to shared memory, once per
-    (function, size)."""
+    (the driver refuses the launch otherwise) and its carveout preference, once per (function,
+    size, carveout); a variant sharing the kernel with another carveout sets it again, and
+    switching back sets it back (variants are timed side by side in one process)."""
     from cuda.bindings import driver
 
     from suite.cuda import launch
@@ -243,26 +244,28 @@ def test_dynamic_shared_memory_opt_in_once_per_function_and_size(monkeypatch):
     calls = []
 
     def fake(func, attr, value):
-        calls.append((int(func), attr.name, value))
+        calls.append((int(func), attr.name[len("CU_FUNC_ATTRIBUTE_") :], value))
         return (driver.CUresult.CUDA_SUCCESS,)
 
-    monkeypatch.setattr(launch.driver, "cuFuncSetAttribute", fake)
-    launch.use_dynamic_smem.cache_clear()
-    try:
-        f, g = driver.CUfunction(11), driver.CUfunction(22)
-        for _ in range(3):
-            launch.use_dynamic_smem(f, 61440)
-        # under 48 KB too: the default limit is 48 KB less the static shared memory, which
-        # refused 48 KB beside the reductions' 128 bytes (D = 1000 on the H200, round 8)
-        launch.use_dynamic_smem(g, 49152)
-        assert calls == [
-            (11, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 61440),
-            (11, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 100),
-            (22, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", 49152),
-            (22, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT", 100),
+    def both(fn, nbytes, carveout):
+        return [
+            (fn, "MAX_DYNAMIC_SHARED_SIZE_BYTES", nbytes),
+            (fn, "PREFERRED_SHARED_MEMORY_CARVEOUT", carveout),
         ]
-    finally:
-        launch.use_dynamic_smem.cache_clear()
+
+    monkeypatch.setattr(launch.driver, "cuFuncSetAttribute", fake)
+    monkeypatch.setattr(launch, "_dynamic_smem", {})
+    f, g = driver.CUfunction(11), driver.CUfunction(22)
+    for _ in range(3):
+        launch.use_dynamic_smem(f, 61440)
+    # under 48 KB too: the default limit is 48 KB less the static shared memory, which
+    # refused 48 KB beside the reductions' 128 bytes (D = 1000 on the H200, round 8)
+    launch.use_dynamic_smem(g, 49152)
+    launch.use_dynamic_smem(f, 61440, 54)
+    launch.use_dynamic_smem(f, 61440, 54)
+    launch.use_dynamic_smem(f, 61440)
+    expected = both(11, 61440, 100) + both(22, 49152, 100) + both(11, 61440, 54)
+    assert calls == expected + both(11, 61440, 100)
 
 
 @pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))

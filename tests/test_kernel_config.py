@@ -103,3 +103,18 @@ def test_backward_names():
     assert KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).bwd_dyn_bytes(True) == 0
     f32 = KernelConfig("float", "float", "float", 3072, MODE_SAMPLE)
     assert f32.bwd(True, True) == f32.variant("bwd-r6").bwd(True, True)
+
+
+def test_carveout_sized_to_the_capped_ctas():
+    """bwd_carve None (round 9 candidates): the smallest carveout % that holds the CTAs the
+    kernel is compiled for, their dynamic and static shared memory and the driver's 1 KB each."""
+    base = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
+    assert base.bwd_carveout(True) == 100  # round 8's measured setting stays the default
+    c = base.variant("bwd-carve")
+    assert c.bwd(True, True) == base.bwd(True, True)  # the same kernel
+    need = 2 * (61440 + c.bwd_red_bytes + 1024)  # 2 CTAs of 320 threads
+    assert c.bwd_carveout(True) == -(-100 * need // (228 * 1024)) == 54
+    dx_only = 2 * (20480 + c.bwd_red_bytes + 1024)  # the D-tile's dx pass: the multiplier only
+    assert c.bwd_carveout(False) == -(-100 * dx_only // (228 * 1024))
+    small = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE).variant("bwd-dyn5c")
+    assert small.bwd_ctas == 3 and small.bwd_carveout(True) == 49  # 3 x (36 KB + 1 KB + 96 B)

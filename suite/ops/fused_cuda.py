@@ -129,9 +129,10 @@ def _bwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, accum: bool, variant:
     cfg = _config(tx, tm, ty, D, mode, variant)
     func = _fn(cfg, cfg.bwd(vector, accum), idx)
     smem = cfg.bwd_dyn_bytes(accum)  # 0 unless the shared arrays are dynamic (bwd_dyn)
+    carve = cfg.bwd_carveout(accum)
     if smem:
-        use_dynamic_smem(func, smem)
-    return cfg, func, _grid_cap(func, cfg.bwd_threads, idx, smem), smem
+        use_dynamic_smem(func, smem, carve)
+    return cfg, func, _grid_cap(func, cfg.bwd_threads, idx, smem), smem, carve
 
 
 def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
@@ -197,7 +198,7 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
 def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     """Returns dx [B, N, D] in x.dtype, and fp32 dscale, dshift: [B, D] (sample), [D] (affine) or
     [B, N, D] in scale.dtype (token)."""
-    from suite.cuda.launch import i32, i64, launch, ptr
+    from suite.cuda.launch import i32, i64, launch, ptr, use_dynamic_smem
 
     B, N, D = x.shape
     dev, idx = x.device, x.device.index
@@ -216,9 +217,11 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
         (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,)
     )
     accum = impl == "fused" and mode != MODE_TOKEN
-    cfg, func, cap, smem = _bwd_plan(
+    cfg, func, cap, smem, carve = _bwd_plan(
         x.dtype, scale.dtype, dy.dtype, D, mode, vector, accum, _variant, idx
     )
+    if smem:  # again per launch: another variant may share this kernel with another carveout
+        use_dynamic_smem(func, smem, carve)
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))

@@ -75,6 +75,10 @@ class KernelConfig:
     # design needs it (16-bit x and dy, per-sample, one row of 192 < threads <= 320 per CTA:
     # D = 5120; round 8)
     bwd_dyn: bool | None = None
+    # backward with dynamic shared memory: the carveout, % of the SM's 228 KB given to shared
+    # memory (100: round 8's setting, leaving L1 28 KB). None: the smallest that holds the CTAs
+    # the kernel is capped for (bwd_carveout; round 9 candidate, not yet measured)
+    bwd_carve: int | None = 100
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -236,7 +240,9 @@ class KernelConfig:
         fits = used + 4 * self.bwd_slots <= self._smem
         return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
 
-    def bwd(self, vector: bool, accum: bool) -> str:
+    @property
+    def bwd_ctas(self) -> int:
+        """CTAs per SM the backward is compiled for (__launch_bounds__ min blocks)."""
         minb = self.bwd_minb if self.bwd_sacc_on or not self._auto(self.bwd_sacc) else 1
         if self._auto(self.bwd_occ) and "float" not in (self.tx, self.ty):
             # 96 registers without spills (16-bit x and dy; fp32 dy spills): 3 CTAs of <= 192
@@ -245,6 +251,19 @@ class KernelConfig:
                 minb = max(minb, 3)
             elif self.bwd_dyn_on and self.bwd_threads <= 320:
                 minb = max(minb, 2)
+        return minb
+
+    def bwd_carveout(self, accum: bool) -> int:
+        """Carveout % for a dynamic-shared backward launch: bwd_carve, or (None) the smallest
+        that holds bwd_ctas CTAs of dynamic + static shared memory + the 1 KB the driver reserves
+        per CTA, of the 228 KB an H100/H200 SM has (the driver rounds up to a size it supports)."""
+        if self.bwd_carve is not None:
+            return self.bwd_carve
+        need = self.bwd_ctas * (self.bwd_dyn_bytes(accum) + self.bwd_red_bytes + 1024)
+        return min(100, -(-100 * need // (228 * 1024)))
+
+    def bwd(self, vector: bool, accum: bool) -> str:
+        minb = self.bwd_ctas
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
@@ -320,6 +339,17 @@ VARIANTS: dict[str, dict] = {
     # round 8 (docs/perf-notes.md): round 7's design through dynamic shared memory everywhere,
     # fp32 dy and D <= 3072 included (the default at D = 5120, 16-bit dy only)
     "bwd-dyn5": {"bwd_sacc": True, "bwd_msh": True, "bwd_dyn": True, "bwd_occ": True},
+    # round 9 candidates (not yet measured): the same two with the carveout sized to the CTAs
+    # (L1 keeps the rest) instead of all-shared; bwd-dyn5c says whether round 8's 5-12% losses
+    # at D <= 3072 and for fp32 dy came from the 28 KB L1
+    "bwd-carve": {"bwd_carve": None},
+    "bwd-dyn5c": {
+        "bwd_sacc": True,
+        "bwd_msh": True,
+        "bwd_dyn": True,
+        "bwd_occ": True,
+        "bwd_carve": None,
+    },
 }
 
 
