@@ -90,3 +90,29 @@ def test_config_validation():
 
 def test_vectorised_speed_1024_ranks_1000_steps():
     assert time_simulator(1024, 1000, repeats=1) < 5.0
+
+
+def test_s_cross_tuned_on_another_step_model_keeps_the_policy_exponent():
+    """Training tunes the dual rule's s_cross (its exponent p from the power law) on the quadratic
+    step model, which predicts measured steps best (tools/dual_gap.py: on the full H200
+    reference the power law chose s_cross 28800, +4% measured; the quadratic 9360, +14% in
+    simulation). Every candidate is the rule B*S^p <= M_comp with the given p, simulated with
+    the given step model."""
+    from suite.balance.costmodel import QuadraticCost
+    from suite.balance.policies import DualConstraint
+    from suite.balance.simulator import tune_s_cross
+
+    S = np.array([1560, 3600, 7800, 14040, 28800, 50400, 75600])
+    buckets = _buckets(S, np.full(len(S), 1 / len(S)))
+    quad = QuadraticCost(a=0.002, c=2e-4, b=2.2e-6, d=8e-11)  # attention = linear at S = 27.5k
+    with pytest.raises(AttributeError):
+        tune_s_cross(buckets, quad, 2e5)  # no exponent to take from a quadratic model
+    best, table = tune_s_cross(buckets, quad, 2e5, steps=200, p=1.3)
+    assert best == table.loc[table.throughput.idxmax(), "s_cross"] and len(table) > 3
+    for s_cross, tput in table[["s_cross", "throughput"]].itertuples(index=False):
+        pol = DualConstraint(m_mem=2e5, m_comp=2e5 * s_cross**0.3, p=1.3)
+        cfg = SimConfig(ranks=16, steps=200, seed=10_007)
+        assert simulate(buckets, pol, quad, cfg).metrics()["throughput"] == pytest.approx(tput)
+    # another exponent is another rule: other batch sizes, other throughputs
+    _, other = tune_s_cross(buckets, quad, 2e5, steps=200, p=2.0)
+    assert not np.allclose(other.throughput, table.throughput)

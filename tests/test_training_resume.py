@@ -3,6 +3,7 @@ runs are kept in results/training_parts/ and reused; a run that would end past t
 the experiment with TrainingIncomplete. CPU, tiny model, 1 step per run."""
 
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -141,3 +142,30 @@ def test_parts_table_defers_makes_keeps_and_resumes(tmp_path):
     pd.testing.assert_frame_equal(again.table("c14-maxseq", 0, 1.0, make), kept)
     assert made == [1] and again.seconds > 0 and not again.deferred
     again.raise_if_deferred()  # nothing left: no error
+
+
+def test_s_cross_is_tuned_on_the_sweeps_quadratic_fit_where_there_is_one(tmp_path):
+    """The dual budget's p comes from the power law; its s_cross from a simulation whose step
+    model is the sweep's quadratic fit when the costmodel experiment wrote one (training_info
+    says which), else the power law."""
+    import numpy as np
+
+    from suite.balance.costmodel import QuadraticCost
+    from suite.experiments.costmodel import model_from_fit
+
+    ctx = _ctx(tmp_path, None)
+    ref = Path(__file__).resolve().parent.parent / "reports/reference/h200-full/results"
+    fit = pd.read_csv(ref / "costmodel_fit.csv")
+    ctx.run.write_table("costmodel_fit", fit)
+    cm = model_from_fit(fit)
+    corpus = pd.DataFrame({"tokens": np.repeat([1560, 3600, 7800, 14040, 28800, 75600], 50)})
+    prof = {"m_mem_factor": 3}
+    assert training._tuning_model(ctx, cm) == (cm, "costmodel_fit")
+    b_pow, s_pow, on = training._budgets(ctx, corpus, prof)
+    assert on == "costmodel_fit" and b_pow.p == pytest.approx(cm.p)
+    ctx.run.write_table("costmodel_quadratic", pd.read_csv(ref / "costmodel_quadratic.csv"))
+    model, on = training._tuning_model(ctx, cm)
+    assert isinstance(model, QuadraticCost) and on == "costmodel_quadratic"
+    b_quad, s_quad, on = training._budgets(ctx, corpus, prof)
+    assert on == "costmodel_quadratic" and b_quad.p == b_pow.p and b_quad.m_mem == b_pow.m_mem
+    assert b_quad.m_comp == pytest.approx(b_quad.m_mem * s_quad ** (b_quad.p - 1))

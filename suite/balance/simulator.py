@@ -197,19 +197,25 @@ def tune_s_cross(
     steps: int = 300,
     seed: int = 10_007,
     candidates: int = 12,
+    p: float | None = None,
 ) -> tuple[float, pd.DataFrame]:
     """Choose the dual policy's crossover length s_cross (hence M_comp) by simulated throughput.
 
-    Candidates are quantiles of the bucket lengths; the seed differs from evaluation seeds so the
-    choice is not tuned to the runs it is judged on. Returns (best s_cross, table of candidates).
+    `cost` is the simulator's step model; the policy's exponent is `p` (default cost.p), so the
+    rule B*S^p <= M_comp can be tuned on a step model of another form (training: the quadratic
+    one, which predicts measured steps better). Candidates are quantiles of the bucket lengths;
+    the seed differs from evaluation seeds so the choice is not tuned to the runs it is judged
+    on. Returns (best s_cross, table of candidates).
     """
     from suite.balance.policies import DualConstraint
+
+    p = float(cost.p if p is None else p)
 
     S = buckets["S"].to_numpy(float)
     cands = np.unique(np.quantile(S, np.linspace(0, 1, candidates), method="nearest"))
     rows = []
     for s in cands:
-        pol = DualConstraint(m_mem=m_mem, m_comp=m_mem * s ** (cost.p - 1), p=cost.p)
+        pol = DualConstraint(m_mem=m_mem, m_comp=m_mem * s ** (p - 1), p=p)
         m = simulate(buckets, pol, cost, SimConfig(ranks=ranks, steps=steps, seed=seed)).metrics()
         rows.append({"s_cross": s, "throughput": m["throughput"], "rank_cv": m["rank_cv"]})
     table = pd.DataFrame(rows)

@@ -1,0 +1,105 @@
+"""Why the dual-constraint policy gained little in a run: simulate its batch sizes for a range of
+crossover lengths s_cross against equal-token, with the step model that predicts the run's
+measured steps best (its validation's quadratic refit on the emulated rank-batches) as the truth.
+
+    PYTHONPATH=. python tools/dual_gap.py reports/reference/h200-full [--out FILE.csv]
+
+Rows: the rule B = min(M_mem/S, M_comp/S^p) with the run's p at each candidate s_cross (the one the
+run used is marked), the same rule with a quadratic compute budget (B*(c + b*S + d*S^2) <= K,
+crossing the memory budget at s_cross), and the s_cross each step model would choose
+(suite.balance.simulator.tune_s_cross): the power law (what the run used) and the sweep's
+quadratic fit (what training uses since this analysis). CPU, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from suite.balance.costmodel import QuadraticCost
+from suite.balance.policies import DualConstraint, EqualToken
+from suite.balance.simulator import SimConfig, simulate, tune_s_cross
+from suite.experiments.costmodel import model_from_fit
+
+
+class QuadraticBudget:
+    """B = max(1, min(floor(M_mem / S), floor(K / (c + b*S + d*S^2))))."""
+
+    name = "quadratic budget"
+
+    def __init__(self, m_mem: float, k: float, cost: QuadraticCost):
+        self.m_mem, self.k, self.cost = m_mem, k, cost
+
+    def batch_size(self, S):
+        S = np.asarray(S, float)
+        mem = np.floor(self.m_mem / S)
+        comp = np.floor(self.k / self.cost.sample_cost(S))
+        return np.maximum(1, np.minimum(mem, comp)).astype(np.int64)
+
+
+def quadratic(row) -> QuadraticCost:
+    return QuadraticCost(a=row.a, c=row.c, b=row.b, d=row.d)
+
+
+def main(argv=None) -> pd.DataFrame:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("run", type=Path, help="a run directory with results/ and validation/")
+    ap.add_argument("--out", type=Path, help="write the table as CSV here")
+    ap.add_argument("--steps", type=int, default=2000, help="simulated steps per policy")
+    args = ap.parse_args(argv)
+    res = args.run / "results"
+    info = pd.read_csv(res / "training_info.csv").iloc[0]
+    ranks = int(info.ranks)
+    m_mem, p, used = float(info.m_mem), float(info.p), float(info.s_cross)
+    refits = pd.read_csv(args.run / "validation" / "refits.csv").set_index("model")
+    truth = quadratic(refits.loc["refit_quadratic"])
+    buckets = pd.read_csv(res / "balance_buckets.csv")
+    buckets = buckets[(buckets.mix == "default") & (buckets.policy == "dual")][["S", "share"]]
+    buckets = buckets.reset_index(drop=True)
+    cfg = SimConfig(ranks=ranks, steps=args.steps, noise_cv=0.05, seed=3)
+    base = simulate(buckets, EqualToken(m_mem), truth, cfg).metrics()
+
+    def row(policy, rule, s_cross, note=""):
+        m = simulate(buckets, policy, truth, cfg).metrics()
+        gain = 100 * (m["throughput"] / base["throughput"] - 1)
+        return {
+            "rule": rule,
+            "s_cross": s_cross,
+            "gain_pct": gain,
+            "rank_cv": m["rank_cv"],
+            "note": note,
+        }
+
+    power = model_from_fit(pd.read_csv(res / "costmodel_fit.csv"))
+    chosen = {"power law (costmodel_fit)": tune_s_cross(buckets, power, m_mem, p=p)[0]}
+    quad_path = res / "costmodel_quadratic.csv"
+    if quad_path.is_file():
+        sweep_q = quadratic(pd.read_csv(quad_path).iloc[0])
+        chosen["quadratic (costmodel_quadratic)"] = tune_s_cross(buckets, sweep_q, m_mem, p=p)[0]
+    cands = sorted({7800.0, 14040.0, 20280.0, 28800.0, 36000.0, 50400.0, used, *chosen.values()})
+    rows = []
+    for s in cands:
+        notes = [f"chosen by {k}" for k, v in chosen.items() if v == s]
+        if s == used:
+            notes.append("the run's")
+        dual = DualConstraint(m_mem=m_mem, m_comp=m_mem * s ** (p - 1), p=p)
+        rows.append(row(dual, f"dual p={p:.2f}", s, "; ".join(notes)))
+    for s in cands:
+        k = m_mem / s * float(truth.sample_cost(s))
+        rows.append(row(QuadraticBudget(m_mem, k, truth), "quadratic budget", s))
+    table = pd.DataFrame(rows)
+    print(
+        f"{args.run}: {ranks} ranks, M_mem {m_mem:.0f}, p {p:.3f}; truth: validation refit_quadratic"
+    )
+    print(f"equal-token: rank CV {base['rank_cv']:.3f}, {base['throughput']:.0f} tokens/s")
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.out:
+        table.to_csv(args.out, index=False)
+    return table
+
+
+if __name__ == "__main__":
+    main()
