@@ -50,9 +50,11 @@ Method (same data order and seed for every run; a fresh model with the same init
   would allow millions of tokens, far past what the 30-layer model holds (about 0.5M tokens on an
   H200 with activation checkpointing), and a step of 16 virtual ranks must stay a few seconds.
   (At M_mem = 100k, 1.3 x the longest sample, the tuned dual policy degenerates to equal-token:
-  the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's simulator for that M_mem, M_comp = M_mem *
-  s_cross^(p-1), simulating steps with the sweep's quadratic fit where there is one (it
-  predicts the emulated steps best; the power law chose an s_cross where dual ~ equal-token). Equal-token uses M_tok = M_mem (the same memory cap).
+  the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's
+  simulator for that M_mem, M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's
+  quadratic fit where there is one (it predicts the emulated steps best; tuned on the power law,
+  dual came out almost equal-token: _tuning_model). Equal-token uses M_tok = M_mem (the same
+  memory cap).
 - runs (tables training_runs, training_ranks): suite/experiments/training_emulated.py.
 - C14 (training_maxseq), C15 (training_loss): suite/experiments/training_probes.py.
 Loss normalisation: each rank's loss is the mean over its batch's latent tokens (and channels);

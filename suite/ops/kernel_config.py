@@ -110,7 +110,8 @@ class KernelConfig:
         """Round 7's backward (shared column sums and multiplier, 3 CTAs of <= 192 threads) is the
         default where it measured faster: 16-bit x and dy, per-sample modulation, D <= 3072
         (+6% at D = 1536, +2% at 3072 for N = 65536; at N = 4096 -1 to -6% in one call, +1 to +3%
-        in the next; fp32 dy and D = 5120 ran 1-5% slower)."""
+        in the next; fp32 dy ran 1-5% slower); at D = 5120 (320 threads) only with its arrays in
+        dynamic shared memory under a 2-CTA cap (round 8, bwd_dyn_on; static: 5% slower)."""
         if not self._r7_kind:
             return False
         return self.bwd_threads <= 192 or (self.bwd_threads <= 320 and self.bwd_dyn_on)
@@ -122,8 +123,8 @@ class KernelConfig:
     @property
     def bwd_dyn_on(self) -> bool:
         """Round 8: round 7's arrays in dynamic shared memory under a 2-CTA cap where they pass
-        the static 48 KB (D = 5120: +4% at N = 65536, within -2% at N <= 16384; fp32 dy ran
-        12% slower, so not there)."""
+        the static 48 KB (D = 5120, bf16 dy: 3-5% faster at N = 65536, up to 3% slower at
+        N = 4096; fp32 dy ran 12% slower, so not there)."""
         if self.bwd_dyn is not None:
             return self.bwd_dyn
         return self._r7_kind and self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
