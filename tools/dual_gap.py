@@ -22,7 +22,7 @@ import pandas as pd
 from suite.balance.costmodel import QuadraticCost
 from suite.balance.policies import DualConstraint, EqualToken
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
-from suite.experiments.costmodel import model_from_fit
+from suite.experiments.costmodel import model_from_fit, model_from_quadratic
 
 
 class QuadraticBudget:
@@ -40,10 +40,6 @@ class QuadraticBudget:
         return np.maximum(1, np.minimum(mem, comp)).astype(np.int64)
 
 
-def quadratic(row) -> QuadraticCost:
-    return QuadraticCost(a=row.a, c=row.c, b=row.b, d=row.d)
-
-
 def main(argv=None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("run", type=Path, help="a run directory with results/ and validation/")
@@ -55,7 +51,7 @@ def main(argv=None) -> pd.DataFrame:
     ranks = int(info.ranks)
     m_mem, p, used = float(info.m_mem), float(info.p), float(info.s_cross)
     refits = pd.read_csv(args.run / "validation" / "refits.csv").set_index("model")
-    truth = quadratic(refits.loc["refit_quadratic"])
+    truth = model_from_quadratic(refits.loc[["refit_quadratic"]], "validation refit_quadratic")
     buckets = pd.read_csv(res / "balance_buckets.csv")
     buckets = buckets[(buckets.mix == "default") & (buckets.policy == "dual")][["S", "share"]]
     buckets = buckets.reset_index(drop=True)
@@ -77,7 +73,7 @@ def main(argv=None) -> pd.DataFrame:
     chosen = {"power law (costmodel_fit)": tune_s_cross(buckets, power, m_mem, p=p)[0]}
     quad_path = res / "costmodel_quadratic.csv"
     if quad_path.is_file():
-        sweep_q = quadratic(pd.read_csv(quad_path).iloc[0])
+        sweep_q = model_from_quadratic(pd.read_csv(quad_path))
         chosen["quadratic (costmodel_quadratic)"] = tune_s_cross(buckets, sweep_q, m_mem, p=p)[0]
     cands = sorted({7800.0, 14040.0, 20280.0, 28800.0, 36000.0, 50400.0, used, *chosen.values()})
     rows = []

@@ -33,6 +33,7 @@ from suite.balance.costmodel import (
     DEFAULT_SAFETY,
     WAN14B_M_MEM,
     CostModel,
+    QuadraticCost,
     fit_cost,
     fit_memory,
     fit_quadratic_cost,
@@ -213,6 +214,15 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         ) from None
     ctx.log(f"costmodel: fitting a + b*B*S^p and {QUADRATIC_FORM} to {len(sweep)} sweep rows")
     return fit_tables(sweep, _capacity(ctx), seed=ctx.seed)
+
+
+def model_from_quadratic(table: pd.DataFrame, source: str = "costmodel_quadratic") -> QuadraticCost:
+    """The QuadraticCost of the first row of a table with columns a, c, b, d (costmodel_quadratic,
+    or a validation refit); ValueError when the table is empty."""
+    if table.empty:
+        raise ValueError(f"{source} has no rows")
+    r = table.iloc[0]
+    return QuadraticCost(a=r["a"], c=r["c"], b=r["b"], d=r["d"], source=source)
 
 
 def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:

@@ -197,15 +197,14 @@ def _tuning_model(ctx: RunContext, cm):
     2% where the power law is 16-26% low (reports/reference/h200-full/validation), and the power
     law picked s_cross = 28800 there, where the dual batch sizes differ from equal-token's in
     7 of 36 buckets by one sample: +4.5% measured; tools/dual_gap.py."""
-    from suite.balance.costmodel import QuadraticCost
+    from suite.experiments.costmodel import model_from_quadratic
 
     try:
-        q = ctx.run.read_table("costmodel_quadratic").iloc[0]
-    except (FileNotFoundError, IndexError):
+        return model_from_quadratic(
+            ctx.run.read_table("costmodel_quadratic")
+        ), "costmodel_quadratic"
+    except (FileNotFoundError, ValueError):
         return cm, "costmodel_fit"
-    return QuadraticCost(a=q.a, c=q.c, b=q.b, d=q.d, source="costmodel_quadratic"), (
-        "costmodel_quadratic"
-    )
 
 
 def _fused_available(device: str) -> str:
