@@ -79,6 +79,9 @@ class KernelConfig:
     # memory (100: round 8's setting, leaving L1 28 KB). None: the smallest that holds the CTAs
     # the kernel is capped for (bwd_carveout; round 9 candidate, not yet measured)
     bwd_carve: int | None = 100
+    # both directions: cache hints on the streamed rows (kernels/adaln_common.cuh ADALN_STREAM;
+    # 0: none, 1: evict-first loads and stores, 2: also a 256-byte L2 prefetch; round 10)
+    stream: int = 0
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -351,6 +354,11 @@ VARIANTS: dict[str, dict] = {
         "bwd_occ": True,
         "bwd_carve": None,
     },
+    # round 10 candidates (not yet measured): cache-streaming hints on x, dy, y and dx (".cs":
+    # evict-first, so the modulation and partial rows stay in cache; stream256 also prefetches
+    # 256 bytes into L2 per load)
+    "stream": {"stream": 1},
+    "stream256": {"stream": 2},
 }
 
 
