@@ -51,7 +51,9 @@ def report(
                 cfg = base.variant(v)
                 res = resources(build(cfg, arch))
                 for op in ("fwd", "bwd"):
-                    if v != "default" and not any(k.startswith((op, "stream")) for k in VARIANTS[v]):
+                    if v != "default" and not any(
+                        k.startswith((op, "stream")) for k in VARIANTS[v]
+                    ):
                         continue
                     name = cfg.fwd(True) if op == "fwd" else cfg.bwd(True, True)
                     r = res[name]
