@@ -126,6 +126,29 @@ def test_default_kernels_are_the_measured_fastest():
     assert big.variant("bwd-sm2").bwd(True, True) == big.variant("round1").bwd(True, True)
 
 
+def test_round9_backward_rules():
+    """Round 9's defaults: fp32 dy beside 16-bit x at D = 5120 (one row of 320 threads) takes
+    bwd-sm2's kernel; the dynamic-shared backward (bf16 dy there) sizes its carveout to 2 CTAs;
+    bwd-r8 keeps round 8's kernels for the side-by-side measurement."""
+    f32 = KernelConfig("bf16", "float", "float", 5120, 0)
+    assert f32.bwd_sm2_on and f32.bwd(True, True) == f32.variant("bwd-sm2").bwd(True, True)
+    assert f32.bwd_ctas == 2 and f32.bwd_sacc_on and not f32.bwd_prefetch
+    old = f32.variant("bwd-r8")
+    assert not old.bwd_sm2_on and old.bwd_prefetch and old.bwd_ctas == 1
+    # not where it measured slower: D <= 3072 (several CTAs already), fp32 x, per token
+    for other in (
+        KernelConfig("bf16", "float", "float", 3072, 0),
+        KernelConfig("float", "float", "float", 5120, 0),
+        KernelConfig("bf16", "float", "float", 5120, 1),
+        KernelConfig("bf16", "float", "bf16", 5120, 0),
+    ):
+        assert not other.bwd_sm2_on, other
+    b16 = KernelConfig("bf16", "float", "bf16", 5120, 0)
+    assert b16.bwd_dyn_on and b16.bwd_carveout(True) == 54
+    assert b16.variant("bwd-r8").bwd_carveout(True) == 100
+    assert b16.variant("bwd-r8").bwd(True, True) == b16.bwd(True, True)  # same kernel
+
+
 def test_variant_selection_env_and_setter(monkeypatch):
     import importlib
 

@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT))
 from suite.cuda.compile import resources  # noqa: E402
 from suite.ops import kernel_model as km  # noqa: E402
 from suite.ops.fused_cuda import VARIANTS, KernelConfig, build  # noqa: E402
+from suite.ops.kernel_config import BOTH_OPS  # noqa: E402
 
 REF = ROOT / "reports" / "reference" / "h200" / "kernels.csv"
 SIZE = {"bf16": 2, "f16": 2, "float": 4}
@@ -52,7 +53,7 @@ def report(
                 res = resources(build(cfg, arch))
                 for op in ("fwd", "bwd"):
                     if v != "default" and not any(
-                        k.startswith((op, "stream")) for k in VARIANTS[v]
+                        k.startswith(op) or k in BOTH_OPS for k in VARIANTS[v]
                     ):
                         continue
                     name = cfg.fwd(True) if op == "fwd" else cfg.bwd(True, True)

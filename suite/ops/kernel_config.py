@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
+BOTH_OPS = frozenset({"stream"})  # KernelConfig fields that change forward and backward kernels
 
 
 def _threads_per_row(D: int, vec: int, ept: int) -> int:
@@ -76,9 +77,15 @@ class KernelConfig:
     # D = 5120; round 8)
     bwd_dyn: bool | None = None
     # backward with dynamic shared memory: the carveout, % of the SM's 228 KB given to shared
-    # memory (100: round 8's setting, leaving L1 28 KB). None: the smallest that holds the CTAs
-    # the kernel is capped for (bwd_carveout; round 9 candidate, not yet measured)
-    bwd_carve: int | None = 100
+    # memory. None: the smallest that holds the CTAs the kernel is capped for (bwd_carveout;
+    # round 9: D = 5120 bf16 dy 76.3 -> 79.4% at N = 65536, +4-5% at N <= 16384); 100 was
+    # round 8's setting, leaving L1 28 KB
+    bwd_carve: int | None = None
+    # backward, 16-bit x with fp32 dy, per-sample, one row of 192 < threads <= 320 per CTA
+    # (D = 5120): shared column sums, 2 CTAs per SM, no prefetch (variant bwd-sm2, the fastest
+    # there in rounds 1, 2, 8 and 9: +4.4% at N = 65536) instead of one CTA of 164 registers.
+    # None: there (bwd_sm2_on)
+    bwd_sm2: bool | None = None
     # both directions: cache hints on the streamed rows (kernels/adaln_common.cuh ADALN_STREAM;
     # 0: none, 1: evict-first loads and stores, 2: also a 256-byte L2 prefetch; round 10)
     stream: int = 0
@@ -106,7 +113,14 @@ class KernelConfig:
         """Past 5120 elements per CTA (D > 5120 at one row per CTA) the register cap of
         65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch.
         (At 16 elements per thread: at most 320 threads.)"""
-        return self.bwd_pf and self.bwd_rows * self.D <= 5120
+        return self.bwd_pf and self.bwd_rows * self.D <= 5120 and not self.bwd_sm2_on
+
+    @property
+    def bwd_sm2_on(self) -> bool:  # see bwd_sm2
+        if self.bwd_sm2 is not None:
+            return self.bwd_sm2
+        one_row = self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
+        return self.tx != "float" and self.ty == "float" and self.mode == MODE_SAMPLE and one_row
 
     @property
     def bwd_r7(self) -> bool:
@@ -210,7 +224,8 @@ class KernelConfig:
         """Shared-memory column sums: 2 fp32 per element slot of every row group, beside the row
         reductions, under the 48 KB of static shared memory (100 KB of dynamic with bwd_dyn);
         else the register sums are kept."""
-        return self._auto(self.bwd_sacc) and 8 * self.bwd_slots + self.bwd_red_bytes <= self._smem
+        on = self._auto(self.bwd_sacc) or self.bwd_sm2_on
+        return on and 8 * self.bwd_slots + self.bwd_red_bytes <= self._smem
 
     @property
     def _smem(self) -> int:  # shared memory a backward CTA may use for its sums and multiplier
@@ -248,6 +263,8 @@ class KernelConfig:
     def bwd_ctas(self) -> int:
         """CTAs per SM the backward is compiled for (__launch_bounds__ min blocks)."""
         minb = self.bwd_minb if self.bwd_sacc_on or not self._auto(self.bwd_sacc) else 1
+        if self.bwd_sm2_on and self.bwd_sacc_on:
+            minb = max(minb, 2)
         if self._auto(self.bwd_occ) and "float" not in (self.tx, self.ty):
             # 96 registers without spills (16-bit x and dy; fp32 dy spills): 3 CTAs of <= 192
             # threads, or with the shared arrays in dynamic memory 2 of <= 320 (D = 5120)
@@ -314,6 +331,7 @@ VARIANTS: dict[str, dict] = {
         "bwd_msh": False,
         "bwd_occ": False,
         "bwd_dyn": False,
+        "bwd_sm2": False,
     },
     "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
     # fastest bf16 y at D = 5120
@@ -336,17 +354,26 @@ VARIANTS: dict[str, dict] = {
     "fwd-ept16": {"fwd_ept": 16, "fwd_regs": 64},
     # the backward default until round 7 (register column sums, no 3-CTA cap): what round 7's
     # default (bwd_r7) is measured against
-    "bwd-r6": {"bwd_sacc": False, "bwd_msh": False, "bwd_occ": False, "bwd_dyn": False},
+    "bwd-r6": {
+        "bwd_sacc": False,
+        "bwd_msh": False,
+        "bwd_occ": False,
+        "bwd_dyn": False,
+        "bwd_sm2": False,
+    },
     # the backward default of round 7 (D = 5120 without round 8's dynamic shared memory): what
     # round 8's default is measured against
-    "bwd-r7": {"bwd_dyn": False},
+    "bwd-r7": {"bwd_dyn": False, "bwd_sm2": False},
     # round 8 (docs/perf-notes.md): round 7's design through dynamic shared memory everywhere,
     # fp32 dy and D <= 3072 included (the default at D = 5120, 16-bit dy only)
     "bwd-dyn5": {"bwd_sacc": True, "bwd_msh": True, "bwd_dyn": True, "bwd_occ": True},
-    # round 9 candidates (not yet measured): the same two with the carveout sized to the CTAs
-    # (L1 keeps the rest) instead of all-shared; bwd-dyn5c says whether round 8's 5-12% losses
-    # at D <= 3072 and for fp32 dy came from the 28 KB L1
+    # round 9: the same two with the carveout sized to the CTAs (L1 keeps the rest) instead of
+    # all-shared (bwd-carve is the default since; bwd-dyn5c measured within 1% of the default
+    # at D <= 3072 for bf16 dy, where bwd-dyn5 lost 5-9%: round 8's loss was the 28 KB L1)
     "bwd-carve": {"bwd_carve": None},
+    # the backward defaults of round 8 (all-shared carveout, fp32 dy at D = 5120 in one CTA):
+    # what round 9's adopted defaults are measured against
+    "bwd-r8": {"bwd_carve": 100, "bwd_sm2": False},
     "bwd-dyn5c": {
         "bwd_sacc": True,
         "bwd_msh": True,
