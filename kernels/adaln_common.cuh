@@ -63,27 +63,31 @@ template <> struct Bits<f16> {
 };
 
 // Streamed words (x and dy read once, y and dx written once) with cache hints, chosen at compile
-// time by ADALN_STREAM (0: plain loads and stores; 1: ".cs", cache-streaming, evict-first, so the
-// modulation and the partial rows stay resident; 2: also a 256-byte L2 prefetch per load). (On
-// sm_90 the explicit .L2::evict_first qualifier takes 256-bit accesses only.)
-// Round 10 candidates (docs/perf-notes.md): the build defines ADALN_STREAM per configuration.
+// time by the bit flags of ADALN_STREAM (0: plain loads and stores, the default): 1, loads
+// ".cs" (cache-streaming: evict-first, so the modulation and the partial rows stay resident);
+// 2, loads ask for a 256-byte L2 prefetch; 4, stores ".cs". (On sm_90 the explicit
+// .L2::evict_first qualifier takes 256-bit accesses only.) Round 10 (docs/perf-notes.md): the
+// build defines ADALN_STREAM per configuration.
 #ifndef ADALN_STREAM
 #define ADALN_STREAM 0
 #endif
-#if ADALN_STREAM == 2
+#define ADALN_LD_HINT ((ADALN_STREAM & 3) != 0)
+#if (ADALN_STREAM & 3) == 3
 #define ADALN_LD "ld.global.cs.nc.L2::256B"
+#elif (ADALN_STREAM & 3) == 2
+#define ADALN_LD "ld.global.nc.L2::256B"
 #else
 #define ADALN_LD "ld.global.cs.nc"
 #endif
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  if (ADALN_STREAM == 0) return *p;
+  if (!ADALN_LD_HINT) return *p;
   uint4 w;
   asm(ADALN_LD ".v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w) : "l"(p));
   return w;
 }
 __device__ __forceinline__ uint2 ld_stream(const uint2* p) {
-  if (ADALN_STREAM == 0) return *p;
+  if (!ADALN_LD_HINT) return *p;
   uint2 w;
   asm(ADALN_LD ".v2.u32 {%0, %1}, [%2];" : "=r"(w.x), "=r"(w.y) : "l"(p));
   return w;
@@ -91,7 +95,7 @@ __device__ __forceinline__ uint2 ld_stream(const uint2* p) {
 // No "memory" clobber: nothing in the kernels reads y or dx back, and a clobber would pin the
 // next row's loads behind the store (as it did behind the named barrier, round 4).
 __device__ __forceinline__ void st_stream(uint4* p, uint4 w) {
-  if (ADALN_STREAM == 0) {
+  if (!(ADALN_STREAM & 4)) {
     *p = w;
     return;
   }
@@ -99,7 +103,7 @@ __device__ __forceinline__ void st_stream(uint4* p, uint4 w) {
                :: "l"(p), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w));
 }
 __device__ __forceinline__ void st_stream(uint2* p, uint2 w) {
-  if (ADALN_STREAM == 0) {
+  if (!(ADALN_STREAM & 4)) {
     *p = w;
     return;
   }

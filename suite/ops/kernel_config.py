@@ -86,8 +86,9 @@ class KernelConfig:
     # there in rounds 1, 2, 8 and 9: +4.4% at N = 65536) instead of one CTA of 164 registers.
     # None: there (bwd_sm2_on)
     bwd_sm2: bool | None = None
-    # both directions: cache hints on the streamed rows (kernels/adaln_common.cuh ADALN_STREAM;
-    # 0: none, 1: evict-first loads and stores, 2: also a 256-byte L2 prefetch; round 10)
+    # both directions: cache hints on the streamed rows, bit flags (kernels/adaln_common.cuh
+    # ADALN_STREAM; 1: evict-first loads, 2: 256-byte L2 prefetch per load, 4: evict-first
+    # stores; round 10: loads and stores together lost 2-31%, so 0, none)
     stream: int = 0
 
     @property
@@ -381,11 +382,16 @@ VARIANTS: dict[str, dict] = {
         "bwd_occ": True,
         "bwd_carve": None,
     },
-    # round 10 candidates (not yet measured): cache-streaming hints on x, dy, y and dx (".cs":
-    # evict-first, so the modulation and partial rows stay in cache; stream256 also prefetches
-    # 256 bytes into L2 per load)
-    "stream": {"stream": 1},
-    "stream256": {"stream": 2},
+    # round 10: cache-streaming hints on x, dy, y and dx (".cs": evict-first, so the modulation
+    # and partial rows stay in cache; stream256 also prefetches 256 bytes into L2 per load): both
+    # lost 2-31% (round9b). Round 10b candidates: the loads' hints without the stores'
+    "stream": {"stream": 5},
+    "stream256": {"stream": 7},
+    # round 10b: 32 elements of a row per thread under a 96-register cap (twice a thread's
+    # bytes in flight; D = 5120: 4 CTAs of 160 threads, 20 warps per SM, against 3 of 320)
+    "fwd-e32": {"fwd_ept": 32, "fwd_regs": 96},
+    "ld-cs": {"stream": 1},
+    "ld-l2pf": {"stream": 2},
 }
 
 
