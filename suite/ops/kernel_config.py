@@ -61,6 +61,11 @@ class KernelConfig:
     # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
     # (measured slower there: round 4)
     fwd_named: bool = False
+    # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
+    # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3 of
+    # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
+    # lost up to 17%). None: there (fwd_wide_on)
+    fwd_wide: bool | None = None
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
@@ -96,14 +101,24 @@ class KernelConfig:
         return self.fwd_ept is None and self.ty != "float" and 1024 < self.D <= 1536
 
     @property
+    def fwd_wide_on(self) -> bool:  # see fwd_wide
+        if self.fwd_wide is not None:
+            return self.fwd_wide and self.fwd_ept is None
+        if self.fwd_ept is not None or self.tx == "float":
+            return False
+        return 192 < _threads_per_row(self.D, 4, 16) <= 320  # 4-element loads, 16 per thread
+
+    @property
     def fwd_elems(self) -> int:  # forward: elements per thread
-        return 48 if self.fwd_warp_row else self.fwd_ept or 16
+        if self.fwd_warp_row:
+            return 48
+        return 32 if self.fwd_wide_on else self.fwd_ept or 16
 
     @property
     def fwd_cap(self) -> int:  # forward: register cap per thread (0: none)
         if self.fwd_regs is not None:
             return self.fwd_regs
-        return 128 if self.fwd_warp_row else 64
+        return 128 if self.fwd_warp_row else 96 if self.fwd_wide_on else 64
 
     @property
     def fwd_prefetch(self) -> bool:
@@ -390,6 +405,9 @@ VARIANTS: dict[str, dict] = {
     # round 10b: 32 elements of a row per thread under a 96-register cap (twice a thread's
     # bytes in flight; D = 5120: 4 CTAs of 160 threads, 20 warps per SM, against 3 of 320)
     "fwd-e32": {"fwd_ept": 32, "fwd_regs": 96},
+    # the forward default of round 9 (16 elements per thread at D = 5120): what fwd_wide is
+    # measured against
+    "fwd-r9": {"fwd_wide": False},
     "ld-cs": {"stream": 1},
     "ld-l2pf": {"stream": 2},
 }
