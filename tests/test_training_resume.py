@@ -169,3 +169,37 @@ def test_s_cross_is_tuned_on_the_sweeps_quadratic_fit_where_there_is_one(tmp_pat
     b_quad, s_quad, on = training._budgets(ctx, corpus, prof)
     assert on == "costmodel_quadratic" and b_quad.p == b_pow.p and b_quad.m_mem == b_pow.m_mem
     assert b_quad.m_comp == pytest.approx(b_quad.m_mem * s_quad ** (b_quad.p - 1))
+
+
+def test_long_video_runs_use_their_own_mix_s_cross(tmp_path, monkeypatch):
+    """The long-video pair (C9) plans with the s_cross tuned on the long mix's buckets, recorded in
+    training_info (s_cross_long, m_comp_long) beside the default mix's; C9's conditions say so."""
+    monkeypatch.setenv("SUITE_GIT_SHA", "aaaa111")
+    monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
+    seen = []
+    plan = training_emulated._plan
+
+    def spy(ctx, corpus, policy, budgets, world, steps):
+        seen.append((id(corpus), budgets))
+        return plan(ctx, corpus, policy, budgets, world, steps)
+
+    monkeypatch.setattr(training_emulated, "_plan", spy)
+    ctx = _ctx(tmp_path, time.time() + 1e6)
+    tables = training.run(ctx)
+    info = tables["training_info"].iloc[0]
+    assert {"long/equal-token/wan", "long/dual/wan"} <= set(tables["training_runs"].run)
+    default_id = seen[0][0]  # the first runs are the default mix's; the long pair's corpus differs
+    long_budgets = [b for c, b in seen if c != default_id]
+    default_budgets = [b for c, b in seen if c == default_id]
+    assert len(long_budgets) == 2 and len(default_budgets) >= 3
+    assert all(b.m_comp == pytest.approx(info["m_comp_long"]) for b in long_budgets)
+    assert all(b.m_comp == pytest.approx(info["m_comp"]) for b in default_budgets)
+    assert info["m_comp_long"] == pytest.approx(
+        info["m_mem"] * info["s_cross_long"] ** (info["p"] - 1)
+    )
+    from suite.train.summary import _long_budget
+
+    assert f"s_cross {info['s_cross_long']:.0f} tuned on this mix" in _long_budget(tables)
+    assert (
+        _long_budget({"training_info": tables["training_info"].drop(columns="s_cross_long")}) == ""
+    )

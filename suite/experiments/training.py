@@ -53,8 +53,9 @@ Method (same data order and seed for every run; a fresh model with the same init
   the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's
   simulator for that M_mem, M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's
   quadratic fit where there is one (it predicts the emulated steps best; tuned on the power law,
-  dual came out almost equal-token: _tuning_model). Equal-token uses M_tok = M_mem (the same
-  memory cap).
+  dual came out almost equal-token: _tuning_model), on each mix's own buckets (the long-video
+  pair of C9 has its own s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
+  (the same memory cap).
 - runs (tables training_runs, training_ranks): suite/experiments/training_emulated.py.
 - C14 (training_maxseq), C15 (training_loss): suite/experiments/training_probes.py.
 Loss normalisation: each rank's loss is the mean over its batch's latent tokens (and channels);
@@ -292,12 +293,19 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     try:
         corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
         budgets, s_cross, tuned_on = _budgets(ctx, corpus, prof)
+        # the long-video runs (C9) tune their own s_cross on their own mix, as a user tunes per
+        # dataset: the default mix's s_cross (9360 in the 64bc62f quick reference) held the
+        # longest videos to one sample per rank and cost the long mix 11% (simulated on its own
+        # buckets: s_cross 31200, +11.6% against -3.6%)
+        long_corpus = load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)
+        long_budgets, long_s_cross, _ = _budgets(ctx, long_corpus, prof)
         if ctx.world_size > 1:
             real, rank = _real_ranks(ctx, prof, corpus, budgets)
             if rank != 0:
                 return {}  # rank 0 writes; it goes on alone with the one-GPU emulation
         fused_reason = _fused_available(ctx.device)
-        ranks, runs, parts = _emulated_runs(ctx, prof, budgets, fused_reason, busbw)
+        mix_budgets = {"default": budgets, "long": long_budgets}
+        ranks, runs, parts = _emulated_runs(ctx, prof, mix_budgets, fused_reason, busbw)
         # skip_maxseq / skip_loss (options["training"]): keep those tables from an earlier run
         maxseq = loss = None
         if not prof.get("skip_maxseq"):
@@ -334,6 +342,8 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
                 "p": budgets.p,
                 "s_cross": s_cross,
                 "s_cross_tuned_on": tuned_on,
+                "s_cross_long": long_s_cross,  # the long-video mix's (same M_mem and p)
+                "m_comp_long": long_budgets.m_comp,
                 "budget_source": budgets.source,
                 "m_mem_cap": prof["m_mem_factor"] * float(corpus.tokens.max()),
                 "busbw_gbps": busbw,

@@ -41,6 +41,7 @@ def _warmup(prof, adaln, corpus, batches, device, seed) -> None:
 
 
 def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
+    """budgets: one Budgets for every mix, or {mix: Budgets} (each mix's own tuned s_cross)."""
     import torch
 
     from suite.train.data import load_corpus
@@ -70,7 +71,8 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         if adaln == "fused" and fused_reason:
             runs.append({"run": name, "status": f"skipped: {fused_reason}"})
             continue
-        plan, run_ = _plan(ctx, corpora[mix], policy, budgets, world, steps)
+        mix_budgets = budgets[mix] if isinstance(budgets, dict) else budgets
+        plan, run_ = _plan(ctx, corpora[mix], policy, mix_budgets, world, steps)
         jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps, run_))
     import time
 

@@ -99,6 +99,17 @@ def _gain_row(summ: dict, claim: str, metric: str, base, new, who: str, conditio
     }
 
 
+def _long_budget(tables) -> str:
+    """The long-video mix's own s_cross and M_comp where the run tuned one (training_info)."""
+    info = tables.get("training_info")
+    if info is None or "s_cross_long" not in info or pd.isna(info["s_cross_long"].iloc[0]):
+        return ""
+    i = info.iloc[0]
+    return (
+        f" (dual: s_cross {i['s_cross_long']:.0f} tuned on this mix, M_comp={i['m_comp_long']:.3g})"
+    )
+
+
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ranks, info = tables.get("training_ranks"), tables.get("training_info")
     if ranks is None or info is None or ranks.empty:
@@ -245,7 +256,9 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "value": 100 * (d.floor_p5 / e.floor_p5 - 1),
                 "unit": "%",
                 "evidence": "training_ranks; figure training_throughput",
-                "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}; "
+                "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}"
+                + _long_budget(tables)
+                + "; "
                 + cond.format(R=R),
             }
         )
