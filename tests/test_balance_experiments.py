@@ -62,6 +62,12 @@ def test_balance_reads_fit_and_emits_ledger_keys(run_dir):
     tables = run_dir.tables()
     setup = tables["balance_setup"]
     assert setup["cost_source"].str.contains("costmodel_fit").all()
+    # the sweep's quadratic fit simulates the steps; each mix's dual s_cross is tuned on it
+    assert "costmodel_quadratic" in tables and (setup["step_model"] == "costmodel_quadratic").all()
+    dual = setup[setup.policy == "dual"].set_index("mix")
+    assert set(dual.index) == {"default", "long-video"}
+    assert np.allclose(dual.m_comp, dual.m_mem * dual.s_cross ** (dual.p - 1))
+    assert "steps simulated with costmodel_quadratic" in bal.summarize(tables)["conditions"].iloc[0]
     steps = tables["balance_steps"]
     assert sorted(steps["ranks"].unique()) == [8, 16, 32, 64, 128, 256, 512, 1024]
     ranks = tables["balance_ranks"]

@@ -66,6 +66,25 @@ def test_global_meets_issue_targets_at_16_ranks():
     assert np.array_equal(r1.compute, r2.compute)
 
 
+def test_planner_model_apart_from_the_simulated_costs():
+    """With a planner (the power law a user fits) the simulated costs are the step model's: the
+    same plan as planning on the truth when both agree, the truth's sums when they do not."""
+    from suite.balance.costmodel import QuadraticCost
+
+    b = pd.DataFrame({"S": [1000, 4000, 16000], "share": [0.5, 0.3, 0.2]})
+    power = CostModel(a=0.01, b=2e-8, p=1.6)
+    cfg = SimConfig(ranks=4, steps=30, noise_cv=0, seed=1)
+    same = simulate(b, GlobalPolicy(m_mem=60_000, planner=power), power, cfg)
+    alone = simulate(b, GlobalPolicy(m_mem=60_000), power, cfg)
+    assert np.array_equal(same.compute, alone.compute)
+    truth = QuadraticCost(a=0.02, c=1e-3, b=1e-6, d=4e-11)
+    res = simulate(b, GlobalPolicy(m_mem=60_000, planner=power), truth, cfg)
+    assert np.array_equal(res.tokens, same.tokens)  # the plan is the power law's
+    per_rank = res.compute - truth.fixed_s * np.ceil(res.tokens / 60_000)
+    # every rank's compute is the truth's per-sample cost of what it ran: c + b*S + d*S^2 > 0
+    assert (per_rank >= 0).all() and not np.allclose(res.compute, same.compute)
+
+
 def test_sample_too_long_for_micro_batch_is_named():
     b = pd.DataFrame({"S": [100, 5000], "share": [0.5, 0.5]})
     with pytest.raises(ValueError, match="exceeds the micro-batch cap"):

@@ -155,6 +155,10 @@ class GlobalPolicy:
     planner_error: float = 1.0  # planner's b = true b x this (to study calibration)
     budget: str = "cost"  # "cost": each step takes samples up to a predicted-cost budget; "count"
     method: str = "lpt"  # "lpt" (vectorised rounds) or "kk" (Karmarkar-Karp, small R)
+    # the power law a + b*B*S^p the planner predicts with; None: the simulated step model itself.
+    # With another step model (balance: the sweep's quadratic fit) the simulated costs are that
+    # model's (sample_cost, fixed_s) and the planner keeps the power law a user would fit
+    planner: object | None = None
     name: str = "global"
     _timings: list = field(default_factory=list, compare=False, repr=False)
 
@@ -177,8 +181,9 @@ class GlobalPolicy:
         cdf /= cdf[-1]
         n = self.candidates_per_step(buckets, cfg.ranks)
         rng = np.random.default_rng([cfg.seed, cfg.ranks, 7])
-        R, a, p = cfg.ranks, float(cost.fixed_s), float(cost.p)
-        calib = OnlineCalibration(b=float(cost.b) * self.planner_error)
+        plan_m = cost if self.planner is None else self.planner
+        R, a, p = cfg.ranks, float(plan_m.fixed_s), float(plan_m.p)
+        calib = OnlineCalibration(b=float(plan_m.b) * self.planner_error)
         share = buckets["share"].to_numpy(float)
         # the step's predicted-cost budget: n samples of mean cost, so steps carry equal work
         mean_sp = float(np.dot(share / share.sum(), S_k.astype(float) ** p))
@@ -218,14 +223,14 @@ class GlobalPolicy:
             )
             planner_s.append(time.perf_counter() - t0)
             s_run = S[plan.run]
-            var = float(cost.b) * s_run.astype(float) ** p
+            var = np.asarray(cost.sample_cost(s_run), float)  # the step model's, not the planner's
             if cfg.noise_cv > 0:
                 var = var * rng.gamma(1 / cfg.noise_cv**2, cfg.noise_cv**2, len(var))
             tok = np.bincount(plan.owner, weights=s_run, minlength=R).astype(np.int64)
             micro = np.ceil(tok / self.m_mem)
             observed = np.bincount(plan.owner, weights=var, minlength=R)
             comp[t], toks[t], cnt[t] = (
-                a * micro + observed,
+                float(cost.fixed_s) * micro + observed,
                 tok,
                 np.bincount(plan.owner, minlength=R),
             )

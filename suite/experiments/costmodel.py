@@ -225,6 +225,17 @@ def model_from_quadratic(table: pd.DataFrame, source: str = "costmodel_quadratic
     return QuadraticCost(a=r["a"], c=r["c"], b=r["b"], d=r["d"], source=source)
 
 
+def run_quadratic(run) -> QuadraticCost | None:
+    """The run's costmodel_quadratic as a step model, or None where the costmodel experiment
+    wrote none (or an empty one). balance and training simulate with it: it predicts measured
+    training steps within about 2% where the power law is 5-26% off
+    (reports/reference/*/validation)."""
+    try:
+        return model_from_quadratic(run.read_table("costmodel_quadratic"))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:
     """The CostModel of one costmodel_fit row (what `balance` and `training` use)."""
     rows = fit[fit["variant"] == variant]

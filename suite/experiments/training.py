@@ -198,14 +198,10 @@ def _tuning_model(ctx: RunContext, cm):
     2% where the power law is 16-26% low (reports/reference/h200-full/validation), and the power
     law picked s_cross = 28800 there, where the dual batch sizes differ from equal-token's in
     7 of 36 buckets by one sample: +4.5% measured; tools/dual_gap.py."""
-    from suite.experiments.costmodel import model_from_quadratic
+    from suite.experiments.costmodel import run_quadratic
 
-    try:
-        return model_from_quadratic(
-            ctx.run.read_table("costmodel_quadratic")
-        ), "costmodel_quadratic"
-    except (FileNotFoundError, ValueError):
-        return cm, "costmodel_fit"
+    quad = run_quadratic(ctx.run)
+    return (cm, "costmodel_fit") if quad is None else (quad, "costmodel_quadratic")
 
 
 def _fused_available(device: str) -> str:
