@@ -106,11 +106,13 @@ def test_backward_names():
 
 
 def test_carveout_sized_to_the_capped_ctas():
-    """bwd_carve None (round 9 candidates): the smallest carveout % that holds the CTAs the
-    kernel is compiled for, their dynamic and static shared memory and the driver's 1 KB each."""
+    """bwd_carve None (round 9, the default since 64bc62f): the smallest carveout % that holds the
+    CTAs the kernel is compiled for, their dynamic and static shared memory and the driver's 1 KB
+    each; bwd-r8 keeps round 8's all-shared 100%."""
     base = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
-    assert base.bwd_carveout(True) == 100  # round 8's measured setting stays the default
+    assert base.variant("bwd-r8").bwd_carveout(True) == 100
     c = base.variant("bwd-carve")
+    assert c == base
     assert c.bwd(True, True) == base.bwd(True, True)  # the same kernel
     need = 2 * (61440 + c.bwd_red_bytes + 1024)  # 2 CTAs of 320 threads
     assert c.bwd_carveout(True) == -(-100 * need // (228 * 1024)) == 54

@@ -382,7 +382,13 @@ VARIANTS: dict[str, dict] = {
     "bwd-r7": {"bwd_dyn": False, "bwd_sm2": False},
     # round 8 (docs/perf-notes.md): round 7's design through dynamic shared memory everywhere,
     # fp32 dy and D <= 3072 included (the default at D = 5120, 16-bit dy only)
-    "bwd-dyn5": {"bwd_sacc": True, "bwd_msh": True, "bwd_dyn": True, "bwd_occ": True},
+    "bwd-dyn5": {
+        "bwd_sacc": True,
+        "bwd_msh": True,
+        "bwd_dyn": True,
+        "bwd_occ": True,
+        "bwd_sm2": False,
+    },
     # round 9: the same two with the carveout sized to the CTAs (L1 keeps the rest) instead of
     # all-shared (bwd-carve is the default since; bwd-dyn5c measured within 1% of the default
     # at D <= 3072 for bf16 dy, where bwd-dyn5 lost 5-9%: round 8's loss was the 28 KB L1)
@@ -396,6 +402,7 @@ VARIANTS: dict[str, dict] = {
         "bwd_dyn": True,
         "bwd_occ": True,
         "bwd_carve": None,
+        "bwd_sm2": False,
     },
     # round 10: cache-streaming hints on x, dy, y and dx (".cs": evict-first, so the modulation
     # and partial rows stay in cache; stream256 also prefetches 256 bytes into L2 per load): both
