@@ -415,7 +415,7 @@ VARIANTS: dict[str, dict] = {
     # the forward default of round 9 (16 elements per thread at D = 5120): what fwd_wide is
     # measured against
     "fwd-r9": {"fwd_wide": False},
-    # round 11 candidate (not yet measured): 24 elements per thread under an 80-register cap
+    # round 11 candidate (built, not yet measured): 24 elements per thread, 80-register cap
     # (D = 1536: 3 CTAs of four 64-thread rows, 24 warps per SM, against 2 CTAs of eight 32-thread
     # rows; D = 3072: two 128-thread rows)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
