@@ -33,6 +33,41 @@ def test_fit_cost_synthetic_and_sweep_csv(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_cost_json_carries_the_quadratic_step_model(tmp_path, capsys):
+    """fit-cost writes the physical form beside the power law; simulate and forecast cost their
+    steps with it (and say so) unless --step-model power; a JSON without it keeps the power law."""
+    from suite.balance.costmodel import QuadraticCost
+
+    out = tmp_path / "cost.json"
+    assert fit_cost_main(["--synthetic", "--out", str(out)]) == 0
+    capsys.readouterr()
+    cost = CostModel.load(out)
+    assert set(cost.quadratic) >= {"a", "c", "b", "d"} and cost.quadratic["r2"] > 0.9
+    assert isinstance(cost.step_model(), QuadraticCost)
+    assert CostModel.load(out).to_json() == json.loads(out.read_text())  # round trip
+    args = ["--cost", str(out), "--gpus", "8", "--steps", "50", "--json"]
+    assert simulate_main(args) == 0
+    quad = json.loads(capsys.readouterr().out)
+    assert quad["step_model"].startswith("quadratic")
+    assert simulate_main([*args, "--step-model", "power"]) == 0
+    power = json.loads(capsys.readouterr().out)
+    assert power["step_model"].startswith("power law") and power["m_comp"] == quad["m_comp"]
+    assert power["throughput"] != quad["throughput"]  # other step costs, same batches
+    assert forecast_main(["--gpus", "8", "--steps", "50", "--cost", str(out), "--json",
+                          "--manifest", str(_manifest(tmp_path))]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["step_model"].startswith("quadratic")
+    bad = json.loads(out.read_text()) | {"quadratic": {"a": 1.0}}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert simulate_main(["--cost", str(tmp_path / "bad.json")]) == 2
+    assert "quadratic needs a, c, b, d" in capsys.readouterr().err
+
+
+def _manifest(tmp_path):
+    m = tmp_path / "m.csv"
+    m.write_text("height,width,frames\n" + "480,832,81\n" * 5 + "480,832,1\n" * 20)
+    return m
+
+
 def test_fit_cost_bad_sweep(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("B,S\n1,2\n")
@@ -170,6 +205,10 @@ def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
     )
     out = json.loads(capsys.readouterr().out)
     assert {r["policy"] for r in out["policies"]} == {"equal-token", "dual", "global"}
+    # the committed JSON carries that run's costmodel_quadratic: the steps are costed with it
+    quad = pd.read_csv(ref / "results" / "costmodel_quadratic.csv").iloc[0]
+    assert committed.quadratic["d"] == pytest.approx(quad["d"])
+    assert out["step_model"].startswith("quadratic")
     assert out["recommend"]["m_mem"] == pytest.approx(fit.m_mem)
     assert out["recommend"]["p"] == pytest.approx(fit.p)
 

@@ -41,11 +41,15 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _load_cost(path: str | None) -> CostModel:
+def _load_cost(path: str | None, step_model: str = "auto") -> CostModel:
     cost = CostModel.load(path) if path else default_cost_model()
     if not math.isfinite(cost.m_mem):
         raise ValueError(f"{path}: the cost JSON has no m_mem; refit with --capacity-gb")
-    return cost
+    return cost.with_quadratic(None) if step_model == "power" else cost
+
+
+def _step_name(cost: CostModel) -> str:
+    return "quadratic a + c*B + b*B*S + d*B*S^2" if cost.quadratic else "power law a + b*B*S^p"
 
 
 def _buckets(manifest: str | None, mix: str, seed: int) -> tuple[pd.DataFrame, str]:
@@ -58,13 +62,15 @@ def _buckets(manifest: str | None, mix: str, seed: int) -> tuple[pd.DataFrame, s
 
 
 def make_policy(name: str, cost: CostModel, buckets: pd.DataFrame, tune_ranks: int = 16):
-    """The named policy with budgets from `cost` (M_comp tuned on `buckets` when absent)."""
+    """The named policy with budgets from `cost` (M_comp tuned on `buckets` when absent, by
+    simulating with the cost's step model: its quadratic form where it has one)."""
     from suite.balance.policies import DualConstraint, EqualToken
 
     if name == "equal-token":
         return EqualToken(m_tok=cost.m_mem), cost
     if not math.isfinite(cost.m_comp):
-        s_cross, _ = tune_s_cross(buckets, cost, cost.m_mem, ranks=min(tune_ranks, 64))
+        step = cost.step_model()
+        s_cross, _ = tune_s_cross(buckets, step, cost.m_mem, ranks=min(tune_ranks, 64), p=cost.p)
         cost = cost.with_budgets(cost.m_mem, s_cross)
     if name == "dual":
         return DualConstraint(m_mem=cost.m_mem, m_comp=cost.m_comp, p=cost.p), cost
@@ -73,7 +79,8 @@ def make_policy(name: str, cost: CostModel, buckets: pd.DataFrame, tune_ranks: i
             from suite.balance.global_policy import GlobalPolicy
         except ImportError:
             raise ValueError("the global policy is not available in this version") from None
-        return GlobalPolicy(m_mem=cost.m_mem), cost
+        # the planner predicts with the power law; the simulated steps may be the quadratic's
+        return GlobalPolicy(m_mem=cost.m_mem, planner=cost), cost
     raise ValueError(f"unknown policy {name!r}; accepted: {', '.join(POLICIES)}")
 
 
@@ -81,6 +88,14 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=16, help="number of data-parallel ranks R")
     p.add_argument("--steps", type=int, default=1000, help="simulated steps N (default 1000)")
     p.add_argument("--cost", help="cost JSON from `fit-cost` (default: analytic Wan-14B on H200)")
+    p.add_argument(
+        "--step-model",
+        choices=("auto", "power"),
+        default="auto",
+        help="what simulated steps cost: auto = the cost JSON's quadratic form "
+        "a + c*B + b*B*S + d*B*S^2 where it has one (fit-cost writes it), else its power law; "
+        "power = always the power law a + b*B*S^p",
+    )
     p.add_argument(
         "--noise",
         type=float,
@@ -136,10 +151,10 @@ def simulate_main(argv: list[str]) -> int:
     _sim_args(p)
     a = p.parse_args(argv)
     try:
-        cost = _load_cost(a.cost)
+        cost = _load_cost(a.cost, a.step_model)
         buckets, data = _buckets(a.manifest, a.mix, a.seed)
         pol, cost = make_policy(a.policy, cost, buckets, a.gpus)
-        timing = cost
+        timing = cost.step_model()
         if a.latency:
             from suite.balance.simulator import LatencyTable
 
@@ -160,12 +175,16 @@ def simulate_main(argv: list[str]) -> int:
         "m_mem": cost.m_mem,
         "m_comp": cost.m_comp if a.policy != "equal-token" else None,
         "p": cost.p,
+        "step_model": _step_name(cost) if not a.latency else f"latency table {a.latency}",
         **m,
     }
     if a.json:
         print(json.dumps(out, default=float))
     else:
-        print(f"{a.policy} on {a.gpus} ranks x {a.steps} steps, {data}, p = {cost.p:.3f}")
+        print(
+            f"{a.policy} on {a.gpus} ranks x {a.steps} steps, {data}, p = {cost.p:.3f}, "
+            f"steps costed by the {out['step_model']}"
+        )
         for k, label in METRIC_LABELS.items():
             v = m[k]
             print(
@@ -189,7 +208,7 @@ def forecast_main(argv: list[str]) -> int:
     _sim_args(p)
     a = p.parse_args(argv)
     try:
-        cost = _load_cost(a.cost)
+        cost = _load_cost(a.cost, a.step_model)
         buckets, data = _buckets(a.manifest, "default", a.seed)
         rows = []
         for name in POLICIES:
@@ -197,7 +216,8 @@ def forecast_main(argv: list[str]) -> int:
                 pol, cost = make_policy(name, cost, buckets, a.gpus)
             except ValueError:
                 continue  # a policy this version lacks
-            rows.append({"policy": name, **simulate(buckets, pol, cost, _config(a)).metrics()})
+            m = simulate(buckets, pol, cost.step_model(), _config(a)).metrics()
+            rows.append({"policy": name, **m})
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
     table = pd.DataFrame(rows)
@@ -212,13 +232,21 @@ def forecast_main(argv: list[str]) -> int:
     if a.json:
         print(
             json.dumps(
-                {"data": data, "gpus": a.gpus, "policies": rows, "recommend": rec}, default=float
+                {
+                    "data": data,
+                    "gpus": a.gpus,
+                    "step_model": _step_name(cost),
+                    "policies": rows,
+                    "recommend": rec,
+                },
+                default=float,
             )
         )
     else:
         print(
             f"forecast for {data} ({int(buckets['count'].sum())} samples, "
-            f"{len(buckets)} sequence lengths) on {a.gpus} ranks"
+            f"{len(buckets)} sequence lengths) on {a.gpus} ranks; steps costed by the "
+            f"{_step_name(cost)}"
         )
         show = table[["policy", *METRIC_LABELS]].copy()
         for k in ("rank_cv", "bubble", "step_cv"):  # fractions -> percent for reading
@@ -260,10 +288,12 @@ def _plot(table: pd.DataFrame, path: str, title: str) -> None:
 def fit_cost_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suite fit-cost",
-        description="Shape-benchmark sweep over (B, S) and fit step_time ~ a + b*B*S^p; write a "
-        "cost JSON (with M_mem from the memory fit and --capacity-gb, M_comp from "
-        "simulated throughput on the default mix). Without --sweep it times "
-        "suite.train.stepfn.make_step_fn on this machine (or --synthetic).",
+        description="Shape-benchmark sweep over (B, S) and fit step_time ~ a + b*B*S^p and the "
+        "physical form a + c*B + b*B*S + d*B*S^2; write a cost JSON (the policies' p; M_mem from "
+        "the memory fit and --capacity-gb; M_comp from throughput simulated with the physical "
+        "form on the default mix, which simulate and forecast also cost their steps with). "
+        "Without --sweep it times suite.train.stepfn.make_step_fn on this machine (or "
+        "--synthetic).",
     )
     p.add_argument(
         "--sweep",
@@ -336,7 +366,8 @@ def _print_physical_form(sweep: pd.DataFrame) -> None:
     print(
         f"physical form a + c*B + b*B*S + d*B*S^2: a = {q.a:.4g} s, c = {q.c:.4g}, b = {q.b:.4g}, "
         f"d = {q.d:.4g}, R^2 = {q.r2:.4f}, leave-one-bucket-out "
-        f"{100 * loo_error_quadratic(B, S, t):.1f}% (for comparison; the policies use the power law)"
+        f"{100 * loo_error_quadratic(B, S, t):.1f}% (written beside the power law: simulate and "
+        "forecast cost their steps with it and tune M_comp on it; the policies keep p)"
     )
 
 
@@ -395,8 +426,13 @@ def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
                 "safety": a.safety,
             }
         )
+    try:  # the physical form beside it: the simulator's step model (CostModel.step_model)
+        quad = fit_quadratic_cost(df["B"], df["S"], df["step_s"], source="fit-cost quadratic")
+    except ValueError:
+        quad = None  # reported by _print_physical_form
+    cost = cost.with_quadratic(quad)
     buckets = bucket_table(sample_corpus(20_000, "default").tokens)
-    s_cross, _ = tune_s_cross(buckets, cost, m_mem)
+    s_cross, _ = tune_s_cross(buckets, cost.step_model(), m_mem, p=cost.p)
     return cost.with_budgets(m_mem, s_cross)
 
 

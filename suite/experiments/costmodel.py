@@ -222,7 +222,12 @@ def model_from_quadratic(table: pd.DataFrame, source: str = "costmodel_quadratic
     if table.empty:
         raise ValueError(f"{source} has no rows")
     r = table.iloc[0]
-    return QuadraticCost(a=r["a"], c=r["c"], b=r["b"], d=r["d"], source=source)
+    extra = {k: r[k] for k in ("r2", "resid_cv") if k in r.index}
+    if "n" in r.index:
+        extra["n"] = int(r["n"])
+    return QuadraticCost(
+        a=float(r["a"]), c=float(r["c"]), b=float(r["b"]), d=float(r["d"]), source=source, **extra
+    )
 
 
 def run_quadratic(run) -> QuadraticCost | None:
