@@ -159,8 +159,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       }
       if (ok && d0 < D) {
         if (!PF) {
-          load_f32<VECTOR, TX, VEC, true>(xr, d0, D, xv);
-          load_f32<VECTOR, TY, VEC, true>(dy + row * D, d0, D, dyv[c]);
+          load_f32<VECTOR>(xr, d0, D, xv);
+          load_f32<VECTOR>(dy + row * D, d0, D, dyv[c]);
         }
         if (MODE == MODE_TOKEN) {
           load_f32<VECTOR>(scale + moff, d0, D, m[c]);

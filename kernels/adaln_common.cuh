@@ -62,60 +62,10 @@ template <> struct Bits<f16> {
   }
 };
 
-// Streamed words (x and dy read once, y and dx written once) with cache hints, chosen at compile
-// time by the bit flags of ADALN_STREAM (0: plain loads and stores, the default): 1, loads
-// ".cs" (cache-streaming: evict-first, so the modulation and the partial rows stay resident);
-// 2, loads ask for a 256-byte L2 prefetch; 4, stores ".cs". (On sm_90 the explicit
-// .L2::evict_first qualifier takes 256-bit accesses only.) Round 10 (docs/perf-notes.md): the
-// build defines ADALN_STREAM per configuration.
-#ifndef ADALN_STREAM
-#define ADALN_STREAM 0
-#endif
-#define ADALN_LD_HINT ((ADALN_STREAM & 3) != 0)
-#if (ADALN_STREAM & 3) == 3
-#define ADALN_LD "ld.global.cs.nc.L2::256B"
-#elif (ADALN_STREAM & 3) == 2
-#define ADALN_LD "ld.global.nc.L2::256B"
-#else
-#define ADALN_LD "ld.global.cs.nc"
-#endif
-__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
-  if (!ADALN_LD_HINT) return *p;
-  uint4 w;
-  asm(ADALN_LD ".v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w) : "l"(p));
-  return w;
-}
-__device__ __forceinline__ uint2 ld_stream(const uint2* p) {
-  if (!ADALN_LD_HINT) return *p;
-  uint2 w;
-  asm(ADALN_LD ".v2.u32 {%0, %1}, [%2];" : "=r"(w.x), "=r"(w.y) : "l"(p));
-  return w;
-}
-// No "memory" clobber: nothing in the kernels reads y or dx back, and a clobber would pin the
-// next row's loads behind the store (as it did behind the named barrier, round 4).
-__device__ __forceinline__ void st_stream(uint4* p, uint4 w) {
-  if (!(ADALN_STREAM & 4)) {
-    *p = w;
-    return;
-  }
-  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};"
-               :: "l"(p), "r"(w.x), "r"(w.y), "r"(w.z), "r"(w.w));
-}
-__device__ __forceinline__ void st_stream(uint2* p, uint2 w) {
-  if (!(ADALN_STREAM & 4)) {
-    *p = w;
-    return;
-  }
-  asm volatile("st.global.cs.v2.u32 [%0], {%1, %2};"
-               :: "l"(p), "r"(w.x), "r"(w.y));
-}
-
 // Load N elements p[d0 .. d0+N) as fp32. VECTOR: the caller proved 16-byte alignment and
 // d0+N <= D, so whole 16-byte (or 8-byte) words are loaded: LDG.128 moves 8 bf16 or 4 fp32.
 // Otherwise scalar loads with a bound check; padded lanes read 0.
-// STREAM: a streamed row (x, dy: ld_stream), not the modulation, which every row re-reads.
-template <bool VECTOR, typename T, int N, bool STREAM = false>
+template <bool VECTOR, typename T, int N>
 __device__ __forceinline__ void load_f32(const T* __restrict__ p, int d0, int D, float (&f)[N]) {
   constexpr int BYTES = N * (int)sizeof(T);
   if (VECTOR) {
@@ -124,14 +74,14 @@ __device__ __forceinline__ void load_f32(const T* __restrict__ p, int d0, int D,
       const uint4* q = reinterpret_cast<const uint4*>(p + d0);
 #pragma unroll
       for (int i = 0; i < BYTES / 16; ++i) {
-        const uint4 w = STREAM ? ld_stream(q + i) : q[i];
+        const uint4 w = q[i];
         u[4 * i] = w.x; u[4 * i + 1] = w.y; u[4 * i + 2] = w.z; u[4 * i + 3] = w.w;
       }
     } else {
       const uint2* q = reinterpret_cast<const uint2*>(p + d0);
 #pragma unroll
       for (int i = 0; i < BYTES / 8; ++i) {
-        const uint2 w = STREAM ? ld_stream(q + i) : q[i];
+        const uint2 w = q[i];
         u[2 * i] = w.x; u[2 * i + 1] = w.y;
       }
     }
@@ -154,11 +104,11 @@ __device__ __forceinline__ void store_f32(T* __restrict__ p, int d0, int D, cons
       uint4* q = reinterpret_cast<uint4*>(p + d0);
 #pragma unroll
       for (int i = 0; i < BYTES / 16; ++i)
-        st_stream(q + i, make_uint4(u[4 * i], u[4 * i + 1], u[4 * i + 2], u[4 * i + 3]));
+        q[i] = make_uint4(u[4 * i], u[4 * i + 1], u[4 * i + 2], u[4 * i + 3]);
     } else {
       uint2* q = reinterpret_cast<uint2*>(p + d0);
 #pragma unroll
-      for (int i = 0; i < BYTES / 8; ++i) st_stream(q + i, make_uint2(u[2 * i], u[2 * i + 1]));
+      for (int i = 0; i < BYTES / 8; ++i) q[i] = make_uint2(u[2 * i], u[2 * i + 1]);
     }
   } else {
 #pragma unroll
@@ -251,7 +201,7 @@ __device__ __forceinline__ void row_stats(const float (&v)[NCH][VEC], float* red
 #define MODE_TOKEN 1   // scale/shift [B, N, D]:                 y = xhat * (1 + scale) + shift
 #define MODE_AFFINE 2  // weight/bias [D] (plain affine LayerNorm): y = xhat * weight + bias
 
-// Raw 16- (or 8-) byte words of N elements of T at p + d0 (a streamed row: x or dy) (VECTOR layout: the caller proved
+// Raw 16- (or 8-) byte words of N elements of T at p + d0 (VECTOR layout: the caller proved
 // alignment and d0 + N <= D), kept packed in registers until unpack(): a prefetched bf16 row costs half the
 // registers of its fp32 copy.
 template <typename T, int N>
@@ -265,14 +215,14 @@ __device__ __forceinline__ void load_raw(const T* __restrict__ p, int d0, Raw<T,
     const uint4* q = reinterpret_cast<const uint4*>(p + d0);
 #pragma unroll
     for (int i = 0; i < Raw<T, N>::WORDS / 4; ++i) {
-      const uint4 w = ld_stream(q + i);
+      const uint4 w = q[i];
       r.u[4 * i] = w.x; r.u[4 * i + 1] = w.y; r.u[4 * i + 2] = w.z; r.u[4 * i + 3] = w.w;
     }
   } else {  // 8-byte words (4 16-bit elements beside a float row)
     const uint2* q = reinterpret_cast<const uint2*>(p + d0);
 #pragma unroll
     for (int i = 0; i < Raw<T, N>::WORDS / 2; ++i) {
-      const uint2 w = ld_stream(q + i);
+      const uint2 w = q[i];
       r.u[2 * i] = w.x; r.u[2 * i + 1] = w.y;
     }
   }

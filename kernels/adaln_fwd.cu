@@ -40,7 +40,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
       if (ok && d0 < D) {
-        load_f32<VECTOR, TX, VEC, true>(xr, d0, D, v[c]);
+        load_f32<VECTOR>(xr, d0, D, v[c]);
       } else {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;

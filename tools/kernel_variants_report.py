@@ -17,7 +17,6 @@ sys.path.insert(0, str(ROOT))
 from suite.cuda.compile import resources  # noqa: E402
 from suite.ops import kernel_model as km  # noqa: E402
 from suite.ops.fused_cuda import VARIANTS, KernelConfig, build  # noqa: E402
-from suite.ops.kernel_config import BOTH_OPS  # noqa: E402
 
 REF = ROOT / "reports" / "reference" / "h200" / "kernels.csv"
 SIZE = {"bf16": 2, "f16": 2, "float": 4}
@@ -52,9 +51,7 @@ def report(
                 cfg = base.variant(v)
                 res = resources(build(cfg, arch))
                 for op in ("fwd", "bwd"):
-                    if v != "default" and not any(
-                        k.startswith(op) or k in BOTH_OPS for k in VARIANTS[v]
-                    ):
+                    if v != "default" and not any(k.startswith(op) for k in VARIANTS[v]):
                         continue
                     name = cfg.fwd(True) if op == "fwd" else cfg.bwd(True, True)
                     r = res[name]

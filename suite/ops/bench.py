@@ -331,16 +331,13 @@ def variant_table(rows) -> pd.DataFrame:
 
 def variant_impls(op: str, variants) -> list[str]:
     """The fused impls a variant sweep times for `op`: default and each variant that changes the
-    op's kernel (a field fwd_*/bwd_* or one of BOTH_OPS in VARIANTS; unknown names by their prefix), bf16 and fp32
+    op's kernel (a field fwd_*/bwd_* in VARIANTS; unknown names by their prefix), bf16 and fp32
     output."""
     from suite.ops.fused_cuda import VARIANTS
-    from suite.ops.kernel_config import BOTH_OPS
 
     def changes(v: str) -> bool:
         fields = VARIANTS.get(v)
-        if fields is None:
-            return v.startswith(op)
-        return any(k.startswith(op) or k in BOTH_OPS for k in fields)
+        return v.startswith(op) if fields is None else any(k.startswith(op) for k in fields)
 
     vs = [v for v in variants if v != "default" and changes(v)]
     return [f"{f}{'@' + v if v else ''}" for f in ("fused", "fused-f32out") for v in ["", *vs]]

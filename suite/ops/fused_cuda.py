@@ -68,8 +68,6 @@ def build(cfg: KernelConfig, arch: str, use_cache: bool = True) -> Program:
     check_d(cfg.D)
     src = read_sources(SOURCES)
     main = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
-    if cfg.stream:  # the default's source (and cached CUBIN) stays as it was
-        main = f"#define ADALN_STREAM {cfg.stream}\n" + main
     return compile_program(main, src, cfg.names(), arch, use_cache=use_cache)
 
 

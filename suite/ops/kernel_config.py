@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
-BOTH_OPS = frozenset({"stream"})  # KernelConfig fields that change forward and backward kernels
 
 
 def _threads_per_row(D: int, vec: int, ept: int) -> int:
@@ -91,10 +90,6 @@ class KernelConfig:
     # there in rounds 1, 2, 8 and 9: +4.4% at N = 65536) instead of one CTA of 164 registers.
     # None: there (bwd_sm2_on)
     bwd_sm2: bool | None = None
-    # both directions: cache hints on the streamed rows, bit flags (kernels/adaln_common.cuh
-    # ADALN_STREAM; 1: evict-first loads, 2: 256-byte L2 prefetch per load, 4: evict-first
-    # stores; round 10: loads and stores together lost 2-31%, so 0, none)
-    stream: int = 0
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -333,7 +328,8 @@ class KernelConfig:
 # dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
 # sums with the prefetch alone (round 3; with the multiplier beside them and a 3-CTA cap they are
 # round 7's default at D <= 3072: bwd_r7), the same without the cap at D = 5120 (round 7; with
-# the cap through dynamic shared memory it is round 8's default there).
+# the cap through dynamic shared memory it is round 8's default there), cache-streaming hints on
+# the streamed rows (round 10: lost 2-31%, loads and stores alike; code at commit c51ac9e).
 VARIANTS: dict[str, dict] = {
     "default": {},
     # the designs of the first H200 reference (since then sharing round 4's reductions)
@@ -404,11 +400,6 @@ VARIANTS: dict[str, dict] = {
         "bwd_carve": None,
         "bwd_sm2": False,
     },
-    # round 10: cache-streaming hints on x, dy, y and dx (".cs": evict-first, so the modulation
-    # and partial rows stay in cache; stream256 also prefetches 256 bytes into L2 per load): both
-    # lost 2-31% (round9b). Round 10b candidates: the loads' hints without the stores'
-    "stream": {"stream": 5},
-    "stream256": {"stream": 7},
     # round 10b: 32 elements of a row per thread under a 96-register cap (twice a thread's
     # bytes in flight; D = 5120: 4 CTAs of 160 threads, 20 warps per SM, against 3 of 320)
     "fwd-e32": {"fwd_ept": 32, "fwd_regs": 96},
@@ -419,8 +410,6 @@ VARIANTS: dict[str, dict] = {
     # (D = 1536: 3 CTAs of four 64-thread rows, 24 warps per SM, against 2 CTAs of eight 32-thread
     # rows; D = 3072: two 128-thread rows)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
-    "ld-cs": {"stream": 1},
-    "ld-l2pf": {"stream": 2},
 }
 
 
