@@ -12,7 +12,7 @@ enqueue time is recorded and a repetition whose host time exceeded the spin is c
 overhead but not the custom-op backward's at N <= 16384.
 
 Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out", optionally with a
-kernel variant "fused@round1" (suite.ops.kernel_config.VARIANTS); the baselines "eager",
+kernel variant "fused@round1" (suite.ops.kernel_variants.VARIANTS); the baselines "eager",
 "wan-eager", "compile-eager", "compile-wan".
 """
 

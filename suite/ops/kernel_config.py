@@ -1,11 +1,14 @@
 """Which fused AdaLN kernels run: the kernel configuration of one NVRTC program (dtypes, D, mode
-and the design fields the H200 measurements chose), the C++ name expressions it instantiates,
-and the benchmark variants. No CUDA here: suite/ops/fused_cuda.py builds and launches them.
+and the design fields the H200 measurements chose) and the C++ name expressions it instantiates;
+the benchmark variants are in suite/ops/kernel_variants.py. No CUDA here:
+suite/ops/fused_cuda.py builds and launches them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
@@ -319,98 +322,6 @@ class KernelConfig:
     def variant(self, name: str) -> KernelConfig:
         """This configuration with the fields of benchmark variant `name` (see VARIANTS)."""
         return replace(self, **VARIANTS[name])
-
-
-# Benchmark-only kernel variants (docs/perf-notes.md, rounds 1 and 2). The op uses "default"
-# unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
-# same function (tests/test_adaln_gpu.py runs the suite on each). Kept: the designs that win
-# somewhere, and the first reference kernels to measure the defaults against. Measured and
-# dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
-# sums with the prefetch alone (round 3; with the multiplier beside them and a 3-CTA cap they are
-# round 7's default at D <= 3072: bwd_r7), the same without the cap at D = 5120 (round 7; with
-# the cap through dynamic shared memory it is round 8's default there), cache-streaming hints on
-# the streamed rows (round 10: lost 2-31%, loads and stores alike; code at commit c51ac9e).
-VARIANTS: dict[str, dict] = {
-    "default": {},
-    # the designs of the first H200 reference (since then sharing round 4's reductions)
-    "round1": {
-        "fwd_pf": False,
-        "fwd_lv": 0,
-        "fwd_ept": 16,
-        "fwd_regs": 64,
-        "bwd_pf": False,
-        "bwd_sacc": False,
-        "bwd_msh": False,
-        "bwd_occ": False,
-        "bwd_dyn": False,
-        "bwd_sm2": False,
-    },
-    "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
-    # fastest bf16 y at D = 5120
-    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0, "fwd_ept": 16},
-    # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
-    # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
-    "bwd-sm2": {
-        "bwd_sacc": True,
-        "bwd_minb": 2,
-        "bwd_pf": False,
-        "bwd_msh": False,
-        "bwd_occ": False,
-        "bwd_dyn": False,
-    },
-    # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
-    "fwd-named": {"fwd_named": True},
-    # round 5: 48 elements per thread everywhere (a D = 1536 row is one warp: the default there
-    # for 16-bit y since round 5), and the round-4 forward of 16 elements per thread everywhere
-    "fwd-warp": {"fwd_ept": 48, "fwd_regs": 128},
-    "fwd-ept16": {"fwd_ept": 16, "fwd_regs": 64},
-    # the backward default until round 7 (register column sums, no 3-CTA cap): what round 7's
-    # default (bwd_r7) is measured against
-    "bwd-r6": {
-        "bwd_sacc": False,
-        "bwd_msh": False,
-        "bwd_occ": False,
-        "bwd_dyn": False,
-        "bwd_sm2": False,
-    },
-    # the backward default of round 7 (D = 5120 without round 8's dynamic shared memory): what
-    # round 8's default is measured against
-    "bwd-r7": {"bwd_dyn": False, "bwd_sm2": False},
-    # round 8 (docs/perf-notes.md): round 7's design through dynamic shared memory everywhere,
-    # fp32 dy and D <= 3072 included (the default at D = 5120, 16-bit dy only)
-    "bwd-dyn5": {
-        "bwd_sacc": True,
-        "bwd_msh": True,
-        "bwd_dyn": True,
-        "bwd_occ": True,
-        "bwd_sm2": False,
-    },
-    # round 9: the same two with the carveout sized to the CTAs (L1 keeps the rest) instead of
-    # all-shared (bwd-carve is the default since; bwd-dyn5c measured within 1% of the default
-    # at D <= 3072 for bf16 dy, where bwd-dyn5 lost 5-9%: round 8's loss was the 28 KB L1)
-    "bwd-carve": {"bwd_carve": None},
-    # the backward defaults of round 8 (all-shared carveout, fp32 dy at D = 5120 in one CTA):
-    # what round 9's adopted defaults are measured against
-    "bwd-r8": {"bwd_carve": 100, "bwd_sm2": False},
-    "bwd-dyn5c": {
-        "bwd_sacc": True,
-        "bwd_msh": True,
-        "bwd_dyn": True,
-        "bwd_occ": True,
-        "bwd_carve": None,
-        "bwd_sm2": False,
-    },
-    # round 10b: 32 elements of a row per thread under a 96-register cap (twice a thread's
-    # bytes in flight; D = 5120: 4 CTAs of 160 threads, 20 warps per SM, against 3 of 320)
-    "fwd-e32": {"fwd_ept": 32, "fwd_regs": 96},
-    # the forward default of round 9 (16 elements per thread at D = 5120): what fwd_wide is
-    # measured against
-    "fwd-r9": {"fwd_wide": False},
-    # round 11 candidate (built, not yet measured): 24 elements per thread, 80-register cap
-    # (D = 1536: 3 CTAs of four 64-thread rows, 24 warps per SM, against 2 CTAs of eight 32-thread
-    # rows; D = 3072: two 128-thread rows)
-    "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
-}
 
 
 def all_configs(widths=(64, 1000, 1536, 3072, 4100, 5120, 8192)) -> list[KernelConfig]:
