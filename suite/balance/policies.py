@@ -66,3 +66,11 @@ def m_comp_for_crossover(m_mem: float, p: float, s_cross: float) -> float:
     M_comp = M_mem * s_cross^(p - 1).
     """
     return float(m_mem * s_cross ** (p - 1))
+
+
+def crossover_for_m_comp(m_mem: float, p: float, m_comp: float) -> float:
+    """The inverse of m_comp_for_crossover: the length s_cross at which M_comp = M_mem *
+    s_cross^(p - 1) (undefined at p = 1: ValueError)."""
+    if p == 1:
+        raise ValueError("at p = 1 the constraints are parallel: no crossover length")
+    return float((m_comp / m_mem) ** (1 / (p - 1)))

@@ -34,7 +34,7 @@ import pandas as pd
 
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import CostModel, default_cost_model
-from suite.balance.policies import DualConstraint, EqualToken
+from suite.balance.policies import DualConstraint, EqualToken, crossover_for_m_comp
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
 from suite.data.corpus import sample_corpus
 from suite.experiments import metric_rows
@@ -73,14 +73,15 @@ def load_cost(ctx: RunContext | None) -> tuple[CostModel, str]:
     return m, "analytic Wan-14B on H200 (costmodel_fit absent)"
 
 
-def policies(cost: CostModel, buckets: pd.DataFrame, step_model=None) -> dict:
-    """equal-token, dual (and global when available) under one memory cap M_mem. With a step model
-    (the sweep's quadratic fit) dual's s_cross is tuned on it for these buckets, keeping the power
-    law's p, as training does; without one, the fit's own M_comp (tuned on the power law where
-    the fit has none). The global planner predicts with the power law either way."""
+def policies(cost: CostModel, buckets: pd.DataFrame) -> dict:
+    """equal-token, dual (and global when available) under one memory cap M_mem. Where the cost
+    model carries the sweep's quadratic fit (CostModel.step_model), dual's s_cross is tuned on it
+    for these buckets, keeping the power law's p, as training does; without one, the fit's own
+    M_comp (tuned on the power law where the fit has none). The global planner predicts with the
+    power law either way."""
     m_mem = cost.m_mem
-    if step_model is not None:
-        s_cross, _ = tune_s_cross(buckets, step_model, m_mem, p=cost.p)
+    if cost.quadratic:
+        s_cross, _ = tune_s_cross(buckets, cost.step_model(), m_mem, p=cost.p)
         cost = cost.with_budgets(m_mem, s_cross)
     elif not np.isfinite(cost.m_comp):
         s_cross, _ = tune_s_cross(buckets, cost, m_mem)
@@ -94,7 +95,7 @@ def policies(cost: CostModel, buckets: pd.DataFrame, step_model=None) -> dict:
     except ImportError:
         return pols
     if buckets["S"].max() <= m_mem:  # the global planner needs every sample to fit a micro-batch
-        pols["global"] = GlobalPolicy(m_mem=m_mem, planner=cost if step_model is not None else None)
+        pols["global"] = GlobalPolicy(m_mem=m_mem, planner=cost if cost.quadratic else None)
     return pols
 
 
@@ -104,17 +105,15 @@ def simulate_tables(
     steps: int = 1000,
     seed: int = 0,
     scales=SCALES,
-    step_model=None,
 ) -> dict[str, pd.DataFrame]:
-    """All balance tables for one cost model (pure apart from the seeded simulation). step_model:
-    what the simulated steps cost (default: `cost` itself); each mix's dual s_cross is then tuned
-    on it (policies)."""
+    """All balance tables for one cost model (pure apart from the seeded simulation); the
+    simulated steps cost what cost.step_model() says (its quadratic form where it carries one)."""
     mixes = {
         m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
         for m in ("default", "long-video")
     }
-    truth = cost if step_model is None else step_model
-    by_mix = {mix: policies(cost, b, step_model) for mix, b in mixes.items()}
+    truth = cost.step_model()
+    by_mix = {mix: policies(cost, b) for mix, b in mixes.items()}
     pols = by_mix["default"]
     ranks, steps_t, buckets, extras = [], [], [], []
     runs = [
@@ -154,7 +153,7 @@ def simulate_tables(
                 "p": cost.p,
                 "s_cross": _s_cross(pol, cost),
                 "cost_source": source,
-                "step_model": getattr(step_model, "source", "") or source,
+                "step_model": truth.source if cost.quadratic else source,
                 "noise_cv": NOISE_CV,
                 "a": cost.a,
                 "b": cost.b,
@@ -179,7 +178,7 @@ def _s_cross(pol, cost: CostModel) -> float:
     m_comp = getattr(pol, "m_comp", None)
     if m_comp is None or cost.p == 1:
         return cost.s_cross
-    return float((m_comp / cost.m_mem) ** (1 / (cost.p - 1)))
+    return crossover_for_m_comp(cost.m_mem, cost.p, m_comp)
 
 
 def _front(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
@@ -191,15 +190,14 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         cost, source = default_cost_model(), "analytic Wan-14B on H200 (option balance_cost)"
     else:
         cost, source = load_cost(ctx)
-    step_model = None
     if ctx.options.get("balance_cost", "fit") != "analytic" and "costmodel_fit" in source:
         from suite.experiments.costmodel import run_quadratic
 
-        step_model = run_quadratic(ctx.run)  # the sweep's quadratic fit, where there is one
+        cost = cost.with_quadratic(run_quadratic(ctx.run))  # the sweep's, where there is one
     steps = 4000 if ctx.profile == "full" else 1000
-    sim = f"; steps simulated with {step_model.source}" if step_model is not None else ""
+    sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(f"balance: simulating policies with {source}{sim}, {steps} steps, 8..1024 ranks")
-    return simulate_tables(cost, source, steps=steps, seed=ctx.seed, step_model=step_model)
+    return simulate_tables(cost, source, steps=steps, seed=ctx.seed)
 
 
 # ---------------------------------------------------------------- summarize: pure, from tables

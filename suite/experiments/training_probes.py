@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from suite.balance.policies import crossover_for_m_comp
 from suite.experiments.training_common import _new_model, _plan
 
 
@@ -86,7 +87,9 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
 
     corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
     corpus = corpus[corpus.tokens <= prof["loss_max_S"]].reset_index(drop=True)
-    s_cross = (budgets.m_comp / budgets.m_mem) ** (1 / (budgets.p - 1)) if budgets.p != 1 else 1.0
+    s_cross = (
+        crossover_for_m_comp(budgets.m_mem, budgets.p, budgets.m_comp) if budgets.p != 1 else 1.0
+    )
     m = float(prof["loss_m_mem"])
     s_small = s_cross * m / budgets.m_mem  # the crossover scaled with the smaller memory budget
     small = Budgets(m, m * s_small ** (budgets.p - 1), budgets.p, "loss runs")
