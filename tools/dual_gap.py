@@ -2,7 +2,7 @@
 crossover lengths s_cross against equal-token, with the step model that predicts the run's
 measured steps best (its validation's quadratic refit on the emulated rank-batches) as the truth.
 
-    PYTHONPATH=. python tools/dual_gap.py reports/reference/h200-full [--out FILE.csv]
+    PYTHONPATH=. python tools/dual_gap.py reports/reference/h200-full [--mix long-video] [--out FILE.csv]
 
 Rows: the rule B = min(M_mem/S, M_comp/S^p) with the run's p at each candidate s_cross (the one the
 run used is marked), the same rule with a quadratic compute budget (B*(c + b*S + d*S^2) <= K,
@@ -45,6 +45,13 @@ def main(argv=None) -> pd.DataFrame:
     ap.add_argument("run", type=Path, help="a run directory with results/ and validation/")
     ap.add_argument("--out", type=Path, help="write the table as CSV here")
     ap.add_argument("--steps", type=int, default=2000, help="simulated steps per policy")
+    ap.add_argument(
+        "--mix",
+        default="default",
+        choices=("default", "long-video"),
+        help="whose buckets (results/balance_buckets.csv): the default mix, or the long-video "
+        "mix of C9 (the s_cross each step model would choose for that mix alone)",
+    )
     args = ap.parse_args(argv)
     res = args.run / "results"
     info = pd.read_csv(res / "training_info.csv").iloc[0]
@@ -53,7 +60,7 @@ def main(argv=None) -> pd.DataFrame:
     refits = pd.read_csv(args.run / "validation" / "refits.csv").set_index("model")
     truth = model_from_quadratic(refits.loc[["refit_quadratic"]], "validation refit_quadratic")
     buckets = pd.read_csv(res / "balance_buckets.csv")
-    buckets = buckets[(buckets.mix == "default") & (buckets.policy == "dual")][["S", "share"]]
+    buckets = buckets[(buckets.mix == args.mix) & (buckets.policy == "dual")][["S", "share"]]
     buckets = buckets.reset_index(drop=True)
     cfg = SimConfig(ranks=ranks, steps=args.steps, noise_cv=0.05, seed=3)
     base = simulate(buckets, EqualToken(m_mem), truth, cfg).metrics()
@@ -88,7 +95,8 @@ def main(argv=None) -> pd.DataFrame:
         rows.append(row(QuadraticBudget(m_mem, k, truth), "quadratic budget", s))
     table = pd.DataFrame(rows)
     print(
-        f"{args.run}: {ranks} ranks, M_mem {m_mem:.0f}, p {p:.3f}; truth: validation refit_quadratic"
+        f"{args.run}, {args.mix} mix: {ranks} ranks, M_mem {m_mem:.0f}, p {p:.3f}; "
+        "truth: validation refit_quadratic"
     )
     print(f"equal-token: rank CV {base['rank_cv']:.3f}, {base['throughput']:.0f} tokens/s")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
