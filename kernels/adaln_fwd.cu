@@ -172,3 +172,130 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     for (int c = 0; c < NCH; ++c) cur[c] = nxt[c];
   }
 }
+
+// Hopper bulk-copy forward (sm_90; 16-byte aligned rows whose bytes are a multiple of 16; the host
+// uses it only there). Each row group owns a ring of STAGES row buffers in dynamic shared memory;
+// one thread fills them with cp.async.bulk (the TMA unit: no registers or warps wait on the load)
+// and an mbarrier per buffer says when its bytes landed. The rows in flight are set by the ring,
+// not by the warps resident: STAGES - 1 rows per row group while one is reduced and written.
+// The row is read from shared memory twice (statistics, then output). MREG: the per-sample or
+// affine modulation held in registers, as in adaln_fwd_pf. Same additions in the same order as
+// adaln_fwd with this RT and LV: bitwise the same rows.
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, int STAGES,
+          bool MREG = false, int MINB = 1, int LV = 0>
+__global__ void __launch_bounds__(RT * ROWS, MINB)
+adaln_fwd_tma(const TX* __restrict__ x, i64 sxb, i64 sxn,
+              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
+              TY* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+              i64 rows, i64 N, float eps) {
+#if __CUDA_ARCH__ >= 900
+  static_assert(RT % 32 == 0 && (D * sizeof(TX)) % 16 == 0, "whole warps, 16-byte rows");
+  constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);
+  constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
+  constexpr bool KEEP = MREG && MODE != MODE_TOKEN;
+  constexpr unsigned ROW_BYTES = D * sizeof(TX);
+  extern __shared__ __align__(128) unsigned char ring_bytes[];  // [ROWS][STAGES][D] of TX
+  __shared__ float red[ROWS][Red<RT>::SLOTS];
+  __shared__ __align__(8) unsigned long long full[ROWS][STAGES];  // one mbarrier per buffer
+  const int t = threadIdx.x % RT;
+  const int g = threadIdx.x / RT;
+  const TX* ring = reinterpret_cast<const TX*>(ring_bytes) + (i64)g * STAGES * D;
+  int buf = 0;
+
+  const i64 steps = (rows + ROWS - 1) / ROWS;  // row blocks; this CTA owns [s_begin, s_end)
+  const i64 per = (steps + gridDim.x - 1) / gridDim.x;
+  const i64 s_begin = min((i64)blockIdx.x * per, steps);
+  const i64 s_end = min(s_begin + per, steps);
+
+  if (t == 0)
+#pragma unroll
+    for (int k = 0; k < STAGES; ++k) mbar_init(smem_addr(&full[g][k]), 1);
+  fence_mbar_init();
+  __syncthreads();
+  // Thread 0 of the row group: fetch the row of step s into buffer k. Rows past the end are
+  // neither fetched nor waited for (only the last row block has them, so no phase is skipped).
+  auto fetch = [&](i64 s, int k) {
+    const i64 row = s * ROWS + g;
+    if (t != 0 || s >= s_end || row >= rows) return;
+    const i64 b = row / N;
+    fence_proxy_async();  // this buffer's earlier reads (generic proxy) before the bulk write
+    const unsigned bar = smem_addr(&full[g][k]);
+    mbar_expect_tx(bar, ROW_BYTES);
+    bulk_load(smem_addr(ring + k * D), x + b * sxb + (row - b * N) * sxn, ROW_BYTES, bar);
+  };
+#pragma unroll
+  for (int k = 0; k < STAGES; ++k) fetch(s_begin + k, k);
+  float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
+  i64 kept = -1;  // the sample whose modulation ksc/ksh hold
+
+  for (i64 s = s_begin; s < s_end; ++s) {
+    const i64 i = s - s_begin;
+    const int k = (int)(i % STAGES);
+    const i64 row = s * ROWS + g;
+    if (row >= rows) continue;  // the whole row group: its barriers are its own
+    const i64 b = row / N, n = row - b * N;
+    mbar_wait(smem_addr(&full[g][k]), (unsigned)((i / STAGES) & 1));
+    const TX* xs = ring + k * D;
+    float mu, rs;
+    {
+      float v[NCH][VEC];
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int d0 = (c * RT + t) * VEC;
+        if (d0 < D) {
+          load_f32<true>(xs, d0, D, v[c]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;
+        }
+      }
+      row_stats<D, RT, ROWS>(v, red[g], buf, t, g, eps, mu, rs);
+    }
+    // Every thread of the group is past the last step's output pass (the reductions above wait
+    // for the group): its buffer is free for the row STAGES steps after it.
+    if (RT == 32) __syncwarp();
+    if (i > 0) fetch(s - 1 + STAGES, (int)((i - 1) % STAGES));
+    if (t == 0) {
+      mean_out[row] = mu;
+      rstd_out[row] = rs;
+    }
+    const i64 moff = MODE == MODE_TOKEN ? b * smb + n * smn : (MODE == MODE_SAMPLE ? b * smb : 0);
+    if (KEEP && kept != (MODE == MODE_SAMPLE ? b : 0)) {
+      kept = MODE == MODE_SAMPLE ? b : 0;
+#pragma unroll
+      for (int c = 0; c < (KEEP ? NCH : 0); ++c) {
+        const int d0 = (c * RT + t) * VEC;
+        if (d0 < D) {
+          load_f32<true>(scale + moff, d0, D, ksc[c]);
+          load_f32<true>(shift + moff, d0, D, ksh[c]);
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (d0 >= D) continue;
+      float xv[VEC], sc[VEC], sh[VEC], o[VEC];
+      load_f32<true>(xs, d0, D, xv);
+      if (KEEP) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          sc[j] = ksc[KEEP ? c : 0][j];
+          sh[j] = ksh[KEEP ? c : 0][j];
+        }
+      } else {
+        load_f32<true>(scale + moff, d0, D, sc);
+        load_f32<true>(shift + moff, d0, D, sh);
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float xh = (xv[j] - mu) * rs;
+        o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
+      }
+      store_f32<true>(y + row * D, d0, D, o);
+    }
+  }
+#else
+  __trap();  // the host launches it on sm_90 only
+#endif
+}

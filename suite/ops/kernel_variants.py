@@ -94,4 +94,10 @@ VARIANTS: dict[str, dict] = {
     # (D = 1536: 3 CTAs of four 64-thread rows, 24 warps per SM, against 2 CTAs of eight 32-thread
     # rows; D = 3072: two 128-thread rows)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
+    # round 12 (sm_90): rows fetched by bulk asynchronous copies (TMA) into a ring of 4 (or 2)
+    # buffers per row group in shared memory; the modulation in registers. 24 or 16 elements of
+    # a row per thread (D = 1536: 3 CTAs of four 64-thread rows, or 3 of two 96-thread rows)
+    "fwd-tma": {"fwd_tma": 4, "fwd_ept": 24, "fwd_regs": 80},
+    "fwd-tma2": {"fwd_tma": 2, "fwd_ept": 24, "fwd_regs": 80},
+    "fwd-tma16": {"fwd_tma": 4, "fwd_ept": 16, "fwd_regs": 64},
 }
