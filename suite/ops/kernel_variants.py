@@ -100,4 +100,12 @@ VARIANTS: dict[str, dict] = {
     "fwd-tma": {"fwd_tma": 4, "fwd_ept": 24, "fwd_regs": 80},
     "fwd-tma2": {"fwd_tma": 2, "fwd_ept": 24, "fwd_regs": 80},
     "fwd-tma16": {"fwd_tma": 4, "fwd_ept": 16, "fwd_regs": 64},
+    # round 13: the per-sample modulation kept in registers (no L1 reloads per row: round 11's
+    # ncu put the stalls on L1TEX) at fewer elements per thread, so more warps hold it without
+    # spills (D = 1536: 4 CTAs of two 96-thread rows under 80 registers; 2 of four 64-thread rows)
+    "fwd-m16": {"fwd_mreg": True, "fwd_ept": 16, "fwd_regs": 80},
+    "fwd-m24": {"fwd_mreg": True, "fwd_ept": 24, "fwd_regs": 96},
+    # the prefetching forward for fp32 y too (measured 2-7% slower in round 2, before the
+    # reductions of round 4)
+    "fwd-pf32": {"fwd_pf": True},
 }
