@@ -57,6 +57,8 @@ def main(argv=None) -> pd.DataFrame:
     info = pd.read_csv(res / "training_info.csv").iloc[0]
     ranks = int(info.ranks)
     m_mem, p, used = float(info.m_mem), float(info.p), float(info.s_cross)
+    if args.mix == "long-video" and pd.notna(info.get("s_cross_long")):
+        used = float(info.s_cross_long)  # the long-video pair tunes its own (752c37b)
     refits = pd.read_csv(args.run / "validation" / "refits.csv").set_index("model")
     truth = model_from_quadratic(refits.loc[["refit_quadratic"]], "validation refit_quadratic")
     buckets = pd.read_csv(res / "balance_buckets.csv")
