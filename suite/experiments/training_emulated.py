@@ -4,10 +4,10 @@ and AdaLN path on the same virtual ranks, each after its own warm-up on a throwa
 end past the invocation's deadline is left to the next invocation (training_parts.Parts).
 
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
-  C18), default/global/wan when the time budget allows (issue 7's global policy: per-step LPT
-  over the 16 virtual ranks with the run's cost model, micro-batches of <= M_mem tokens, loss
-  weighted by global tokens; before the long-video runs, whose C9 pair the quick budget rarely
-  fits), long-video mix under equal-token/wan and dual/wan (C9);
+  C18), long-video mix under equal-token/wan and dual/wan (C9), then default/global/wan when the
+  time budget allows (issue 7's global policy: per-step LPT over the 16 virtual ranks with the
+  run's cost model, micro-batches of <= M_mem tokens, loss weighted by global tokens; after the
+  paper's runs, so a tight budget drops it first);
   each run's rank rows go to training_ranks (one row per step and virtual rank).
 """
 
@@ -49,15 +49,16 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
 
     dev = torch.device(ctx.device)
     R = prof["ranks"]
-    # (mix, policy, adaln, steps, ranks): the global policy also at 8 ranks (C7's scale) where
-    # the profile asks for it, last, so the budget drops it first
+    # (mix, policy, adaln, steps, ranks): the paper's runs first, then the global policy (issue 7,
+    # beyond the paper), also at 8 ranks (C7's scale) where the profile asks for it: a tight
+    # budget drops those before the long-video pair (C9)
     specs = [
         ("default", "equal-token", "wan", prof["steps"], R),
         ("default", "dual", "wan", prof["steps"], R),
         ("default", "dual", "fused", prof["steps"], R),
-        ("default", "global", "wan", prof.get("global_steps", prof["steps"]), R),  # issue 7
         ("long", "equal-token", "wan", prof["long_steps"], R),
         ("long", "dual", "wan", prof["long_steps"], R),
+        ("default", "global", "wan", prof.get("global_steps", prof["steps"]), R),  # issue 7
     ]
     if prof.get("global8_steps") and R > 8:
         specs.append(("default", "global", "wan", prof["global8_steps"], 8))

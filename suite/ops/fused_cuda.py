@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import replace
 
 import torch
 
@@ -116,20 +115,11 @@ def _config(tx, tm, ty, D: int, mode: int, variant: str) -> KernelConfig:
 # and the kernel's name expression cost ~13 us per call (tools/adaln_host_path.py --breakdown).
 @functools.cache
 def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: int):
-    from suite.cuda.launch import device_arch, use_dynamic_smem
-
     cfg = _config(tx, tm, ty, D, mode, variant)
-    if cfg.fwd_tma and int(device_arch(idx)[3:]) < 90:  # bulk copies are sm_90's
-        cfg = replace(cfg, fwd_tma=0)
     func = _fn(cfg, cfg.fwd(vector), idx)
-    smem = cfg.fwd_dyn_bytes(vector)
-    carve = cfg.fwd_carveout(vector)
-    if smem:
-        use_dynamic_smem(func, smem, carve)
-    # persistent kernels: one wave, each CTA a contiguous run of rows
-    persistent = vector and (cfg.fwd_prefetch or cfg.fwd_tma_on)
-    cap = _grid_cap(func, cfg.fwd_threads, idx, smem) if persistent else 2**31 - 1
-    return func, cfg.fwd_threads, cfg.fwd_rows, cap, smem, carve
+    persistent = vector and cfg.fwd_prefetch  # one wave, each CTA a contiguous run of rows
+    cap = _grid_cap(func, cfg.fwd_threads, idx) if persistent else 2**31 - 1
+    return func, cfg.fwd_threads, cfg.fwd_rows, cap
 
 
 @functools.cache
@@ -156,7 +146,7 @@ def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
 def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     """x [B, N, D] (last dim contiguous), scale/shift as `mode` says (last dim contiguous).
     Returns y [B, N, D] contiguous in out_dtype, mean and rstd [B, N] fp32."""
-    from suite.cuda.launch import f32, i64, launch, ptr, use_dynamic_smem
+    from suite.cuda.launch import f32, i64, launch, ptr
 
     B, N, D = x.shape
     y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
@@ -174,11 +164,9 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
             "scale and shift must have the same strides (e.g. both chunks of one tensor)"
         )
     idx = x.device.index
-    func, threads, rows_per_cta, cap, smem, carve = _fwd_plan(
+    func, threads, rows_per_cta, cap = _fwd_plan(
         x.dtype, scale.dtype, out_dtype, D, mode, vector, _variant, idx
     )
-    if smem:  # again per launch, as in backward
-        use_dynamic_smem(func, smem, carve)
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
     # The persistent (prefetching) kernel caps the grid at one wave.
@@ -203,7 +191,6 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
             i64(N),
             f32(eps),
         ],
-        smem=smem,
     )
     return y, mean, rstd
 

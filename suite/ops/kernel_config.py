@@ -68,10 +68,6 @@ class KernelConfig:
     # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
     # lost up to 17%). None: there (fwd_wide_on)
     fwd_wide: bool | None = None
-    # forward, aligned rows on sm_90: the rows fetched by bulk asynchronous copies (TMA) into a
-    # ring of this many buffers per row group in dynamic shared memory (adaln_fwd_tma; round 12).
-    # 0: off (the register-prefetch forward)
-    fwd_tma: int = 0
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
@@ -259,44 +255,15 @@ class KernelConfig:
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
         lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
-        nb = str(self.fwd_ctas)  # the register cap as CTAs per SM
-        if vector and self.fwd_tma_on:
-            tail = [str(self.fwd_tma), str(self.fwd_mreg).lower(), nb, lv]
-            return f"adaln_fwd_tma<{head}{_trailing(tail, 3)}>"
+        # register cap: the CTAs per SM that fwd_cap registers per thread allow; none past 320
+        # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
+        capped = self.fwd_cap and self.fwd_threads <= 320
+        nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv]
             return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
-
-    @property
-    def fwd_tma_on(self) -> bool:  # whole warps per row and 16-byte rows (cp.async.bulk sizes)
-        return bool(self.fwd_tma) and self.fwd_rt % 32 == 0 and self.D * self._xbytes % 16 == 0
-
-    @property
-    def _xbytes(self) -> int:
-        return 4 if self.tx == "float" else 2
-
-    @property
-    def fwd_ctas(self) -> int:
-        """CTAs per SM the forward is compiled for: those fwd_cap registers per thread allow;
-        none past 320 threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)."""
-        if not self.fwd_cap or self.fwd_threads > 320:
-            return 1
-        return max(1, 65536 // (self.fwd_cap * self.fwd_threads))
-
-    def fwd_dyn_bytes(self, vector: bool) -> int:
-        """Dynamic shared memory of the forward launch: the bulk-copy ring (fwd_tma), else 0."""
-        if not (vector and self.fwd_tma_on):
-            return 0
-        return self.fwd_rows * self.fwd_tma * self.D * self._xbytes
-
-    def fwd_carveout(self, vector: bool) -> int:
-        """Carveout % for the bulk-copy forward: its capped CTAs' rings, row reductions and
-        mbarriers, and the driver's 1 KB per CTA, of the SM's 228 KB (the rest stays L1)."""
-        static = 4 * self.fwd_rows * 2 * 2 * max(1, self.fwd_rt // 32) + 8 * self.fwd_rows * self.fwd_tma
-        need = self.fwd_ctas * (self.fwd_dyn_bytes(vector) + static + 1024)
-        return min(100, -(-100 * need // (228 * 1024)))
 
     @property
     def bwd_msh_on(self) -> bool:

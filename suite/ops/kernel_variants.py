@@ -90,22 +90,11 @@ VARIANTS: dict[str, dict] = {
     # the forward default of round 9 (16 elements per thread at D = 5120): what fwd_wide is
     # measured against
     "fwd-r9": {"fwd_wide": False},
-    # round 11 candidate (built, not yet measured): 24 elements per thread, 80-register cap
-    # (D = 1536: 3 CTAs of four 64-thread rows, 24 warps per SM, against 2 CTAs of eight 32-thread
-    # rows; D = 3072: two 128-thread rows)
+    # round 11: 24 elements per thread, 80-register cap (D = 1536: 3 CTAs of four 64-thread rows,
+    # 24 warps per SM; D = 3072 two 128-thread rows); lost at D <= 3072, won bf16 y at 5120 by
+    # 1.5% at N = 65536 and lost 3% at 4096 (variants/round11). Round 12 (the rows fetched by
+    # cp.async.bulk into shared memory, adaln_fwd_tma) and round 13 (the modulation kept in
+    # registers at 16 or 24 elements per thread; the prefetching forward for fp32 y) lost 3-16%
+    # at N = 65536 and were removed (code at commit d2c7ae9, docs/perf-notes.md)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
-    # round 12 (sm_90): rows fetched by bulk asynchronous copies (TMA) into a ring of 4 (or 2)
-    # buffers per row group in shared memory; the modulation in registers. 24 or 16 elements of
-    # a row per thread (D = 1536: 3 CTAs of four 64-thread rows, or 3 of two 96-thread rows)
-    "fwd-tma": {"fwd_tma": 4, "fwd_ept": 24, "fwd_regs": 80},
-    "fwd-tma2": {"fwd_tma": 2, "fwd_ept": 24, "fwd_regs": 80},
-    "fwd-tma16": {"fwd_tma": 4, "fwd_ept": 16, "fwd_regs": 64},
-    # round 13: the per-sample modulation kept in registers (no L1 reloads per row: round 11's
-    # ncu put the stalls on L1TEX) at fewer elements per thread, so more warps hold it without
-    # spills (D = 1536: 4 CTAs of two 96-thread rows under 80 registers; 2 of four 64-thread rows)
-    "fwd-m16": {"fwd_mreg": True, "fwd_ept": 16, "fwd_regs": 80},
-    "fwd-m24": {"fwd_mreg": True, "fwd_ept": 24, "fwd_regs": 96},
-    # the prefetching forward for fp32 y too (measured 2-7% slower in round 2, before the
-    # reductions of round 4)
-    "fwd-pf32": {"fwd_pf": True},
 }
