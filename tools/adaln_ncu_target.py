@@ -1,10 +1,13 @@
 """The launches Nsight Compute profiles (tools/gpu_ncu.sh): for each variant and width, one
 forward and one backward of the fused op on x [1, N, D] with Wan's per-sample fp32 modulation
 (strided views of [1, 6, D]), in a fixed order. No warm-up: ncu replays each profiled kernel
-with its caches flushed, so every launch is measured alike.
+with its caches flushed, so every launch is measured alike. --copy: also, per width, a torch
+elementwise kernel that moves the forward's bytes (y = x * 1 in y's dtype: the same reads and
+writes, no reductions), so a plain streaming kernel's profile sits beside the forward's (the D2D
+memcpy that kernels.csv's `copy_same` times is not a kernel ncu can profile).
 
     python tools/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536] \
-        [--dtype bfloat16] [--out-dtype float32]
+        [--dtype bfloat16] [--out-dtype float32] [--copy]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ def main(argv=None) -> None:
     ap.add_argument("--n", type=int, default=65536)
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--out-dtype", choices=["bfloat16", "float32"], help="y's dtype (x's)")
+    ap.add_argument("--copy", action="store_true", help="also y = x * 1: the same bytes")
     a = ap.parse_args(argv)
 
     import torch
@@ -43,6 +47,12 @@ def main(argv=None) -> None:
             torch.autograd.grad(y, x, dy)
             torch.cuda.synchronize()
             print(f"launched: variant {variant} D {D} N {a.n} {a.dtype} -> {ydt}", flush=True)
+    if a.copy:
+        for D in (int(d) for d in a.widths.split(",")):
+            x = torch.randn(1, a.n, D, device="cuda", dtype=dt)
+            torch.mul(x, 1, out=torch.empty(x.shape, device="cuda", dtype=ydt))
+            torch.cuda.synchronize()
+            print(f"launched: y = x * 1, D {D} N {a.n} {a.dtype} -> {ydt}", flush=True)
 
 
 if __name__ == "__main__":
