@@ -17,7 +17,7 @@ NCU_N=${NCU_N:-65536}  # tokens per row block (B = 1)
 nv=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .); nw=$(echo "$WIDTHS" | tr ',' '\n' | grep -c .)
 which ncu || { echo "ncu not on the PATH"; exit 2; }
 # randn's kernels (distribution_elementwise_grid_stride_kernel) are left out by name
-KERNELS=regex:adaln${NCU_COPY:+|vectorized_elementwise_kernel}
+KERNELS=regex:adaln${NCU_COPY:+|elementwise_kernel}  # vectorized, unrolled (a cast)
 timeout 420 ncu --clock-control none --kernel-name "$KERNELS" --set full -f -o "$OUT/adaln" \
   python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
   ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} > "$OUT/ncu.log" 2>&1
