@@ -31,7 +31,8 @@ candidates within 1-4% in the simulation), the dual runs' rank-batches 50% large
 the long-video dual run skipped again (319 s spent, ~32 s more needed). Since then the long pair
 runs before the global policy (issue 7, beyond the paper), so a tight budget drops the global run
 first, and the budget is 390 s (the device's commands may now run 10 minutes): training ~365 s,
-the quick run ~455 s.
+the quick run ~455 s predicted; measured (H200, bd60510): all six runs, training 360 s, the quick
+run 479 s (the default mix's s_cross 28800).
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix: ~1 s per step, e.g. 3 x 16 s at K = 8.
 Full profile: 2 layers (~1.9x the 1-layer step), 20 and 10 steps, the global run included and
