@@ -142,16 +142,16 @@ def test_reference_h200_validation_table_is_reproduced():
         assert abs(v - held[model]) < 1e-3 * max(1, v), model
     assert (committed["rank_noise_cv"] == 0).all()
     # the default replay of the three older models is the one before the rank-level term
-    before = {"costmodel_fit": 26.035, "costmodel_fit_calibrated": 9.545, "refit": 7.697}
+    before = {"costmodel_fit": 25.215, "costmodel_fit_calibrated": 9.546, "refit": 8.932}
     assert {m: round(errs[m], 3) for m in before} == before
     assert errs["refit_quadratic"] < 3 < errs["refit"]
     # --rank-noise: the README's sensitivity line (the term absorbs the power law's misfit)
     on = step_errors(tables, draws=400, rank_noise=True)
     assert {m: round(v, 3) for m, v in on.items()} == {
-        "costmodel_fit": 15.008,
-        "costmodel_fit_calibrated": 7.062,
-        "refit": 4.164,
-        "refit_quadratic": 2.172,
+        "costmodel_fit": 14.937,
+        "costmodel_fit_calibrated": 7.42,
+        "refit": 3.984,
+        "refit_quadratic": 2.043,
     }
     # the run's scatter around the refit is shape misfit, not rank jitter (README, "Reading")
     res = validate(tables["training_ranks"], tables["costmodel_fit"], draws=10)
@@ -376,7 +376,7 @@ def test_summary_validation_rows_keep_their_names_and_add_the_quadratic():
     ]
     assert {r["claim"] for r in rows.values()} == {"C6"}
     # the default replay (no rank-level term): the values ../metrics.csv holds for the first two
-    assert round(rows["sim_step_error_pct"]["value"], 1) == 7.7
+    assert round(rows["sim_step_error_pct"]["value"], 1) == 8.9
     assert round(rows["sim_step_error_pct_sweep_fit"]["value"], 1) == 9.5
     assert rows["sim_step_error_pct_quadratic"]["value"] < 3
     assert "a + c*B + b*B*S + d*B*S^2" in rows["sim_step_error_pct_quadratic"]["conditions"]
