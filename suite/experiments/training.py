@@ -298,9 +298,9 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         budgets, s_cross, tuned_on = _budgets(ctx, corpus, prof)
         # the long-video runs (C9) tune their own s_cross on their own mix, as a user tunes per
         # dataset: the default mix's s_cross (9360 in the 64bc62f quick reference) held the
-        # longest videos to one sample per rank and cost the long mix 11%; simulated on its own
-        # buckets it picks 31200: +11.7% against -3.8% (tools/dual_gap.py --mix long-video,
-        # reports/reference/h200/dual_gap_long.csv)
+        # longest videos to one sample per rank and cost the long mix 11% (C9 -15.6% measured);
+        # tuned on its own buckets it picks 29640 in the bd60510 reference: +11.7% simulated,
+        # +16.1% measured (C9; tools/dual_gap.py --mix long-video, dual_gap_long.csv there)
         long_corpus = load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)
         long_budgets, long_s_cross, _ = _budgets(ctx, long_corpus, prof)
         if ctx.world_size > 1:
