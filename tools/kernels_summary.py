@@ -1,6 +1,7 @@
 """Markdown summary of a kernels experiment table (kernels.csv): % of copy bandwidth of the fused
-kernels by op, output dtype, D and N, and the speedups over each baseline (geometric mean over D
-at one N, the range in brackets), so reports/reference/h200/KERNELS.md is generated, not typed.
+kernels by op, output dtype, D and N, the speedups over each baseline (geometric mean over D
+at one N, the range in brackets), and the kernel issue's targets shape by shape (how many met),
+so reports/reference/h200/KERNELS.md is generated, not typed.
 
     python tools/kernels_summary.py reports/reference/h200/kernels.csv [--n 65536]
 """
@@ -74,6 +75,62 @@ SPEEDUPS = [
     ),
 ]
 
+# The kernel issue's bandwidth targets: (target, op, smallest N, largest N, % of the copy), over
+# every fused shape with the op's default kernels (bf16 and fp32 x, x's or fp32 y, B = 1 and 2)
+BANDWIDTH_TARGETS = [
+    ("forward >= 90% of the copy, N >= 16384", "fwd", 16384, None, 90.0),
+    ("forward >= 80% of the copy, N = 4096", "fwd", 4096, 4096, 80.0),
+    ("backward >= 80% of the copy", "bwd", 0, None, 80.0),
+]
+# Its speed targets: (target, op, fused impl, baseline impl, only at N, least speedup)
+SPEED_TARGETS = [
+    ("forward >= 10x over the Wan path, N = 65536", "fwd", "fused-f32out", "wan-eager", 65536, 10),
+    ("backward >= 3x over the Wan path, N = 65536", "bwd", "fused-f32out", "wan-eager", 65536, 3),
+    ("forward faster than torch.compile of eager", "fwd", "fused", "compile-eager", None, 1),
+    ("forward faster than torch.compile of Wan", "fwd", "fused-f32out", "compile-wan", None, 1),
+    ("backward faster than torch.compile of eager", "bwd", "fused", "compile-eager", None, 1),
+    ("backward faster than torch.compile of Wan", "bwd", "fused-f32out", "compile-wan", None, 1),
+]
+SHAPE = ["op", "dtype", "out_dtype", "B", "N", "D"]
+
+
+def _shape(r) -> str:
+    y = "bf16" if r["out_dtype"] == "bfloat16" else "fp32"
+    return f"{y} y, B = {r['B']}, N = {r['N']}, D = {r['D']}"
+
+
+def targets_table(t: pd.DataFrame) -> str:
+    """Each target of the kernel issue by x dtype: shapes, how many meet it, the worst shape."""
+    rows = ["| target | x | shapes | met | worst shape |", "|---|---|---|---|---|"]
+    # fp32 x has one fused kernel per shape (its y is fp32 either way): one row per shape
+    fused = t[t.impl.isin(["fused", "fused-f32out"])].drop_duplicates(SHAPE)
+    for label, op, lo, hi, pct in BANDWIDTH_TARGETS:
+        for x in ("bfloat16", "float32"):
+            sel = fused[(fused.op == op) & (fused.dtype == x) & (fused.N >= lo)]
+            sel = sel[sel.N <= (hi or sel.N.max())]
+            for col, ref in (("pct_copy_bw", "2 GB copy"), ("pct_copy_same", "same-size copy")):
+                if sel.empty or col not in sel or sel[col].isna().all():
+                    continue
+                w = sel.loc[sel[col].idxmin()]
+                rows.append(
+                    f"| {label} ({ref}) | {x} | {len(sel)} | {int((sel[col] >= pct).sum())} | "
+                    f"{w[col]:.1f}%: {_shape(w)} |"
+                )
+    for label, op, impl, base, n, least in SPEED_TARGETS:
+        for x in ("bfloat16", "float32"):
+            sel = t[(t.op == op) & (t.dtype == x) & ((t.N == n) if n else True)]
+            a = sel[sel.impl == impl].set_index(SHAPE[1:]).ms_median
+            b = sel[sel.impl == base].set_index(SHAPE[1:]).ms_median
+            r = (b / a).dropna()
+            if r.empty:
+                continue
+            w = dict(zip(SHAPE[1:], r.idxmin()))
+            rows.append(
+                f"| {label} | {x} | {len(r)} | {int((r >= least).sum())} | "
+                f"{r.min():.2f}x: {_shape(w)} |"
+            )
+    return "\n".join(rows)
+
 
 def pct_table(t: pd.DataFrame, col: str = "pct_copy_bw") -> str:
     """% of copy bandwidth (`col`: of the 2 GB copy, or pct_copy_same: of a copy of the same
@@ -146,6 +203,10 @@ def main(argv=None) -> None:
     print("\n" + fp32_x_line(t, a.n))
     print(f"\nSpeedups, bf16 x, B = 1, N = {a.n}, geometric mean over D:\n")
     print("\n".join(speedup_lines(t, a.n)))
+    print(
+        "\nThe kernel issue's targets, shape by shape (fused kernels, bf16 and fp32 x, B = 1, 2):\n"
+    )
+    print(targets_table(t))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,53 @@
+"""tools/kernels_summary.py: the kernel issue's targets counted shape by shape from kernels.csv."""
+
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+
+_spec = importlib.util.spec_from_file_location(
+    "kernels_summary", Path(__file__).resolve().parent.parent / "tools" / "kernels_summary.py"
+)
+ks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ks)
+
+
+def _row(impl, op, N, D, pct, ms, dtype="bfloat16", out="bfloat16", B=1, same=None):
+    return dict(
+        impl=impl, op=op, B=B, N=N, D=D, dtype=dtype, out_dtype=out, ms_median=ms,
+        pct_copy_bw=pct, pct_copy_same=same if same is not None else pct + 5,
+    )  # fmt: skip
+
+
+def test_targets_count_met_shapes_and_name_the_worst():
+    t = pd.DataFrame(
+        [
+            _row("fused", "fwd", 16384, 1536, 88.0, 1.0),
+            _row("fused", "fwd", 65536, 1536, 91.0, 3.0),
+            _row("fused", "fwd", 4096, 1536, 60.0, 0.5, same=85.0),
+            _row("fused-f32out", "fwd", 65536, 1536, 92.0, 4.0, out="float32"),
+            _row("wan-eager", "fwd", 65536, 1536, 9.0, 39.0, out="float32"),  # 9.75x: missed
+            _row("compile-eager", "fwd", 65536, 1536, 40.0, 4.0),
+            _row("compile-eager", "fwd", 16384, 1536, 40.0, 0.9),  # faster than fused: missed
+        ]
+    )
+    lines = {
+        tuple(c.strip() for c in ln.strip("|").split("|")[:2]): ln
+        for ln in ks.targets_table(t).splitlines()[2:]
+    }
+    fwd90 = lines[("forward >= 90% of the copy, N >= 16384 (2 GB copy)", "bfloat16")]
+    # three shapes at N >= 16384 (bf16 and fp32 y), two meet 90%, the worst is N = 16384
+    assert "| 3 | 2 | 88.0%: bf16 y, B = 1, N = 16384, D = 1536 |" in fwd90
+    same = lines[("forward >= 90% of the copy, N >= 16384 (same-size copy)", "bfloat16")]
+    assert "| 3 | 3 |" in same
+    small = lines[("forward >= 80% of the copy, N = 4096 (2 GB copy)", "bfloat16")]
+    assert "| 1 | 0 | 60.0%" in small
+    assert (
+        "| 1 | 1 | 85.0%"
+        in lines[("forward >= 80% of the copy, N = 4096 (same-size copy)", "bfloat16")]
+    )
+    wan = lines[("forward >= 10x over the Wan path, N = 65536", "bfloat16")]
+    assert "| 1 | 0 | 9.75x: fp32 y" in wan
+    comp = lines[("forward faster than torch.compile of eager", "bfloat16")]
+    assert "| 2 | 1 | 0.90x: bf16 y, B = 1, N = 16384" in comp
+    assert not any(k[1] == "float32" for k in lines)  # no fp32-x rows in this table
