@@ -26,9 +26,12 @@
 // DYN (default false): those shared arrays in dynamic shared memory (the launch passes their
 // bytes: multiplier rows, then column-sum rows), so they may pass the 48 KB of static shared
 // memory (D = 5120: 40 KB of sums + 20 KB of multiplier).
+// SV (default false): those shared slots in groups of 4 per thread (16-byte words: one LDS.128 /
+// STS.128 instead of four scalar accesses; a warp's word is still 512 consecutive bytes, so no
+// bank conflicts), the same additions in the same order: bitwise the same rows and sums.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
-          bool DYN = false>
+          bool DYN = false, bool SV = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -70,20 +73,36 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   constexpr bool MS = MSH && MODE != MODE_TOKEN;
   constexpr int P = NCH * VEC * RT;  // element slots of a padded row, thread-major
   constexpr bool MST = MS && !DYN, SAT = SACC && ACCUM && MODE != MODE_TOKEN && !DYN;
-  __shared__ float msh_s[MST ? ROWS : 1][MST ? P : 1];
-  __shared__ float sacc_s[SAT ? ROWS : 1][SAT ? 2 * P : 1];
-  extern __shared__ float dsm[];  // DYN: [ROWS][P] multiplier (MS), then [ROWS][2P] sums
+  __shared__ __align__(16) float msh_s[MST ? ROWS : 1][MST ? P : 1];
+  __shared__ __align__(16) float sacc_s[SAT ? ROWS : 1][SAT ? 2 * P : 1];
+  extern __shared__ __align__(16) float dsm[];  // DYN: [ROWS][P] multiplier, then [ROWS][2P] sums
+  static_assert(!SV || VEC % 4 == 0, "4-slot words");
+  // the slot of element (c, j) of thread t: consecutive threads, consecutive banks (SV: words)
+  auto slot = [&](int c, int j) -> int {
+    if constexpr (SV) return ((c * (VEC / 4) + j / 4) * RT + t) * 4 + (j & 3);
+    return (c * VEC + j) * RT + t;
+  };
   float* const msh = DYN ? dsm + g * P : &msh_s[g][0];
   float* const sacc = DYN ? dsm + (MS ? ROWS * P : 0) + g * 2 * P : &sacc_s[g][0];
   if constexpr (MS) {
 #pragma unroll
     for (int c = 0; c < NCH; ++c)
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) msh[(c * VEC + j) * RT + t] = m[c][j];
+      for (int j = 0; j < VEC; ++j) msh[slot(c, j)] = m[c][j];
   }
-  auto mval = [&](int c, int j) -> float {
-    if constexpr (MS) return msh[(c * VEC + j) * RT + t];
-    return m[c][j];
+  // chunk c of the multiplier into mc (SV: as 16-byte words)
+  auto mchunk = [&](int c, float (&mc)[VEC]) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += (MS && SV) ? 4 : 1) {
+      if constexpr (MS && SV) {
+        const float4 w = *reinterpret_cast<const float4*>(msh + slot(c, j));
+        mc[j] = w.x, mc[j + 1] = w.y, mc[j + 2] = w.z, mc[j + 3] = w.w;
+      } else if constexpr (MS) {
+        mc[j] = msh[slot(c, j)];
+      } else {
+        mc[j] = m[c][j];
+      }
+    }
   };
   float acc_s[NCH][VEC], acc_h[NCH][VEC];  // column sums of dy*xhat and dy, fp32
   // SACC: slot (c, j) of thread t at [(c*VEC + j)*RT + t] (consecutive threads, consecutive banks)
@@ -95,17 +114,30 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     for (int j = 0; j < VEC; ++j) {
       acc_s[c][j] = acc_h[c][j] = 0.f;
       if constexpr (SA) {
-        sacc[(c * VEC + j) * RT + t] = 0.f;
-        sacc[((NCH + c) * VEC + j) * RT + t] = 0.f;
+        sacc[slot(c, j)] = 0.f;
+        sacc[P + slot(c, j)] = 0.f;
       }
     }
-  auto acc_add = [&](int c, int j, float vs, float vh) {
-    if constexpr (SA) {
-      sacc[(c * VEC + j) * RT + t] += vs;
-      sacc[((NCH + c) * VEC + j) * RT + t] += vh;
-    } else {
-      acc_s[c][j] += vs;
-      acc_h[c][j] += vh;
+  // chunk c's column sums += vs, vh (SV: read-modify-write of 16-byte words)
+  auto acc_add = [&](int c, const float (&vs)[VEC], const float (&vh)[VEC]) {
+#pragma unroll
+    for (int j = 0; j < VEC; j += (SA && SV) ? 4 : 1) {
+      if constexpr (SA && SV) {
+        float4* ws = reinterpret_cast<float4*>(sacc + slot(c, j));
+        float4* wh = reinterpret_cast<float4*>(sacc + P + slot(c, j));
+        float4 a = *ws;
+        a.x += vs[j], a.y += vs[j + 1], a.z += vs[j + 2], a.w += vs[j + 3];
+        *ws = a;
+        float4 h = *wh;
+        h.x += vh[j], h.y += vh[j + 1], h.z += vh[j + 2], h.w += vh[j + 3];
+        *wh = h;
+      } else if constexpr (SA) {
+        sacc[slot(c, j)] += vs[j];
+        sacc[P + slot(c, j)] += vh[j];
+      } else {
+        acc_s[c][j] += vs[j];
+        acc_h[c][j] += vh[j];
+      }
     }
   };
 
@@ -174,11 +206,13 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
           if (MODE == MODE_TOKEN) m[c][j] = 0.f;  // per-sample m is kept for the next row
         }
       }
+      float mc[VEC];
+      mchunk(c, mc);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const bool in = d0 + j < D;  // padded lanes must not touch the row sums
         xh[c][j] = in ? (xv[j] - mu) * rs : 0.f;
-        gy[c][j] = in ? dyv[c][j] * mval(c, j) : 0.f;
+        gy[c][j] = in ? dyv[c][j] * mc[j] : 0.f;
         s1 += gy[c][j];
         s2 += gy[c][j] * xh[c][j];
       }
@@ -206,8 +240,10 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         store_f32<VECTOR>(dscale_tok + row * D, d0, D, ds);
         store_f32<VECTOR>(dshift_tok + row * D, d0, D, dyv[c]);
       } else if (ACCUM) {
+        float vs[VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) acc_add(c, j, dyv[c][j] * xh[c][j], dyv[c][j]);
+        for (int j = 0; j < VEC; ++j) vs[j] = dyv[c][j] * xh[c][j];
+        acc_add(c, vs, dyv[c]);
       }
     }
   }
@@ -226,8 +262,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     for (int j = 0; j < VEC; ++j) {
       const int k = (c * VEC + j) * RT + t;
       const bool in = d0 + j < D;
-      part_scale[base + k] = !in ? 0.f : SA ? sacc[k] : acc_s[c][j];
-      part_shift[base + k] = !in ? 0.f : SA ? sacc[P + k] : acc_h[c][j];
+      part_scale[base + k] = !in ? 0.f : SA ? sacc[slot(c, j)] : acc_s[c][j];
+      part_shift[base + k] = !in ? 0.f : SA ? sacc[P + slot(c, j)] : acc_h[c][j];
     }
   }
 }

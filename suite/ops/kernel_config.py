@@ -93,6 +93,10 @@ class KernelConfig:
     # there in rounds 1, 2, 8 and 9: +4.4% at N = 65536) instead of one CTA of 164 registers.
     # None: there (bwd_sm2_on)
     bwd_sm2: bool | None = None
+    # backward: the shared multiplier and column sums as 16-byte words per thread (one vector
+    # access where there were four scalar ones; round 14), where the row is at most 96 threads
+    # (D <= 1536 at 16 elements per thread: wider rows spill 4-24 bytes under their caps)
+    bwd_svec: bool = False
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -302,6 +306,8 @@ class KernelConfig:
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
+        shared = self.bwd_sacc_on or self.bwd_msh_on
+        tail.append(str(self.bwd_svec and shared and self.bwd_rt <= 96).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"

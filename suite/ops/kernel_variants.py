@@ -97,4 +97,7 @@ VARIANTS: dict[str, dict] = {
     # registers at 16 or 24 elements per thread; the prefetching forward for fp32 y) lost 3-16%
     # at N = 65536 and were removed (code at commit d2c7ae9, docs/perf-notes.md)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
+    # round 14 candidate (built, not yet measured): the backward's shared multiplier and column
+    # sums read and written as 16-byte words (a quarter of the shared-memory instructions)
+    "bwd-sv": {"bwd_svec": True},
 }
