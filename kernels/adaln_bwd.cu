@@ -88,20 +88,18 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
     for (int c = 0; c < NCH; ++c)
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) msh[slot(c, j)] = m[c][j];
+      for (int j = 0; j < VEC; ++j) msh[SV ? slot(c, j) : (c * VEC + j) * RT + t] = m[c][j];
   }
-  // chunk c of the multiplier into mc (SV: as 16-byte words)
+  auto mval = [&](int c, int j) -> float {
+    if constexpr (MS) return msh[(c * VEC + j) * RT + t];
+    return m[c][j];
+  };
+  // SV: chunk c of the shared multiplier as 16-byte words
   auto mchunk = [&](int c, float (&mc)[VEC]) {
 #pragma unroll
-    for (int j = 0; j < VEC; j += (MS && SV) ? 4 : 1) {
-      if constexpr (MS && SV) {
-        const float4 w = *reinterpret_cast<const float4*>(msh + slot(c, j));
-        mc[j] = w.x, mc[j + 1] = w.y, mc[j + 2] = w.z, mc[j + 3] = w.w;
-      } else if constexpr (MS) {
-        mc[j] = msh[slot(c, j)];
-      } else {
-        mc[j] = m[c][j];
-      }
+    for (int j = 0; j < VEC; j += 4) {
+      const float4 w = *reinterpret_cast<const float4*>(msh + slot(c, j));
+      mc[j] = w.x, mc[j + 1] = w.y, mc[j + 2] = w.z, mc[j + 3] = w.w;
     }
   };
   float acc_s[NCH][VEC], acc_h[NCH][VEC];  // column sums of dy*xhat and dy, fp32
@@ -114,30 +112,31 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     for (int j = 0; j < VEC; ++j) {
       acc_s[c][j] = acc_h[c][j] = 0.f;
       if constexpr (SA) {
-        sacc[slot(c, j)] = 0.f;
-        sacc[P + slot(c, j)] = 0.f;
+        sacc[SV ? slot(c, j) : (c * VEC + j) * RT + t] = 0.f;
+        sacc[SV ? P + slot(c, j) : ((NCH + c) * VEC + j) * RT + t] = 0.f;
       }
     }
-  // chunk c's column sums += vs, vh (SV: read-modify-write of 16-byte words)
-  auto acc_add = [&](int c, const float (&vs)[VEC], const float (&vh)[VEC]) {
+  auto acc_add = [&](int c, int j, float vs, float vh) {
+    if constexpr (SA) {
+      sacc[(c * VEC + j) * RT + t] += vs;
+      sacc[((NCH + c) * VEC + j) * RT + t] += vh;
+    } else {
+      acc_s[c][j] += vs;
+      acc_h[c][j] += vh;
+    }
+  };
+  // SV: chunk c's column sums += vs, vh as read-modify-writes of 16-byte words
+  auto acc_add4 = [&](int c, const float (&vs)[VEC], const float (&vh)[VEC]) {
 #pragma unroll
-    for (int j = 0; j < VEC; j += (SA && SV) ? 4 : 1) {
-      if constexpr (SA && SV) {
-        float4* ws = reinterpret_cast<float4*>(sacc + slot(c, j));
-        float4* wh = reinterpret_cast<float4*>(sacc + P + slot(c, j));
-        float4 a = *ws;
-        a.x += vs[j], a.y += vs[j + 1], a.z += vs[j + 2], a.w += vs[j + 3];
-        *ws = a;
-        float4 h = *wh;
-        h.x += vh[j], h.y += vh[j + 1], h.z += vh[j + 2], h.w += vh[j + 3];
-        *wh = h;
-      } else if constexpr (SA) {
-        sacc[slot(c, j)] += vs[j];
-        sacc[P + slot(c, j)] += vh[j];
-      } else {
-        acc_s[c][j] += vs[j];
-        acc_h[c][j] += vh[j];
-      }
+    for (int j = 0; j < VEC; j += 4) {
+      float4* ws = reinterpret_cast<float4*>(sacc + slot(c, j));
+      float4 a = *ws;
+      a.x += vs[j], a.y += vs[j + 1], a.z += vs[j + 2], a.w += vs[j + 3];
+      *ws = a;
+      float4* wh = reinterpret_cast<float4*>(sacc + P + slot(c, j));
+      float4 h = *wh;
+      h.x += vh[j], h.y += vh[j + 1], h.z += vh[j + 2], h.w += vh[j + 3];
+      *wh = h;
     }
   };
 
@@ -206,13 +205,13 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
           if (MODE == MODE_TOKEN) m[c][j] = 0.f;  // per-sample m is kept for the next row
         }
       }
-      float mc[VEC];
-      mchunk(c, mc);
+      float mc[MS && SV ? VEC : 1];
+      if constexpr (MS && SV) mchunk(c, mc);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const bool in = d0 + j < D;  // padded lanes must not touch the row sums
         xh[c][j] = in ? (xv[j] - mu) * rs : 0.f;
-        gy[c][j] = in ? dyv[c][j] * mc[j] : 0.f;
+        gy[c][j] = in ? dyv[c][j] * (MS && SV ? mc[MS && SV ? j : 0] : mval(c, j)) : 0.f;
         s1 += gy[c][j];
         s2 += gy[c][j] * xh[c][j];
       }
@@ -239,11 +238,14 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         for (int j = 0; j < VEC; ++j) ds[j] = dyv[c][j] * xh[c][j];
         store_f32<VECTOR>(dscale_tok + row * D, d0, D, ds);
         store_f32<VECTOR>(dshift_tok + row * D, d0, D, dyv[c]);
-      } else if (ACCUM) {
+      } else if (ACCUM && SA && SV) {
         float vs[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) vs[j] = dyv[c][j] * xh[c][j];
-        acc_add(c, vs, dyv[c]);
+        acc_add4(c, vs, dyv[c]);
+      } else if (ACCUM) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) acc_add(c, j, dyv[c][j] * xh[c][j], dyv[c][j]);
       }
     }
   }
@@ -262,8 +264,9 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     for (int j = 0; j < VEC; ++j) {
       const int k = (c * VEC + j) * RT + t;
       const bool in = d0 + j < D;
-      part_scale[base + k] = !in ? 0.f : SA ? sacc[slot(c, j)] : acc_s[c][j];
-      part_shift[base + k] = !in ? 0.f : SA ? sacc[P + slot(c, j)] : acc_h[c][j];
+      const int q = SV ? slot(c, j) : k;
+      part_scale[base + k] = !in ? 0.f : SA ? sacc[q] : acc_s[c][j];
+      part_shift[base + k] = !in ? 0.f : SA ? sacc[P + q] : acc_h[c][j];
     }
   }
 }
