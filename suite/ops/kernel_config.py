@@ -278,6 +278,10 @@ class KernelConfig:
         return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
 
     @property
+    def bwd_svec_on(self) -> bool:  # see bwd_svec: shared arrays to vectorise, rows <= 96 threads
+        return self.bwd_svec and (self.bwd_sacc_on or self.bwd_msh_on) and self.bwd_rt <= 96
+
+    @property
     def bwd_ctas(self) -> int:
         """CTAs per SM the backward is compiled for (__launch_bounds__ min blocks)."""
         minb = self.bwd_minb if self.bwd_sacc_on or not self._auto(self.bwd_sacc) else 1
@@ -306,8 +310,7 @@ class KernelConfig:
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
-        shared = self.bwd_sacc_on or self.bwd_msh_on
-        tail.append(str(self.bwd_svec and shared and self.bwd_rt <= 96).lower())
+        tail.append(str(self.bwd_svec_on).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"

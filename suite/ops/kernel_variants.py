@@ -94,8 +94,9 @@ VARIANTS: dict[str, dict] = {
     # 24 warps per SM; D = 3072 two 128-thread rows); lost at D <= 3072, won bf16 y at 5120 by
     # 1.5% at N = 65536 and lost 3% at 4096 (variants/round11). Round 12 (the rows fetched by
     # cp.async.bulk into shared memory, adaln_fwd_tma) and round 13 (the modulation kept in
-    # registers at 16 or 24 elements per thread; the prefetching forward for fp32 y) lost 3-16%
-    # at N = 65536 and were removed (code at commit d2c7ae9, docs/perf-notes.md)
+    # registers at 16 or 24 elements per thread; the prefetching forward for fp32 y) lost at
+    # every N = 65536 shape, up to a third, and were removed (code at commit d2c7ae9,
+    # docs/perf-notes.md)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
     # round 14 candidate (built, not yet measured): the backward's shared multiplier and column
     # sums read and written as 16-byte words (a quarter of the shared-memory instructions)
