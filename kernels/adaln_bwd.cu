@@ -87,8 +87,15 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   if constexpr (MS) {
 #pragma unroll
     for (int c = 0; c < NCH; ++c)
+      if constexpr (SV) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) msh[SV ? slot(c, j) : (c * VEC + j) * RT + t] = m[c][j];
+        for (int j = 0; j < VEC; j += 4)
+          *reinterpret_cast<float4*>(msh + slot(c, j)) =
+              make_float4(m[c][j], m[c][j + 1], m[c][j + 2], m[c][j + 3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) msh[(c * VEC + j) * RT + t] = m[c][j];
+      }
   }
   auto mval = [&](int c, int j) -> float {
     if constexpr (MS) return msh[(c * VEC + j) * RT + t];
@@ -111,9 +118,14 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       acc_s[c][j] = acc_h[c][j] = 0.f;
-      if constexpr (SA) {
-        sacc[SV ? slot(c, j) : (c * VEC + j) * RT + t] = 0.f;
-        sacc[SV ? P + slot(c, j) : ((NCH + c) * VEC + j) * RT + t] = 0.f;
+      if constexpr (SA && SV) {  // 16-byte words (scalar stores 16 bytes apart: 4-way conflicts)
+        if (j % 4 == 0) {
+          *reinterpret_cast<float4*>(sacc + slot(c, j)) = make_float4(0.f, 0.f, 0.f, 0.f);
+          *reinterpret_cast<float4*>(sacc + P + slot(c, j)) = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      } else if constexpr (SA) {
+        sacc[(c * VEC + j) * RT + t] = 0.f;
+        sacc[((NCH + c) * VEC + j) * RT + t] = 0.f;
       }
     }
   auto acc_add = [&](int c, int j, float vs, float vh) {
@@ -260,13 +272,27 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
   for (int c = 0; c < NCH; ++c) {
     const int d0 = (c * RT + t) * VEC;
+    float ws[VEC], wh[VEC];  // SV: the CTA's sums read back as 16-byte words, no bank conflicts
+    if constexpr (SA && SV) {
+#pragma unroll
+      for (int j = 0; j < VEC; j += 4) {
+        const float4 a = *reinterpret_cast<const float4*>(sacc + slot(c, j));
+        const float4 h = *reinterpret_cast<const float4*>(sacc + P + slot(c, j));
+        ws[j] = a.x, ws[j + 1] = a.y, ws[j + 2] = a.z, ws[j + 3] = a.w;
+        wh[j] = h.x, wh[j + 1] = h.y, wh[j + 2] = h.z, wh[j + 3] = h.w;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const int k = (c * VEC + j) * RT + t;
       const bool in = d0 + j < D;
-      const int q = SV ? slot(c, j) : k;
-      part_scale[base + k] = !in ? 0.f : SA ? sacc[q] : acc_s[c][j];
-      part_shift[base + k] = !in ? 0.f : SA ? sacc[P + q] : acc_h[c][j];
+      if constexpr (SA && SV) {
+        part_scale[base + k] = in ? ws[j] : 0.f;
+        part_shift[base + k] = in ? wh[j] : 0.f;
+      } else {
+        part_scale[base + k] = !in ? 0.f : SA ? sacc[k] : acc_s[c][j];
+        part_shift[base + k] = !in ? 0.f : SA ? sacc[P + k] : acc_h[c][j];
+      }
     }
   }
 }

@@ -68,6 +68,9 @@ class KernelConfig:
     # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
     # lost up to 17%). None: there (fwd_wide_on)
     fwd_wide: bool | None = None
+    # forward (with prefetch): the output pass re-reads x chunk by chunk from L1 in a loop
+    # unrolled fwd_rr times instead of keeping the row in registers (0: off; round 15)
+    fwd_rr: int = 0
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
@@ -264,7 +267,7 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv]
+            tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_rr)]
             return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
