@@ -237,38 +237,3 @@ __device__ __forceinline__ void unpack(const Raw<T, N>& r, float (&f)[N]) {
 #pragma unroll
   for (int j = 0; j < N; ++j) f[j] = Bits<T>::get(r.u, j);
 }
-
-// row_stats of a row kept packed (Raw words), in one pass over the words: each thread sums its
-// elements shifted by its first one, k (s1 = sum(x - k), s2 = sum((x - k)^2)), and after the mean
-// is known adds sum((x - mu)^2) = s2 - 2 (mu - k) s1 + n (mu - k)^2. Nothing of the row stays
-// live through the reductions (a two-pass over the words keeps the unpacked row: ptxas merges
-// the two unpacks). The shift keeps the cancellation small: |mu - k| is of the order of the
-// row's deviation unless k is an outlier, and then its own square dominates the sum.
-template <int D, int RT, int ROWS, int NCH, typename T, int VEC>
-__device__ __forceinline__ void row_stats_raw(const Raw<T, VEC> (&r)[NCH], float* red, int& buf,
-                                              int t, int g, float eps, float& mu, float& rs) {
-  const float k = t * VEC < D ? Bits<T>::get(r[0].u, 0) : 0.f;
-  float s1 = 0.f, s2 = 0.f, n = 0.f;
-#pragma unroll
-  for (int c = 0; c < NCH; ++c) {
-    const int d0 = (c * RT + t) * VEC;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      if (d0 + j < D) {  // padded lanes left out
-        const float dv = Bits<T>::get(r[c].u, j) - k;
-        s1 += dv;
-        s2 += dv * dv;
-        n += 1.f;
-      }
-    }
-  }
-  float s[1] = {n * k + s1};
-  group_sum<RT, ROWS>(s, red, buf, t, g);
-  buf ^= 1;
-  mu = s[0] * (1.f / D);
-  const float dk = mu - k;
-  float q[1] = {s2 - 2.f * dk * s1 + n * dk * dk};
-  group_sum<RT, ROWS>(q, red, buf, t, g);
-  buf ^= 1;
-  rs = rsqrtf(fmaxf(q[0], 0.f) * (1.f / D) + eps);
-}

@@ -79,11 +79,9 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
 // MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
-// adaln_fwd. RR (0: off): the output pass re-reads each chunk of x from L1 (the row was loaded a
-// row earlier) in a loop unrolled RR times, instead of the whole row kept in registers and every
-// chunk's modulation loads hoisted ahead of it: fewer registers, more CTAs per SM.
+// adaln_fwd.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0, int RR = 0>
+          int MINB = 1, int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -124,15 +122,11 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     const bool ok = row < rows;
     const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
 
-    float v[RR > 0 ? 1 : NCH][VEC];  // RR: the stats unpack the packed row themselves
-    float mu, rs;
-    if constexpr (RR > 0) {
-      row_stats_raw<D, RT, ROWS>(cur, red[g], buf, t, g, eps, mu, rs);
-    } else {
+    float v[NCH][VEC];
 #pragma unroll
-      for (int c = 0; c < NCH; ++c) unpack(cur[c], v[c]);
-      row_stats<D, RT, ROWS>(v, red[g], buf, t, g, eps, mu, rs);
-    }
+    for (int c = 0; c < NCH; ++c) unpack(cur[c], v[c]);
+    float mu, rs;
+    row_stats<D, RT, ROWS>(v, red[g], buf, t, g, eps, mu, rs);
 
     if (ok) {
       if (t == 0) {
@@ -151,28 +145,8 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
           }
         }
       }
-      if constexpr (RR > 0) {
-        const TX* xr = x + b * sxb + n * sxn;
-#pragma unroll RR
-        for (int c = 0; c < NCH; ++c) {
-          const int d0 = (c * RT + t) * VEC;
-          if (d0 >= D) continue;
-          Raw<TX, VEC> r;
-          float xv[VEC], sc[VEC], sh[VEC], o[VEC];
-          load_raw(xr, d0, r);
-          unpack(r, xv);
-          load_f32<true>(scale + moff, d0, D, sc);
-          load_f32<true>(shift + moff, d0, D, sh);
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            const float xh = (xv[j] - mu) * rs;
-            o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
-          }
-          store_f32<true>(y + row * D, d0, D, o);
-        }
-      }
-#pragma unroll
-      for (int c = 0; c < (RR > 0 ? 0 : NCH); ++c) {
+      for (int c = 0; c < NCH; ++c) {
         const int d0 = (c * RT + t) * VEC;
         if (d0 >= D) continue;
         float sc[VEC], sh[VEC], o[VEC];

@@ -91,7 +91,11 @@ def test_backward_names():
     c = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
     r7 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
     r6 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
-    assert c.bwd(True, True) == r7
+    # round 14: the shared arrays as 16-byte words (rows of <= 96 threads, fp32 modulation)
+    assert c.bwd(True, True) == r7[:-1] + ", false, true>"  # DYN false, SV true
+    assert c.variant("bwd-r14").bwd(True, True) == r7  # the round-7 kernel, name unchanged
+    assert not KernelConfig("f16", "f16", "f16", 1536, MODE_SAMPLE).bwd_svec_on  # spills
+    assert not KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE).bwd_svec_on  # 192 threads
     assert c.variant("bwd-r6").bwd(True, True) == r6  # the round-6 default, name unchanged
     # D = 5120: round 8's default is bwd-dyn5's kernel; round 7's kept its round-6 name there
     wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)

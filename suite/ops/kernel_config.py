@@ -68,9 +68,6 @@ class KernelConfig:
     # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
     # lost up to 17%). None: there (fwd_wide_on)
     fwd_wide: bool | None = None
-    # forward (with prefetch): the output pass re-reads x chunk by chunk from L1 in a loop
-    # unrolled fwd_rr times instead of keeping the row in registers (0: off; round 15)
-    fwd_rr: int = 0
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
@@ -97,9 +94,11 @@ class KernelConfig:
     # None: there (bwd_sm2_on)
     bwd_sm2: bool | None = None
     # backward: the shared multiplier and column sums as 16-byte words per thread (one vector
-    # access where there were four scalar ones; round 14), where the row is at most 96 threads
-    # (D <= 1536 at 16 elements per thread: wider rows spill 4-24 bytes under their caps)
-    bwd_svec: bool = False
+    # access where there were four scalar ones). None: where the shared arrays are and the row is
+    # at most 96 threads (1024 < D <= 1536 for 16-bit x; wider rows spill 4-24 bytes under their
+    # caps). Round 14: D = 1536 bf16 dy 77.2 -> 79.6% and 78.2 -> 80.2% at N = 65536 in two
+    # calls, 0 to -1% at 16384, -4% at 4096
+    bwd_svec: bool | None = None
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -267,7 +266,7 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_rr)]
+            tail = [str(self.fwd_mreg).lower(), nb, lv]
             return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
@@ -282,7 +281,11 @@ class KernelConfig:
 
     @property
     def bwd_svec_on(self) -> bool:  # see bwd_svec: shared arrays to vectorise, rows <= 96 threads
-        return self.bwd_svec and (self.bwd_sacc_on or self.bwd_msh_on) and self.bwd_rt <= 96
+        if self.bwd_svec is None:  # measured with fp32 modulation; f16 modulation spills 8 bytes
+            on = self.tm == "float"
+        else:
+            on = self.bwd_svec
+        return on and (self.bwd_sacc_on or self.bwd_msh_on) and self.bwd_rt <= 96
 
     @property
     def bwd_ctas(self) -> int:

@@ -98,14 +98,11 @@ VARIANTS: dict[str, dict] = {
     # every N = 65536 shape, up to a third, and were removed (code at commit d2c7ae9,
     # docs/perf-notes.md)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
-    # round 14 (measured +3% at D = 1536, N = 65536; then its init and tail as words too): the backward's shared multiplier and column
-    # sums read and written as 16-byte words (a quarter of the shared-memory instructions)
-    "bwd-sv": {"bwd_svec": True},
-    # round 15 candidates: the forward's output pass re-reads x from L1 chunk by chunk (loop
-    # unrolled 1, 2 or 3 times) and the row statistics come from the packed row in one shifted
-    # pass, so no unpacked row lives through the reductions: 72 registers at D = 1536 (3 CTAs of
-    # 8 warps against 2), 48 at 3072 (7 CTAs of 6 warps against 5), 64 at 5120 (6 of 5 against 4)
-    "fwd-rr1": {"fwd_rr": 1},
-    "fwd-rr2": {"fwd_rr": 2},
-    "fwd-rr3": {"fwd_rr": 3},
+    # round 14: the backward's shared multiplier and column sums as 16-byte words (the default
+    # since, where the row is <= 96 threads): what the default is measured against. (4 CTAs of
+    # 80 registers without the prefetch spill at D = 1536 under ptxas: not tried)
+    "bwd-r14": {"bwd_svec": False},
+    # round 15 (lost 21-33% at N = 65536, removed; code at commit 5c1bb20): the forward's output
+    # pass re-reading x from L1 chunk by chunk, the row statistics from the packed row in one
+    # shifted pass (72 registers at D = 1536: 3 CTAs of 8 warps against 2)
 }
