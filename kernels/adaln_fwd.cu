@@ -79,11 +79,9 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
 // MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
-// adaln_fwd. MSM (not per token): the modulation of the sample of the CTA's first row is copied
-// to shared memory as fp32 when that sample changes, and rows of that sample read it from there
-// (16-byte shared loads) instead of through L1; rows of another sample load it as before.
+// adaln_fwd.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0, bool MSM = false>
+          int MINB = 1, int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -115,10 +113,6 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
   };
   Raw<TX, VEC> cur[NCH], nxt[NCH];
   if (s_begin < s_end) fetch(s_begin * ROWS + g, cur);
-  constexpr bool SMOD =  // fp32 modulation (16-bit spills 24 bytes at D = 1536), within 40 KB
-      MSM && MODE != MODE_TOKEN && sizeof(TM) == 4 && D % 4 == 0 && 8 * D <= 40960;
-  __shared__ __align__(16) float msm[SMOD ? 2 * D : 4];  // [scale | shift] of sample `cached`
-  i64 cached = -1;
   float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
   i64 kept = -1;  // the sample whose modulation ksc/ksh hold
 
@@ -127,22 +121,6 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     if (s + 1 < s_end) fetch(row + ROWS, nxt);
     const bool ok = row < rows;
     const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
-    if constexpr (SMOD) {  // uniform over the CTA: s is
-      const i64 b0 = MODE == MODE_SAMPLE ? s * ROWS / N : 0;
-      if (b0 != cached) {
-        __syncthreads();  // every row group is done with the previous sample's
-        const i64 off = MODE == MODE_SAMPLE ? b0 * smb : 0;
-        for (int d = threadIdx.x * 4; d < D; d += RT * ROWS * 4) {
-          float a[4], h[4];
-          load_f32<true>(scale + off, d, D, a);
-          load_f32<true>(shift + off, d, D, h);
-          *reinterpret_cast<float4*>(msm + d) = make_float4(a[0], a[1], a[2], a[3]);
-          *reinterpret_cast<float4*>(msm + D + d) = make_float4(h[0], h[1], h[2], h[3]);
-        }
-        __syncthreads();
-        cached = b0;
-      }
-    }
 
     float v[NCH][VEC];
 #pragma unroll
@@ -179,23 +157,8 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
             sh[j] = ksh[KEEP ? c : 0][j];
           }
         } else {
-          bool shared = false;
-          if constexpr (SMOD) {
-            if (MODE == MODE_AFFINE || b == cached) {
-#pragma unroll
-              for (int j = 0; j < VEC; j += 4) {
-                const float4 a = *reinterpret_cast<const float4*>(msm + d0 + j);
-                const float4 h = *reinterpret_cast<const float4*>(msm + D + d0 + j);
-                sc[j] = a.x, sc[j + 1] = a.y, sc[j + 2] = a.z, sc[j + 3] = a.w;
-                sh[j] = h.x, sh[j + 1] = h.y, sh[j + 2] = h.z, sh[j + 3] = h.w;
-              }
-              shared = true;
-            }
-          }
-          if (!shared) {
-            load_f32<true>(scale + moff, d0, D, sc);
-            load_f32<true>(shift + moff, d0, D, sh);
-          }
+          load_f32<true>(scale + moff, d0, D, sc);
+          load_f32<true>(shift + moff, d0, D, sh);
         }
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {

@@ -105,8 +105,6 @@ VARIANTS: dict[str, dict] = {
     # round 15 (lost 21-33% at N = 65536, removed; code at commit 5c1bb20): the forward's output
     # pass re-reading x from L1 chunk by chunk, the row statistics from the packed row in one
     # shifted pass (72 registers at D = 1536: 3 CTAs of 8 warps against 2)
-    # round 16 candidate: the forward's per-sample modulation copied to shared memory once per
-    # sample and read with 16-byte shared loads (4 of every 5 loads of the output pass were L1
-    # hits on it)
-    "fwd-smod": {"fwd_msm": True},
+    # round 16 (lost 1-16% at N = 65536, removed; code at commit 35d96ed): the forward's
+    # per-sample modulation copied to shared memory once per sample, read with 16-byte shared loads
 }
