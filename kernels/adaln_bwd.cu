@@ -29,9 +29,13 @@
 // SV (default false): those shared slots in groups of 4 per thread (16-byte words: one LDS.128 /
 // STS.128 instead of four scalar accesses; a warp's word is still 512 consecutive bytes, so no
 // bank conflicts), the same additions in the same order: bitwise the same rows and sums.
+// RM (default 0; PF only): the second pass recomputes x-hat and dy (1), and also dy * m (2,
+// from the shared multiplier) from the current row's packed words (kept until the end of the
+// row) instead of holding them unpacked through the row reduction: 16 (32) fewer live registers
+// at 16 elements per thread, the same arithmetic, so the same bits.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
-          bool DYN = false, bool SV = false>
+          bool DYN = false, bool SV = false, int RM = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -153,6 +157,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   };
 
   static_assert(!PF || VECTOR, "prefetch needs the 16-byte layout");
+  static_assert(!RM || PF, "rematerialising needs the packed row");
   // One row's loads: x and dy packed (raw 16-byte words), mean and rstd.
   struct RowIn {
     Raw<TX, VEC> x[NCH];
@@ -190,6 +195,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     const TX* xr = x + b * sxb + n * sxn;
     const i64 moff = b * smb + n * smn;
 
+    // RM: xh and dyv are refilled from cur in the second pass (ptxas may then drop them here)
     float xh[NCH][VEC], gy[NCH][VEC], dyv[NCH][VEC];
     float s1 = 0.f, s2 = 0.f;
 #pragma unroll
@@ -228,18 +234,39 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         s2 += gy[c][j] * xh[c][j];
       }
     }
-    if (PF) cur = nxt;
+    if (PF && !RM) cur = nxt;
     float s12[2] = {s1, s2};
     // one scratch buffer and a second barrier (the next row's writes wait for this row's
     // reads): with alternating buffers ptxas spilled on sm_80 and the H200 measured no gain
     group_sum<RT, ROWS>(s12, red[g], 0, t, g);
     if (RT > 32) group_barrier<RT, ROWS>(g);
-    if (!ok) continue;
+    if (!ok) {
+      if (RM) cur = nxt;
+      continue;
+    }
     const float a1 = s12[0] * (1.f / D), a2 = s12[1] * (1.f / D);
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
       if (d0 >= D) continue;
+      if constexpr (RM) {  // the same values as the first pass computed (d0 < D: every lane in)
+        float xv[VEC];
+        unpack_again(cur.x[c], xv);
+        unpack_again(cur.dy[c], dyv[c]);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) xh[c][j] = d0 + j < D ? (xv[j] - mu) * rs : 0.f;
+        if constexpr (RM >= 2 && MS) {
+          float mc[VEC];
+          if constexpr (SV) {
+            mchunk(c, mc);
+          } else {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) mc[j] = mval(c, j);
+          }
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) gy[c][j] = d0 + j < D ? dyv[c][j] * mc[j] : 0.f;
+        }
+      }
       float o[VEC];
 #pragma unroll
       for (int j = 0; j < VEC; ++j) o[j] = rs * (gy[c][j] - a1 - xh[c][j] * a2);
@@ -260,6 +287,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         for (int j = 0; j < VEC; ++j) acc_add(c, j, dyv[c][j] * xh[c][j], dyv[c][j]);
       }
     }
+    if (RM) cur = nxt;
   }
   if (!ACCUM || MODE == MODE_TOKEN) return;
 

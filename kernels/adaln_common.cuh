@@ -37,10 +37,12 @@ template <> __device__ __forceinline__ f16 from_f32<f16>(float a) {
 // constant after unrolling, so each access is one shift or mask.
 template <typename T> struct Bits;
 template <> struct Bits<float> {
+  static constexpr bool BF16 = false;
   static __device__ __forceinline__ float get(const unsigned* u, int j) { return __uint_as_float(u[j]); }
   static __device__ __forceinline__ void put(unsigned* u, int j, float f) { u[j] = __float_as_uint(f); }
 };
 template <> struct Bits<bf16> {
+  static constexpr bool BF16 = true;
   static __device__ __forceinline__ float get(const unsigned* u, int j) {
     const unsigned w = u[j >> 1];
     return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
@@ -51,6 +53,7 @@ template <> struct Bits<bf16> {
   }
 };
 template <> struct Bits<f16> {
+  static constexpr bool BF16 = false;
   static __device__ __forceinline__ float get(const unsigned* u, int j) {
     f16 h;
     h.v = (u16)((u[j >> 1] >> (16 * (j & 1))) & 0xffffu);
@@ -236,4 +239,27 @@ template <typename T, int N>
 __device__ __forceinline__ void unpack(const Raw<T, N>& r, float (&f)[N]) {
 #pragma unroll
   for (int j = 0; j < N; ++j) f[j] = Bits<T>::get(r.u, j);
+}
+// unpack() through PTX the compiler cannot match with an earlier unpack() of the same words, so
+// a second unpack of a kept packed row is recomputed, not kept from the first (16-bit types; for
+// fp32 there is nothing to unpack)
+template <typename T, int N>
+__device__ __forceinline__ void unpack_again(const Raw<T, N>& r, float (&f)[N]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    const unsigned w = r.u[sizeof(T) == 2 ? j >> 1 : j];
+    unsigned o;
+    if constexpr (sizeof(T) == 4) {
+      o = w;
+    } else if constexpr (Bits<T>::BF16) {  // bf16: the half moved to the top, zeros below
+      if (j & 1) asm("prmt.b32 %0, %1, 0, 0x3244;" : "=r"(o) : "r"(w));
+      else asm("prmt.b32 %0, %1, 0, 0x1044;" : "=r"(o) : "r"(w));
+    } else {  // f16
+      float x;
+      const unsigned short h = (unsigned short)(w >> (16 * (j & 1)));
+      asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));
+      o = __float_as_uint(x);
+    }
+    f[j] = __uint_as_float(o);
+  }
 }

@@ -95,6 +95,7 @@ def test_backward_names():
     assert c.bwd(True, True) == r7[:-1] + ", false, true>"  # DYN false, SV true
     assert c.variant("bwd-r14").bwd(True, True) == r7  # the round-7 kernel, name unchanged
     assert not KernelConfig("f16", "f16", "f16", 1536, MODE_SAMPLE).bwd_svec_on  # spills
+    assert not KernelConfig("f16", "float", "f16", 1536, MODE_SAMPLE).bwd_svec_on  # spills
     assert not KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE).bwd_svec_on  # 192 threads
     assert c.variant("bwd-r6").bwd(True, True) == r6  # the round-6 default, name unchanged
     # D = 5120: round 8's default is bwd-dyn5's kernel; round 7's kept its round-6 name there
@@ -124,3 +125,26 @@ def test_carveout_sized_to_the_capped_ctas():
     assert c.bwd_carveout(False) == -(-100 * dx_only // (228 * 1024))
     small = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE).variant("bwd-dyn5c")
     assert small.bwd_ctas == 3 and small.bwd_carveout(True) == 49  # 3 x (36 KB + 1 KB + 96 B)
+
+
+def test_names_keep_non_default_ones_and_zeros():
+    """A trailing template argument is dropped only where it equals that position's default:
+    bwd_remat 1 is not adaln_bwd's default RM (0), so it stays in the name (a generic rule had
+    dropped every trailing "1", turning round 15's fwd-rr1 into the default kernel)."""
+    c = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    assert c.variant("bwd-rm").bwd(True, True).endswith(", false, true, 1>")
+    assert c.variant("bwd-rm4").bwd(True, True).endswith(", false, true, 2>")
+    assert c.variant("bwd-rm").bwd(False, True) == c.bwd(False, True)  # no prefetch: no remat
+    wide = KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)
+    assert ", 4, " in wide.variant("bwd-rm4").bwd(True, True)  # 4 CTAs of one 192-thread row
+    assert wide.variant("bwd-rmw").bwd_svec_on and not wide.bwd_svec_on
+    f16 = KernelConfig("f16", "float", "f16", 3072, MODE_SAMPLE)  # spills: left alone
+    assert f16.variant("bwd-rmw").bwd(True, True) == f16.bwd(True, True)
+
+
+def test_row_per_warp_forward_is_bf16_only():
+    """The row-per-warp forward was measured for bf16 y; f16 x beside fp32 modulation spilled 4
+    bytes in it on sm_80, so f16 keeps the 16-element forward."""
+    assert KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE).fwd_warp_row
+    assert not KernelConfig("f16", "float", "f16", 1536, MODE_SAMPLE).fwd_warp_row
+    assert not KernelConfig("bf16", "float", "float", 1536, MODE_SAMPLE).fwd_warp_row

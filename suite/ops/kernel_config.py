@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
+# adaln_bwd's template defaults after ACCUM: MINB, SACC, PF, MSH, DYN, SV, RM
+BWD_DEFAULTS = ["1", "false", "false", "false", "false", "false", "0"]
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -24,12 +26,12 @@ def _threads_per_row(D: int, vec: int, ept: int) -> int:
     return min(1024, -(-need // 32) * 32)
 
 
-def _trailing(args: list[str], keep: int = 0) -> str:
+def _trailing(args: list[str], defaults: list[str], keep: int = 0) -> str:
     """Template arguments after the fixed ones: the first `keep` always, the rest only up to the
-    last non-default ("0", "1", "false" are the kernels' defaults), so default kernels keep their
+    last that differs from the kernel's default for its position, so default kernels keep their
     names (and cached CUBINs)."""
     args = list(args)
-    while len(args) > keep and args[-1] in ("0", "1", "false"):
+    while len(args) > keep and args[-1] == defaults[len(args) - 1]:
         args.pop()
     return "".join(", " + a for a in args)
 
@@ -45,7 +47,7 @@ class KernelConfig:
     D: int
     mode: int
     # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32). None: 48 where a
-    # row per warp (shuffles only, no barrier) measured faster, i.e. 16-bit y with 1024 < D <= 1536
+    # row per warp (shuffles only, no barrier) measured faster, i.e. bf16 y with 1024 < D <= 1536
     # (+4% at D = 1536, round 5); at D = 3072 (two warps per row) it lost 4% at N <= 16384.
     fwd_ept: int | None = None
     # forward: persistent with the next row prefetched (aligned rows). None: where it measured
@@ -99,10 +101,20 @@ class KernelConfig:
     # caps). Round 14: D = 1536 bf16 dy 77.2 -> 79.6% and 78.2 -> 80.2% at N = 65536 in two
     # calls, 0 to -1% at 16384, -4% at 4096
     bwd_svec: bool | None = None
+    # backward (with prefetch): the second pass recomputes x-hat and dy (1), and dy * m too (2),
+    # from the packed row instead of keeping them unpacked through the row reduction (16 or 32
+    # registers fewer at 16 elements per thread; round 17). 0: off
+    bwd_remat: int = 0
+    # backward: allow the shared words (bwd_svec) on rows wider than 96 threads (round 17)
+    bwd_svec_wide: bool = False
+    # backward: 4 CTAs per SM (an 80-register cap) where one row is a CTA of <= 192 threads
+    # (D = 3072: 24 warps against 18; with bwd_remat 2 ptxas fits it without spills; round 17)
+    bwd_occ4: bool = False
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
-        return self.fwd_ept is None and self.ty != "float" and 1024 < self.D <= 1536
+        # bf16 y only, where it was measured (f16 x beside fp32 modulation spills 4 bytes on sm_80)
+        return self.fwd_ept is None and self.ty == "bf16" and 1024 < self.D <= 1536
 
     @property
     def fwd_wide_on(self) -> bool:  # see fwd_wide
@@ -267,9 +279,9 @@ class KernelConfig:
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv]
-            return f"adaln_fwd_pf<{head}{_trailing(tail, 1)}>"
+            return f"adaln_fwd_pf<{head}{_trailing(tail, ['false', '1', '0'], 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
-        return f"adaln_fwd<{head}{_trailing(tail, 1)}>"
+        return f"adaln_fwd<{head}{_trailing(tail, ['false', '0', '1', 'false'], 1)}>"
 
     @property
     def bwd_msh_on(self) -> bool:
@@ -281,11 +293,19 @@ class KernelConfig:
 
     @property
     def bwd_svec_on(self) -> bool:  # see bwd_svec: shared arrays to vectorise, rows <= 96 threads
-        if self.bwd_svec is None:  # measured with fp32 modulation; f16 modulation spills 8 bytes
-            on = self.tm == "float"
+        if self.bwd_svec is None:  # measured: bf16 x, fp32 modulation (f16 x or modulation spill)
+            on = self.tm == "float" and self.tx == "bf16"
         else:
             on = self.bwd_svec
-        return on and (self.bwd_sacc_on or self.bwd_msh_on) and self.bwd_rt <= 96
+        narrow = self.bwd_rt <= 96 or (self.bwd_svec_wide and self._rm_kind)
+        return on and (self.bwd_sacc_on or self.bwd_msh_on) and narrow
+
+    @property
+    def _rm_kind(self) -> bool:  # round 17's variants: bf16 x and dy, fp32 per-sample modulation
+        return self._r7_kind and self.tm == "float" and self.tx == "bf16"  # f16 spills 4-28 bytes
+
+    def bwd_remat_on(self, vector: bool) -> int:  # see bwd_remat (spills elsewhere under ptxas)
+        return self.bwd_remat if self._rm_kind and self.bwd_prefetch and vector else 0
 
     @property
     def bwd_ctas(self) -> int:
@@ -300,6 +320,9 @@ class KernelConfig:
                 minb = max(minb, 3)
             elif self.bwd_dyn_on and self.bwd_threads <= 320:
                 minb = max(minb, 2)
+        if self.bwd_occ4 and self.bwd_remat >= 2 and self._rm_kind:  # fits 80 registers there
+            if self.bwd_rows == 1 and self.bwd_threads <= 192:
+                minb = max(minb, 4)
         return minb
 
     def bwd_carveout(self, accum: bool) -> int:
@@ -317,10 +340,11 @@ class KernelConfig:
         tail.append(str(self.bwd_msh_on).lower())
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
         tail.append(str(self.bwd_svec_on).lower())
+        tail.append(str(self.bwd_remat_on(vector)))
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
-            f"{_trailing(tail)}>"
+            f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
 
     def dtile(self) -> str:

@@ -107,4 +107,11 @@ VARIANTS: dict[str, dict] = {
     # shifted pass (72 registers at D = 1536: 3 CTAs of 8 warps against 2)
     # round 16 (lost 1-16% at N = 65536, removed; code at commit 35d96ed): the forward's
     # per-sample modulation copied to shared memory once per sample, read with 16-byte shared loads
+    # round 17 candidates: the backward's second pass recomputing x-hat and dy (bwd_remat 1) from
+    # the packed row, which frees the registers round 14's 16-byte words need at D = 3072 and
+    # 5120 (bwd-rmw: the words at every width); bwd-rm: the recomputation alone; bwd-rm4: also
+    # dy * m recomputed (bwd_remat 2), 4 CTAs of 192 threads at D = 3072 (24 warps against 18)
+    "bwd-rm": {"bwd_remat": 1},
+    "bwd-rmw": {"bwd_remat": 1, "bwd_svec_wide": True},
+    "bwd-rm4": {"bwd_remat": 2, "bwd_occ4": True},
 }
