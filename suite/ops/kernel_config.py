@@ -96,10 +96,10 @@ class KernelConfig:
     # None: there (bwd_sm2_on)
     bwd_sm2: bool | None = None
     # backward: the shared multiplier and column sums as 16-byte words per thread (one vector
-    # access where there were four scalar ones). None: where the shared arrays are and the row is
-    # at most 96 threads (1024 < D <= 1536 for 16-bit x; wider rows spill 4-24 bytes under their
-    # caps). Round 14: D = 1536 bf16 dy 77.2 -> 79.6% and 78.2 -> 80.2% at N = 65536 in two
-    # calls, 0 to -1% at 16384, -4% at 4096
+    # access where there were four scalar ones). None: bf16 x with fp32 modulation where the
+    # shared arrays are and the row is at most 96 threads (1024 < D <= 1536; wider rows, f16 x
+    # and f16 modulation spill 4-24 bytes under their caps). Round 14: D = 1536 bf16 dy +2.6 to
+    # +3.1% at N = 65536 in three calls (79.2-80.2% of the copy); at 4096 -4, -4, +4.6% (noise)
     bwd_svec: bool | None = None
     # backward (with prefetch): the second pass recomputes x-hat and dy (1), and dy * m too (2),
     # from the packed row instead of keeping them unpacked through the row reduction (16 or 32
