@@ -79,9 +79,10 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
 // MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
-// adaln_fwd.
+// adaln_fwd. NA: x is loaded without allocating in L1, so the streamed rows do not evict the
+// modulation every row re-reads from there.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0>
+          int MINB = 1, int LV = 0, bool NA = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -104,11 +105,20 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     const bool ok = row < rows;
     const i64 b = ok ? row / N : 0;
     const TX* xr = x + b * sxb + (ok ? row - b * N : 0) * sxn;
+    if constexpr (NA) {
+      const char* base = reinterpret_cast<const char*>(xr + t * VEC);
+      static_for<0, NCH>([&](auto i) {
+        constexpr int c = decltype(i)::value;
+        if (ok && (c * RT + t) * VEC < D) load_raw_na<c * RT * VEC * (int)sizeof(TX)>(base, r[c]);
+        else zero_raw(r[c]);
+      });
+    } else {
 #pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-      if (ok && d0 < D) load_raw(xr, d0, r[c]);
-      else zero_raw(r[c]);
+      for (int c = 0; c < NCH; ++c) {
+        const int d0 = (c * RT + t) * VEC;
+        if (ok && d0 < D) load_raw(xr, d0, r[c]);
+        else zero_raw(r[c]);
+      }
     }
   };
   Raw<TX, VEC> cur[NCH], nxt[NCH];

@@ -54,6 +54,9 @@ class KernelConfig:
     # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
+    # forward (with prefetch): x loaded with L1::no_allocate, so it does not evict the modulation
+    # (round 18; the SASS is the default's with LDG.E.NA)
+    fwd_na: bool = False
     # forward: register cap per thread (0: ptxas chooses). None: 64, or 128 for the row-per-warp
     # forward (2 CTAs of 8 warps per SM; uncapped ptxas takes 187)
     fwd_regs: int | None = None
@@ -278,8 +281,8 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv]
-            return f"adaln_fwd_pf<{head}{_trailing(tail, ['false', '1', '0'], 1)}>"
+            tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_na).lower()]
+            return f"adaln_fwd_pf<{head}{_trailing(tail, ['false', '1', '0', 'false'], 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, ['false', '0', '1', 'false'], 1)}>"
 

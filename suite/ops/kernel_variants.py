@@ -114,4 +114,7 @@ VARIANTS: dict[str, dict] = {
     "bwd-rm": {"bwd_remat": 1},
     "bwd-rmw": {"bwd_remat": 1, "bwd_svec_wide": True},
     "bwd-rm4": {"bwd_remat": 2, "bwd_occ4": True},
+    # round 18 candidate: the prefetching forward's x loads without L1 allocation, so the streamed
+    # rows stop evicting the modulation every row re-reads from L1 (its hit rate was ~83%)
+    "fwd-na": {"fwd_na": True},
 }
