@@ -11,8 +11,10 @@ from dataclasses import dataclass, replace
 from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
-# adaln_bwd's template defaults after ACCUM: MINB, SACC, PF, MSH, DYN, SV, RM
-BWD_DEFAULTS = ["1", "false", "false", "false", "false", "false", "0"]
+# The kernels' template defaults after their fixed arguments (names drop trailing defaults):
+FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, NA
+FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
+BWD_DEFAULTS = ["1", "false", "false", "false", "false", "false", "0"]  # adaln_bwd: MINB .. RM
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -282,9 +284,9 @@ class KernelConfig:
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_na).lower()]
-            return f"adaln_fwd_pf<{head}{_trailing(tail, ['false', '1', '0', 'false'], 1)}>"
+            return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
-        return f"adaln_fwd<{head}{_trailing(tail, ['false', '0', '1', 'false'], 1)}>"
+        return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
 
     @property
     def bwd_msh_on(self) -> bool:
