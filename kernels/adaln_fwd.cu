@@ -71,6 +71,18 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
   }
 }
 
+// A row's chunks C.. through load_raw_na: chunk c at byte c * RT * VEC * sizeof(T) from base,
+// present when its first element (c * RT + t) * VEC is below D (recursion: immediate offsets)
+template <int C, int RT, int D, typename T, int VEC, int NCH>
+__device__ __forceinline__ void load_row_na(const char* base, bool ok, int t,
+                                            Raw<T, VEC> (&r)[NCH]) {
+  if constexpr (C < NCH) {
+    if (ok && (C * RT + t) * VEC < D) load_raw_na<C * RT * VEC * (int)sizeof(T)>(base, r[C]);
+    else zero_raw(r[C]);
+    load_row_na<C + 1, RT, D>(base, ok, t, r);
+  }
+}
+
 // Persistent, software-pipelined forward (16-byte aligned rows only; the host falls back to
 // adaln_fwd otherwise). Each CTA walks a contiguous run of row blocks and issues the loads of its
 // next row before reducing the current one, so every resident row group keeps one row of x in
@@ -106,12 +118,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     const i64 b = ok ? row / N : 0;
     const TX* xr = x + b * sxb + (ok ? row - b * N : 0) * sxn;
     if constexpr (NA) {
-      const char* base = reinterpret_cast<const char*>(xr + t * VEC);
-      static_for<0, NCH>([&](auto i) {
-        constexpr int c = decltype(i)::value;
-        if (ok && (c * RT + t) * VEC < D) load_raw_na<c * RT * VEC * (int)sizeof(TX)>(base, r[c]);
-        else zero_raw(r[c]);
-      });
+      load_row_na<0, RT, D>(reinterpret_cast<const char*>(xr + t * VEC), ok, t, r);
     } else {
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {

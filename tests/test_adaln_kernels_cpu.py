@@ -176,6 +176,18 @@ def test_kernel_sources_found():
     assert (kernel_source_dir() / "adaln_fwd.cu").is_file()
 
 
+def test_kernel_sources_have_no_generic_lambdas():
+    # NVRTC 13.0 (the H200 image's) takes a generic lambda for a host function and refuses the
+    # program; CI's newer NVRTC accepts it, so only this check catches it before the device does
+    found = [
+        f"{p.name}:{i}"
+        for p in sorted(kernel_source_dir().glob("*.cu*"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"\]\s*\([^)]*\bauto\b", line)
+    ]
+    assert not found, f"generic lambdas in kernel sources: {found}"
+
+
 def test_d_too_large_is_a_clear_error():
     with pytest.raises(ValueError, match="D <= 8192"):
         build(KernelConfig("bf16", "float", "bf16", 16384, 0), "sm_90")
