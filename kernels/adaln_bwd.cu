@@ -29,13 +29,13 @@
 // SV (default false): those shared slots in groups of 4 per thread (16-byte words: one LDS.128 /
 // STS.128 instead of four scalar accesses; a warp's word is still 512 consecutive bytes, so no
 // bank conflicts), the same additions in the same order: bitwise the same rows and sums.
-// RM (default 0; PF only): the second pass recomputes x-hat and dy (1), and also dy * m (2,
-// from the shared multiplier) from the current row's packed words (kept until the end of the
-// row) instead of holding them unpacked through the row reduction: 16 (32) fewer live registers
-// at 16 elements per thread, the same arithmetic, so the same bits.
+// RM (default false; PF only): the second pass recomputes x-hat and dy from the current row's
+// packed words (kept until the end of the row) instead of holding them unpacked through the row
+// reduction: 16 fewer live registers at 16 elements per thread (room for SV at D = 3072 and
+// 5120), the same arithmetic, so the same bits.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
-          bool DYN = false, bool SV = false, int RM = 0>
+          bool DYN = false, bool SV = false, bool RM = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -255,17 +255,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         unpack_again(cur.dy[c], dyv[c]);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) xh[c][j] = d0 + j < D ? (xv[j] - mu) * rs : 0.f;
-        if constexpr (RM >= 2 && MS) {
-          float mc[VEC];
-          if constexpr (SV) {
-            mchunk(c, mc);
-          } else {
-#pragma unroll
-            for (int j = 0; j < VEC; ++j) mc[j] = mval(c, j);
-          }
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) gy[c][j] = d0 + j < D ? dyv[c][j] * mc[j] : 0.f;
-        }
       }
       float o[VEC];
 #pragma unroll

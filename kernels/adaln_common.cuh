@@ -230,27 +230,6 @@ __device__ __forceinline__ void load_raw(const T* __restrict__ p, int d0, Raw<T,
     }
   }
 }
-// load_raw without allocating in L1 (ld.global.nc.L1::no_allocate): words K.. of r from base +
-// OFF bytes, OFF an immediate (so a row's chunks share one address register, as plain loads do);
-// a streamed row read once then does not evict what is re-read from L1 (the forward's
-// modulation). Recursion, not a loop or a generic lambda: asm offsets must be constants, and
-// NVRTC 13.0 takes a generic lambda for a host function.
-template <int OFF, int K = 0, typename T, int N>
-__device__ __forceinline__ void load_raw_na(const char* base, Raw<T, N>& r) {
-  constexpr int BYTES = N * (int)sizeof(T);
-  if constexpr (BYTES % 16 == 0 && K < BYTES / 16) {
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4+%5];"
-                 : "=r"(r.u[4 * K]), "=r"(r.u[4 * K + 1]), "=r"(r.u[4 * K + 2]),
-                   "=r"(r.u[4 * K + 3])
-                 : "l"(base), "n"(OFF + 16 * K));
-    load_raw_na<OFF, K + 1>(base, r);
-  } else if constexpr (BYTES % 16 != 0 && K < BYTES / 8) {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2+%3];"
-                 : "=r"(r.u[2 * K]), "=r"(r.u[2 * K + 1])
-                 : "l"(base), "n"(OFF + 8 * K));
-    load_raw_na<OFF, K + 1>(base, r);
-  }
-}
 template <typename T, int N>
 __device__ __forceinline__ void zero_raw(Raw<T, N>& r) {
 #pragma unroll

@@ -71,18 +71,6 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
   }
 }
 
-// A row's chunks C.. through load_raw_na: chunk c at byte c * RT * VEC * sizeof(T) from base,
-// present when its first element (c * RT + t) * VEC is below D (recursion: immediate offsets)
-template <int C, int RT, int D, typename T, int VEC, int NCH>
-__device__ __forceinline__ void load_row_na(const char* base, bool ok, int t,
-                                            Raw<T, VEC> (&r)[NCH]) {
-  if constexpr (C < NCH) {
-    if (ok && (C * RT + t) * VEC < D) load_raw_na<C * RT * VEC * (int)sizeof(T)>(base, r[C]);
-    else zero_raw(r[C]);
-    load_row_na<C + 1, RT, D>(base, ok, t, r);
-  }
-}
-
 // Persistent, software-pipelined forward (16-byte aligned rows only; the host falls back to
 // adaln_fwd otherwise). Each CTA walks a contiguous run of row blocks and issues the loads of its
 // next row before reducing the current one, so every resident row group keeps one row of x in
@@ -91,10 +79,9 @@ __device__ __forceinline__ void load_row_na(const char* base, bool ok, int t,
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
 // MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
-// adaln_fwd. NA: x is loaded without allocating in L1, so the streamed rows do not evict the
-// modulation every row re-reads from there.
+// adaln_fwd.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0, bool NA = false>
+          int MINB = 1, int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -117,15 +104,11 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     const bool ok = row < rows;
     const i64 b = ok ? row / N : 0;
     const TX* xr = x + b * sxb + (ok ? row - b * N : 0) * sxn;
-    if constexpr (NA) {
-      load_row_na<0, RT, D>(reinterpret_cast<const char*>(xr + t * VEC), ok, t, r);
-    } else {
 #pragma unroll
-      for (int c = 0; c < NCH; ++c) {
-        const int d0 = (c * RT + t) * VEC;
-        if (ok && d0 < D) load_raw(xr, d0, r[c]);
-        else zero_raw(r[c]);
-      }
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (ok && d0 < D) load_raw(xr, d0, r[c]);
+      else zero_raw(r[c]);
     }
   };
   Raw<TX, VEC> cur[NCH], nxt[NCH];

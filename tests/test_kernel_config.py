@@ -64,7 +64,8 @@ def test_dynamic_shared_memory_variant_at_d_5120():
     assert c.bwd_sacc_on and c.bwd_msh_on and c.bwd_slots == 5120
     assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
     assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
-    assert c.bwd(True, True).endswith("5120, 320, 1, 0, true, true, 2, true, true, true, true>")
+    name = "5120, 320, 1, 0, true, true, 2, true, true, true, true"
+    assert c.bwd(True, True).endswith(name + ", true, true>")  # round 17's SV and RM after DYN
     f32 = KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).variant("bwd-dyn5")
     assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
     tok = KernelConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN).variant("bwd-dyn5")
@@ -94,9 +95,11 @@ def test_backward_names():
     # round 14: the shared arrays as 16-byte words (rows of <= 96 threads, fp32 modulation)
     assert c.bwd(True, True) == r7[:-1] + ", false, true>"  # DYN false, SV true
     assert c.variant("bwd-r14").bwd(True, True) == r7  # the round-7 kernel, name unchanged
-    assert not KernelConfig("f16", "f16", "f16", 1536, MODE_SAMPLE).bwd_svec_on  # spills
-    assert not KernelConfig("f16", "float", "f16", 1536, MODE_SAMPLE).bwd_svec_on  # spills
-    assert not KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE).bwd_svec_on  # 192 threads
+    assert not KernelConfig("f16", "f16", "f16", 1536, MODE_SAMPLE).bwd_svec_on(True)  # spills
+    assert not KernelConfig("f16", "float", "f16", 1536, MODE_SAMPLE).bwd_svec_on(True)  # spills
+    wide = KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)  # 192 threads: with RM only
+    assert wide.bwd_svec_on(True) and not wide.bwd_svec_on(False)
+    assert not wide.variant("bwd-r17").bwd_svec_on(True)
     assert c.variant("bwd-r6").bwd(True, True) == r6  # the round-6 default, name unchanged
     # D = 5120: round 8's default is bwd-dyn5's kernel; round 7's kept its round-6 name there
     wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
@@ -128,18 +131,22 @@ def test_carveout_sized_to_the_capped_ctas():
 
 
 def test_names_keep_non_default_ones_and_zeros():
-    """A trailing template argument is dropped only where it equals that position's default:
-    bwd_remat 1 is not adaln_bwd's default RM (0), so it stays in the name (a generic rule had
-    dropped every trailing "1", turning round 15's fwd-rr1 into the default kernel)."""
-    c = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    assert c.variant("bwd-rm").bwd(True, True).endswith(", false, true, 1>")
-    assert c.variant("bwd-rm4").bwd(True, True).endswith(", false, true, 2>")
-    assert c.variant("bwd-rm").bwd(False, True) == c.bwd(False, True)  # no prefetch: no remat
-    wide = KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)
-    assert ", 4, " in wide.variant("bwd-rm4").bwd(True, True)  # 4 CTAs of one 192-thread row
-    assert wide.variant("bwd-rmw").bwd_svec_on and not wide.bwd_svec_on
+    """A trailing template argument is dropped only where it equals that position's default
+    (a generic rule had dropped every trailing "1", turning round 15's fwd-rr1 into the default
+    kernel); zeros and falses at their defaults go. Round 17's rule: the backward recomputes
+    x-hat and dy (RM) and takes the 16-byte words (SV) on rows wider than 96 threads, bf16 x
+    with fp32 modulation only."""
+    for D, sv_rm in ((1536, ", false, true>"), (3072, ", false, true, true>")):
+        c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+        assert c.bwd(True, True).endswith(sv_rm), c.bwd(True, True)
+        assert not c.bwd_remat_on(False)  # no prefetch, no packed row: nothing to recompute
+    wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
+    assert wide.bwd_svec_on(True) and wide.bwd_remat_on(True)
+    old = wide.variant("bwd-r17")  # round 16's backward: neither
+    assert not old.bwd_svec_on(True) and not old.bwd_remat_on(True)
+    assert old.bwd(True, True) == wide.bwd(True, True).removesuffix(", true, true>") + ">"
     f16 = KernelConfig("f16", "float", "f16", 3072, MODE_SAMPLE)  # spills: left alone
-    assert f16.variant("bwd-rmw").bwd(True, True) == f16.bwd(True, True)
+    assert not f16.bwd_remat_on(True) and not f16.bwd_svec_on(True)
 
 
 def test_row_per_warp_forward_is_bf16_only():

@@ -7,7 +7,7 @@ prints the listing.
 nvdisasm comes from the `nvidia-cuda-nvdisasm` wheel (no GPU needed) or from PATH:
 
     pip install nvidia-cuda-nvdisasm
-    python tools/kernel_sass.py --dtypes bf16,float,bf16 --D 1536 [--mode 0] [--variant fwd-na]
+    python tools/kernel_sass.py --dtypes bf16,float,bf16 --D 1536 [--mode 0] [--variant bwd-r17]
         [--kernel adaln_fwd_pf] [--arch sm_90] [--full]
 """
 

@@ -12,9 +12,9 @@ from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
-FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, NA
+FWD_PF_DEFAULTS = ["false", "1", "0"]  # adaln_fwd_pf: MREG, MINB, LV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-BWD_DEFAULTS = ["1", "false", "false", "false", "false", "false", "0"]  # adaln_bwd: MINB .. RM
+BWD_DEFAULTS = ["1", "false", "false", "false", "false", "false", "false"]  # adaln_bwd: MINB .. RM
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -56,9 +56,6 @@ class KernelConfig:
     # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    # forward (with prefetch): x loaded with L1::no_allocate, so it does not evict the modulation
-    # (round 18; the SASS is the default's with LDG.E.NA)
-    fwd_na: bool = False
     # forward: register cap per thread (0: ptxas chooses). None: 64, or 128 for the row-per-warp
     # forward (2 CTAs of 8 warps per SM; uncapped ptxas takes 187)
     fwd_regs: int | None = None
@@ -106,15 +103,13 @@ class KernelConfig:
     # and f16 modulation spill 4-24 bytes under their caps). Round 14: D = 1536 bf16 dy +2.6 to
     # +3.1% at N = 65536 in three calls (79.2-80.2% of the copy); at 4096 -4, -4, +4.6% (noise)
     bwd_svec: bool | None = None
-    # backward (with prefetch): the second pass recomputes x-hat and dy (1), and dy * m too (2),
-    # from the packed row instead of keeping them unpacked through the row reduction (16 or 32
-    # registers fewer at 16 elements per thread; round 17). 0: off
-    bwd_remat: int = 0
-    # backward: allow the shared words (bwd_svec) on rows wider than 96 threads (round 17)
-    bwd_svec_wide: bool = False
-    # backward: 4 CTAs per SM (an 80-register cap) where one row is a CTA of <= 192 threads
-    # (D = 3072: 24 warps against 18; with bwd_remat 2 ptxas fits it without spills; round 17)
-    bwd_occ4: bool = False
+    # backward (with prefetch): the second pass recomputes x-hat and dy from the packed row
+    # instead of keeping them unpacked through the row reduction (16 registers fewer at 16
+    # elements per thread), which makes room for bwd_svec's words on rows wider than 96 threads.
+    # None: there, for bf16 x and dy with fp32 per-sample modulation (D = 3072 and 5120; f16
+    # spills 4-28 bytes). Round 17, bf16 dy, N = 65536: 79.5 -> 81.2% at 3072, 79.8 -> 85.7% at
+    # 5120; at D = 1536 (words already on) the recomputation alone lost 4.4% (79.2 -> 75.7%)
+    bwd_remat: bool | None = None
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -283,7 +278,7 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_na).lower()]
+            tail = [str(self.fwd_mreg).lower(), nb, lv]
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
@@ -296,21 +291,18 @@ class KernelConfig:
         fits = used + 4 * self.bwd_slots <= self._smem
         return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
 
-    @property
-    def bwd_svec_on(self) -> bool:  # see bwd_svec: shared arrays to vectorise, rows <= 96 threads
+    def bwd_svec_on(self, vector: bool) -> bool:  # see bwd_svec: the shared arrays as words
         if self.bwd_svec is None:  # measured: bf16 x, fp32 modulation (f16 x or modulation spill)
             on = self.tm == "float" and self.tx == "bf16"
         else:
             on = self.bwd_svec
-        narrow = self.bwd_rt <= 96 or (self.bwd_svec_wide and self._rm_kind)
+        narrow = self.bwd_rt <= 96 or self.bwd_remat_on(vector)  # wider rows spill without RM
         return on and (self.bwd_sacc_on or self.bwd_msh_on) and narrow
 
-    @property
-    def _rm_kind(self) -> bool:  # round 17's variants: bf16 x and dy, fp32 per-sample modulation
-        return self._r7_kind and self.tm == "float" and self.tx == "bf16"  # f16 spills 4-28 bytes
-
-    def bwd_remat_on(self, vector: bool) -> int:  # see bwd_remat (spills elsewhere under ptxas)
-        return self.bwd_remat if self._rm_kind and self.bwd_prefetch and vector else 0
+    def bwd_remat_on(self, vector: bool) -> bool:  # see bwd_remat; needs the packed row (PF)
+        kind = self._r7_kind and self.tm == "float" and self.tx == "bf16"  # f16 spills
+        wanted = self.bwd_rt > 96 if self.bwd_remat is None else self.bwd_remat
+        return kind and wanted and self.bwd_prefetch and vector
 
     @property
     def bwd_ctas(self) -> int:
@@ -325,9 +317,6 @@ class KernelConfig:
                 minb = max(minb, 3)
             elif self.bwd_dyn_on and self.bwd_threads <= 320:
                 minb = max(minb, 2)
-        if self.bwd_occ4 and self.bwd_remat >= 2 and self._rm_kind:  # fits 80 registers there
-            if self.bwd_rows == 1 and self.bwd_threads <= 192:
-                minb = max(minb, 4)
         return minb
 
     def bwd_carveout(self, accum: bool) -> int:
@@ -344,8 +333,8 @@ class KernelConfig:
         tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
         tail.append(str(self.bwd_msh_on).lower())
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
-        tail.append(str(self.bwd_svec_on).lower())
-        tail.append(str(self.bwd_remat_on(vector)))
+        tail.append(str(self.bwd_svec_on(vector)).lower())
+        tail.append(str(self.bwd_remat_on(vector)).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"

@@ -107,14 +107,13 @@ VARIANTS: dict[str, dict] = {
     # shifted pass (72 registers at D = 1536: 3 CTAs of 8 warps against 2)
     # round 16 (lost 1-16% at N = 65536, removed; code at commit 35d96ed): the forward's
     # per-sample modulation copied to shared memory once per sample, read with 16-byte shared loads
-    # round 17 candidates: the backward's second pass recomputing x-hat and dy (bwd_remat 1) from
-    # the packed row, which frees the registers round 14's 16-byte words need at D = 3072 and
-    # 5120 (bwd-rmw: the words at every width); bwd-rm: the recomputation alone; bwd-rm4: also
-    # dy * m recomputed (bwd_remat 2), 4 CTAs of 192 threads at D = 3072 (24 warps against 18)
-    "bwd-rm": {"bwd_remat": 1},
-    "bwd-rmw": {"bwd_remat": 1, "bwd_svec_wide": True},
-    "bwd-rm4": {"bwd_remat": 2, "bwd_occ4": True},
-    # round 18 candidate: the prefetching forward's x loads without L1 allocation, so the streamed
-    # rows stop evicting the modulation every row re-reads from L1 (its hit rate was ~83%)
-    "fwd-na": {"fwd_na": True},
+    # round 17: the backward's second pass recomputing x-hat and dy from the packed row, which
+    # frees the registers round 14's words need at D = 3072 and 5120 (the default since, there):
+    # what the default is measured against. Lost and removed (code at commit 8b4ad06): the
+    # recomputation at D = 1536 (-4.4%), also dy * m recomputed with 4 CTAs of 192 threads at
+    # D = 3072 (-4.5%; not bitwise the default's dx either)
+    "bwd-r17": {"bwd_remat": False},
+    # round 18 (lost 2-3% for bf16 y at N = 65536, removed; code at commit 8b4ad06): the
+    # prefetching forward's x loaded with L1::no_allocate, meant to keep the modulation in L1;
+    # it was already there (docs/perf-notes.md), and the hint made x evict-first in L2
 }
