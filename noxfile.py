@@ -1,4 +1,4 @@
-"""Sessions: tests, lint, reproduce, report, bench, asv, wheelhouse.
+"""Sessions: tests, lint, nvrtc_oldest, reproduce, report, bench, asv, wheelhouse.
 
 Every venv session inherits the interpreter's site-packages, so a torch already installed (a user's
 CUDA build, or CI's CPU build) is reused and never downloaded again. On an offline GPU node:
@@ -52,6 +52,29 @@ def lint(session: nox.Session) -> None:
         session.install("ruff")
     session.run("ruff", "check", "suite", "tests", "benchmarks", "tools", "noxfile.py")
     session.run("ruff", "format", "--check", "suite", "tests", "benchmarks", "tools", "noxfile.py")
+
+
+# The oldest NVRTC the kernels are checked with: the H200 image's. A newer NVRTC accepts code
+# this one refuses (a generic lambda in a kernel did, at db18a14), and no GPU is needed to see it.
+OLDEST_NVRTC = "13.0"
+
+
+@nox.session(**VENV)
+def nvrtc_oldest(session: nox.Session) -> None:
+    """The NVRTC compile tests (every kernel configuration, sm_80 and sm_90, no spills) with the
+    oldest NVRTC supported, installed into this session's venv over the interpreter's own."""
+    if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        session.error("nvrtc_oldest installs an older NVRTC: run it in its own venv (no --no-venv)")
+    _install(session, "test")
+    session.install(f"nvidia-cuda-nvrtc=={OLDEST_NVRTC}.*")
+    want = tuple(int(v) for v in OLDEST_NVRTC.split("."))
+    check = (
+        "from cuda.bindings import nvrtc; v = tuple(nvrtc.nvrtcVersion()[1:]); "
+        f"assert v == {want}, f'NVRTC {{v}} loaded, not {want}'; print('NVRTC', v)"
+    )
+    _run_py(session, "-c", check)
+    args = session.posargs or ["-q", "-p", "no:cacheprovider"]
+    _run_py(session, "-m", "pytest", "tests/test_adaln_kernels_cpu.py", *args)
 
 
 @nox.session(**VENV)
