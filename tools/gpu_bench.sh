@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # GPU regression benchmarks on a GPU node: pytest-benchmark kernels (JSON) and the asv GPU suite
 # saved under machine "h200" for the commit whose .git travels with the tree.
-#   usage (device tool; carry .whl and .gitbundle, made by `git bundle create .gitbundle/repo.bundle main`
-#   since .git itself cannot travel): bash tools/gpu_bench.sh
+#   usage (device tool; carry .whl and .gitbundle, since .git itself cannot travel): bash tools/gpu_bench.sh
+#   .gitbundle holds shallow.tgz, the .git of a depth-1 clone (same SHA and date; ~22 MB):
+#     rm -rf .gitbundle /tmp/s && git clone -q --depth 1 "file://$PWD" /tmp/s && mkdir .gitbundle \
+#       && tar czf .gitbundle/shallow.tgz -C /tmp/s .git
+#   or repo.bundle (`git bundle create .gitbundle/repo.bundle main`: the whole history, which
+#   outgrew the 64 MiB a call carries at 68 MB)
 set -uo pipefail
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
@@ -13,7 +17,10 @@ python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite
   --benchmark-columns median,iqr,rounds -p no:cacheprovider
 # asv labels results with a commit of a real checkout: clone the bundle (same history, same SHA)
 # (the node's copy of the tree may carry a stale .git: the bundle, when there, is the truth)
-if [ -f .gitbundle/repo.bundle ]; then
+if [ -f .gitbundle/shallow.tgz ]; then
+  rm -rf /tmp/repo; mkdir -p /tmp/repo && tar xzf .gitbundle/shallow.tgz -C /tmp/repo \
+    && cd /tmp/repo && git checkout -q -f
+elif [ -f .gitbundle/repo.bundle ]; then
   rm -rf /tmp/repo; git clone -q -b main .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
 fi
 git log -1 --format='asv at %H'
