@@ -3,12 +3,17 @@ crossover lengths s_cross against equal-token, with the step model that predicts
 measured steps best (its validation's quadratic refit on the emulated rank-batches) as the truth.
 
     PYTHONPATH=. python tools/dual_gap.py reports/reference/h200-full [--mix long-video] [--out FILE.csv]
+        [--windows 1000 [--window-steps 8] [--window-s-cross 9360,28800] [--below 12.5]] [--replay]
 
 Rows: the rule B = min(M_mem/S, M_comp/S^p) with the run's p at each candidate s_cross (the one the
 run used is marked), the same rule with a quadratic compute budget (B*(c + b*S + d*S^2) <= K,
 crossing the memory budget at s_cross), and the s_cross each step model would choose
 (suite.balance.simulator.tune_s_cross): the power law (what the run used) and the sweep's
-quadratic fit (what training uses since this analysis). CPU, seconds.
+quadratic fit (what training uses since this analysis). CPU, seconds. --windows: also the spread
+of the gain over that many short windows (as many steps as a quick training run), each with its
+own seed, at the run's s_cross and at the candidates the step models choose. --replay: the run's
+own dual and equal-token rank-batches (results/training_ranks.csv) through the same step model
+(slowest rank + the measured collective and optimizer times per step), the gain they give.
 """
 
 from __future__ import annotations
@@ -40,11 +45,67 @@ class QuadraticBudget:
         return np.maximum(1, np.minimum(mem, comp)).astype(np.int64)
 
 
+def replay_gain(res: Path, truth, mix: str) -> float:
+    """The dual run's throughput gain over equal-token, % (mix's wan runs), replaying the
+    batches they trained through `truth`."""
+    ranks = pd.read_csv(res / "training_ranks.csv")
+
+    def throughput(policy: str) -> float:
+        r = ranks[ranks.run == f"{mix}/{policy}/wan"]
+        pred = pd.Series(truth.predict(r.B.to_numpy(), r.S.to_numpy()), index=r.index)
+        steps = r.assign(pred=pred).groupby("step")
+        time = steps.pred.max() + steps.collective_s.first() + steps.optimizer_s.first()
+        return r.tokens.sum() / time.sum()
+
+    return 100 * (throughput("dual") / throughput("equal-token") - 1)
+
+
+def window_spread(buckets, truth, m_mem, p, ranks, args, s_crosses) -> pd.DataFrame:
+    """The dual rule's gain over equal-token in short windows (seeds 0..windows-1, the same seed
+    for both policies): its 5th, 50th and 95th percentiles per s_cross."""
+    rows = []
+    for s in sorted(s_crosses):
+        dual = DualConstraint(m_mem=m_mem, m_comp=m_mem * s ** (p - 1), p=p)
+        gains = []
+        for seed in range(args.windows):
+            cfg = SimConfig(ranks=ranks, steps=args.window_steps, noise_cv=0.05, seed=seed)
+            eq = simulate(buckets, EqualToken(m_mem), truth, cfg).metrics()["throughput"]
+            gains.append(
+                100 * (simulate(buckets, dual, truth, cfg).metrics()["throughput"] / eq - 1)
+            )
+        q5, q50, q95 = np.percentile(gains, [5, 50, 95])
+        below = (
+            {} if args.below is None else {"share_below": np.mean(np.array(gains) <= args.below)}
+        )
+        rows.append(
+            {
+                "s_cross": s,
+                "windows": args.windows,
+                "steps": args.window_steps,
+                "gain_p5": q5,
+                "gain_p50": q50,
+                "gain_p95": q95,
+                **below,
+            }
+        )
+    return pd.DataFrame(rows).round(3)
+
+
 def main(argv=None) -> pd.DataFrame:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("run", type=Path, help="a run directory with results/ and validation/")
     ap.add_argument("--out", type=Path, help="write the table as CSV here")
     ap.add_argument("--steps", type=int, default=2000, help="simulated steps per policy")
+    ap.add_argument("--windows", type=int, default=0, help="short windows to simulate (0: none)")
+    ap.add_argument("--window-steps", type=int, default=8, help="steps per window")
+    ap.add_argument(
+        "--window-s-cross",
+        help="comma-separated s_cross values for the windows (default: the run's and the chosen)",
+    )
+    ap.add_argument("--replay", action="store_true", help="also the run's own batches' gain")
+    ap.add_argument(
+        "--below", type=float, help="also the share of windows at or below this gain %%"
+    )
     ap.add_argument(
         "--mix",
         default="default",
@@ -104,6 +165,15 @@ def main(argv=None) -> pd.DataFrame:
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if args.out:
         table.to_csv(args.out, index=False)
+    if args.replay:
+        print(
+            f"replayed {args.mix} dual vs equal-token batches: {replay_gain(res, truth, args.mix):+.1f}%"
+        )
+    if args.windows:
+        ws = {used, *chosen.values()}
+        if args.window_s_cross:
+            ws = {float(v) for v in args.window_s_cross.split(",")}
+        print(window_spread(buckets, truth, m_mem, p, ranks, args, ws).to_string(index=False))
     return table
 
 
