@@ -291,17 +291,18 @@ class KernelConfig:
         fits = used + 4 * self.bwd_slots <= self._smem
         return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
 
+    @property
+    def _bf16_x_fp32_mod(self) -> bool:  # where rounds 14 and 17 measured (f16 x or mod spills)
+        return self.tx == "bf16" and self.tm == "float"
+
     def bwd_svec_on(self, vector: bool) -> bool:  # see bwd_svec: the shared arrays as words
-        if self.bwd_svec is None:  # measured: bf16 x, fp32 modulation (f16 x or modulation spill)
-            on = self.tm == "float" and self.tx == "bf16"
-        else:
-            on = self.bwd_svec
+        on = self._bf16_x_fp32_mod if self.bwd_svec is None else self.bwd_svec
         narrow = self.bwd_rt <= 96 or self.bwd_remat_on(vector)  # wider rows spill without RM
         return on and (self.bwd_sacc_on or self.bwd_msh_on) and narrow
 
     def bwd_remat_on(self, vector: bool) -> bool:  # see bwd_remat; needs the packed row (PF)
-        kind = self._r7_kind and self.tm == "float" and self.tx == "bf16"  # f16 spills
         wanted = self.bwd_rt > 96 if self.bwd_remat is None else self.bwd_remat
+        kind = self._r7_kind and self._bf16_x_fp32_mod
         return kind and wanted and self.bwd_prefetch and vector
 
     @property
