@@ -33,9 +33,12 @@
 // packed words (kept until the end of the row) instead of holding them unpacked through the row
 // reduction: 16 fewer live registers at 16 elements per thread (room for SV at D = 3072 and
 // 5120), the same arithmetic, so the same bits.
+// ILV (default false): the CTA takes its group's row blocks chunk, chunk + chunks, ... instead of
+// a contiguous run, so the resident rows sweep the group as one window (as in adaln_fwd_pf). dx
+// is the same; a CTA's column sums cover other rows, so dscale and dshift round differently.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
-          bool DYN = false, bool SV = false, bool RM = false>
+          bool DYN = false, bool SV = false, bool RM = false, bool ILV = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -52,10 +55,13 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   const int chunk = blockIdx.x, chunks = gridDim.x;
   const i64 group = blockIdx.y;
 
-  // This CTA's contiguous run of rows inside its group (may be empty: it still writes zeros).
+  // This CTA's rows inside its group (may be none: it still writes zeros): a contiguous run, or
+  // (ILV) every chunks-th block of ROWS rows.
   const i64 per = (rows_per_group + chunks - 1) / chunks;
-  const i64 r_begin = group * rows_per_group + min((i64)chunk * per, rows_per_group);
-  const i64 r_end = group * rows_per_group + min((i64)(chunk + 1) * per, rows_per_group);
+  const i64 g0 = group * rows_per_group;
+  const i64 r_begin = g0 + min((i64)chunk * (ILV ? ROWS : per), rows_per_group);
+  const i64 r_end = g0 + (ILV ? rows_per_group : min((i64)(chunk + 1) * per, rows_per_group));
+  const i64 step = ILV ? (i64)chunks * ROWS : ROWS;
 
   // The multiplier m is the same for every row of the CTA unless modulation is per token.
   float m[NCH][VEC];
@@ -184,12 +190,12 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   RowIn cur, nxt;
   if (PF && r_begin < r_end) fetch(r_begin + g, cur);
 
-  for (i64 row0 = r_begin; row0 < r_end; row0 += ROWS) {  // uniform bound: barriers are safe
+  for (i64 row0 = r_begin; row0 < r_end; row0 += step) {  // uniform bound: barriers are safe
     const i64 row = row0 + g;
     const bool ok = row < r_end;
     const i64 b = ok ? row / N : 0;
     const i64 n = ok ? row - b * N : 0;
-    if (PF && row0 + ROWS < r_end) fetch(row + ROWS, nxt);
+    if (PF && row0 + step < r_end) fetch(row + step, nxt);
     const float mu = PF ? cur.mu : (ok ? mean[row] : 0.f);
     const float rs = PF ? cur.rs : (ok ? rstd[row] : 0.f);
     const TX* xr = x + b * sxb + n * sxn;

@@ -79,9 +79,11 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // modulation is held in registers, reloaded only when the row group's sample changes, instead of
 // reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
 // MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
-// adaln_fwd.
+// adaln_fwd. ILV: the CTA takes row blocks blockIdx.x, blockIdx.x + gridDim.x, ... instead of a
+// contiguous run, so the resident rows are one window sweeping the tensor (as a copy's are), not
+// gridDim.x streams at far-apart addresses.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0>
+          int MINB = 1, int LV = 0, bool ILV = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -95,10 +97,12 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
   const int g = threadIdx.x / RT;
   int buf = 0;
 
-  const i64 steps = (rows + ROWS - 1) / ROWS;  // row blocks; this CTA owns [s_begin, s_end)
+  // row blocks; this CTA owns s_begin, s_begin + stride, ... below s_end
+  const i64 steps = (rows + ROWS - 1) / ROWS;
   const i64 per = (steps + gridDim.x - 1) / gridDim.x;
-  const i64 s_begin = min((i64)blockIdx.x * per, steps);
-  const i64 s_end = min(s_begin + per, steps);
+  const i64 s_begin = ILV ? (i64)blockIdx.x : min((i64)blockIdx.x * per, steps);
+  const i64 s_end = ILV ? steps : min(s_begin + per, steps);
+  const i64 stride = ILV ? (i64)gridDim.x : 1;
 
   auto fetch = [&](i64 row, Raw<TX, VEC> (&r)[NCH]) {
     const bool ok = row < rows;
@@ -116,9 +120,9 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
   float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
   i64 kept = -1;  // the sample whose modulation ksc/ksh hold
 
-  for (i64 s = s_begin; s < s_end; ++s) {  // uniform bound: barriers are safe
+  for (i64 s = s_begin; s < s_end; s += stride) {  // uniform bound: barriers are safe
     const i64 row = s * ROWS + g;
-    if (s + 1 < s_end) fetch(row + ROWS, nxt);
+    if (s + stride < s_end) fetch(row + stride * ROWS, nxt);
     const bool ok = row < rows;
     const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
 

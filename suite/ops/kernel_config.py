@@ -12,9 +12,9 @@ from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
-FWD_PF_DEFAULTS = ["false", "1", "0"]  # adaln_fwd_pf: MREG, MINB, LV
+FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-BWD_DEFAULTS = ["1", "false", "false", "false", "false", "false", "false"]  # adaln_bwd: MINB .. RM
+BWD_DEFAULTS = ["1"] + ["false"] * 7  # adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -110,6 +110,11 @@ class KernelConfig:
     # spills 4-28 bytes). Round 17, bf16 dy, N = 65536: 79.5 -> 81.2% at 3072, 79.8 -> 85.7% at
     # 5120; at D = 1536 (words already on) the recomputation alone lost 4.4% (79.2 -> 75.7%)
     bwd_remat: bool | None = None
+    # prefetching forward and fused backward: a CTA's row blocks interleaved with the other CTAs'
+    # (block k, k + grid, ...) instead of a contiguous run, so the resident rows sweep the tensor
+    # as one window (round 19)
+    fwd_ilv: bool = False
+    bwd_ilv: bool = False
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -278,7 +283,7 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv]
+            tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
@@ -336,6 +341,7 @@ class KernelConfig:
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
         tail.append(str(self.bwd_svec_on(vector)).lower())
         tail.append(str(self.bwd_remat_on(vector)).lower())
+        tail.append(str(self.bwd_ilv).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"

@@ -116,4 +116,8 @@ VARIANTS: dict[str, dict] = {
     # round 18 (lost 2-3% for bf16 y at N = 65536, removed; code at commit 8b4ad06): the
     # prefetching forward's x loaded with L1::no_allocate, meant to keep the modulation in L1;
     # it was already there (docs/perf-notes.md), and the hint made x evict-first in L2
+    # round 19: row blocks interleaved over the CTAs (one window sweeping the tensor, as a
+    # copy's accesses) instead of a contiguous run per CTA
+    "fwd-ilv": {"fwd_ilv": True},
+    "bwd-ilv": {"bwd_ilv": True},
 }
