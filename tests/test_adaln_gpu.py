@@ -272,14 +272,14 @@ def test_remat_is_bitwise(D):
 @pytest.mark.parametrize("D", [1536, 5120])
 @pytest.mark.parametrize("B,N", [(1, 4099), (3, 1000)])
 def test_interleaved_rows_cover_every_row(B, N, D):
-    """Round 19's interleaved row order: every row written once, at row counts that leave the
-    last block of a CTA (and, at B = 3, of a sample) partial; y and dx bitwise the default's,
-    the sums within rounding of it."""
+    """Round 19's interleaved row order (the default) against the contiguous runs before it:
+    every row written once, at row counts that leave the last block of a CTA (and, at B = 3, of
+    a sample) partial; y and dx bitwise the same, the sums within rounding."""
     x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
     dy = rand(B, N, D, dtype=torch.bfloat16)
     out = {}
-    for v in ("default", "fwd-ilv", "bwd-ilv"):
+    for v in ("default", "fwd-r18", "bwd-r18"):
         prev = fused_cuda.set_variant(v)
         try:
             y = adaln(x, e[:, 1:2], e[:, 0:1])
@@ -287,7 +287,7 @@ def test_interleaved_rows_cover_every_row(B, N, D):
         finally:
             fused_cuda.set_variant(prev)
     ref = out["default"]
-    for v in ("fwd-ilv", "bwd-ilv"):
+    for v in ("fwd-r18", "bwd-r18"):
         assert torch.equal(out[v][0], ref[0]) and torch.equal(out[v][1], ref[1]), v
         assert rel(out[v][2], ref[2]) < 1e-5, (v, rel(out[v][2], ref[2]))
 
@@ -314,8 +314,8 @@ def test_variant_matches_default(name):
     exact = {"fwd-pfm": (0, 1, 2), "fwd-named": (0, 1, 2), "fwd-v4": (0, 1, 2), "bwd-sm2": (0, 1)}
     exact["bwd-r14"] = (0, 1, 2)  # the same additions through scalar shared words
     exact["bwd-r17"] = (0, 1, 2)  # the default's kernel at D = 1536 (test_remat_is_bitwise)
-    exact["fwd-ilv"] = (0, 1, 2)  # rows in another order, each row the same kernel
-    exact["bwd-ilv"] = (0, 1)  # dx the same; a CTA's column sums cover other rows
+    exact["fwd-r18"] = (0, 1, 2)  # rows in another order, each row the same kernel
+    exact["bwd-r18"] = (0, 1)  # dx the same; a CTA's column sums cover other rows
     exact = exact.get(name, ())
     for i, (a, b) in enumerate(zip(out["default"], out[name])):
         if i in exact:

@@ -65,7 +65,7 @@ def test_dynamic_shared_memory_variant_at_d_5120():
     assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
     assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
     name = "5120, 320, 1, 0, true, true, 2, true, true, true, true"
-    assert c.bwd(True, True).endswith(name + ", true, true>")  # round 17's SV and RM after DYN
+    assert c.bwd(True, True).endswith(name + ", true, true, true>")  # SV, RM, then round 19's ILV
     f32 = KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).variant("bwd-dyn5")
     assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
     tok = KernelConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN).variant("bwd-dyn5")
@@ -92,15 +92,18 @@ def test_backward_names():
     c = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
     r7 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
     r6 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
+    ilv = ", false, false, false, true>"  # SV, RM off, round 19's interleaved rows (ILV) on
     # round 14: the shared arrays as 16-byte words (rows of <= 96 threads, fp32 modulation)
-    assert c.bwd(True, True) == r7[:-1] + ", false, true>"  # DYN false, SV true
-    assert c.variant("bwd-r14").bwd(True, True) == r7  # the round-7 kernel, name unchanged
+    assert c.bwd(True, True) == r7[:-1] + ", false, true, false, true>"  # DYN false, SV, ILV
+    assert c.variant("bwd-r18").bwd(True, True) == r7[:-1] + ", false, true>"  # round 14's name
+    assert c.variant("bwd-r14").bwd(True, True) == r7[:-1] + ilv
+    assert c.variant("bwd-r14").variant("bwd-r18").bwd(True, True) == r7  # round 7's name
     assert not KernelConfig("f16", "f16", "f16", 1536, MODE_SAMPLE).bwd_svec_on(True)  # spills
     assert not KernelConfig("f16", "float", "f16", 1536, MODE_SAMPLE).bwd_svec_on(True)  # spills
     wide = KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)  # 192 threads: with RM only
     assert wide.bwd_svec_on(True) and not wide.bwd_svec_on(False)
     assert not wide.variant("bwd-r17").bwd_svec_on(True)
-    assert c.variant("bwd-r6").bwd(True, True) == r6  # the round-6 default, name unchanged
+    assert c.variant("bwd-r6").variant("bwd-r18").bwd(True, True) == r6  # the round-6 default
     # D = 5120: round 8's default is bwd-dyn5's kernel; round 7's kept its round-6 name there
     wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
     assert wide.bwd(True, True) == wide.variant("bwd-dyn5").bwd(True, True)
@@ -137,14 +140,19 @@ def test_names_keep_non_default_ones_and_zeros():
     x-hat and dy (RM) and takes the 16-byte words (SV) on rows wider than 96 threads, bf16 x
     with fp32 modulation only."""
     for D, sv_rm in ((1536, ", false, true>"), (3072, ", false, true, true>")):
-        c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+        c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE).variant("bwd-r18")
         assert c.bwd(True, True).endswith(sv_rm), c.bwd(True, True)
         assert not c.bwd_remat_on(False)  # no prefetch, no packed row: nothing to recompute
     wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
     assert wide.bwd_svec_on(True) and wide.bwd_remat_on(True)
     old = wide.variant("bwd-r17")  # round 16's backward: neither
     assert not old.bwd_svec_on(True) and not old.bwd_remat_on(True)
-    assert old.bwd(True, True) == wide.bwd(True, True).removesuffix(", true, true>") + ">"
+    ilv = ", true>"  # round 19's interleaved rows, last
+    assert (
+        old.bwd(True, True)
+        == wide.bwd(True, True).removesuffix(", true, true" + ilv) + ", false, false" + ilv
+    )
+    assert wide.variant("bwd-r18").bwd(True, True) == wide.bwd(True, True).removesuffix(ilv) + ">"
     f16 = KernelConfig("f16", "float", "f16", 3072, MODE_SAMPLE)  # spills: left alone
     assert not f16.bwd_remat_on(True) and not f16.bwd_svec_on(True)
 
