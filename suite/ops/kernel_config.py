@@ -343,7 +343,8 @@ class KernelConfig:
         tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
         tail.append(str(self.bwd_svec_on(vector)).lower())
         tail.append(str(self.bwd_remat_on(vector)).lower())
-        tail.append(str(self.bwd_ilv).lower())
+        # not on the unaligned fallback: there it spills 4 bytes on sm_80 at D = 4100 (fp32 dy)
+        tail.append(str(self.bwd_ilv and vector).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
