@@ -122,9 +122,7 @@ VARIANTS: dict[str, dict] = {
     # of rounds 2-18, what the default is measured against
     "fwd-r18": {"fwd_ilv": False},
     "bwd-r18": {"bwd_ilv": False},
-    # round 20: the prefetching forward for fp32 y again (round 13's fwd-pf32 lost 4-8% with
-    # contiguous runs), now with round 19's interleaved rows; and with a row per warp (48
-    # elements per thread, 128 registers) at D = 1536
-    "fwd-pf32": {"fwd_pf": True},
-    "fwd-pf32w": {"fwd_pf": True, "fwd_ept": 48, "fwd_regs": 128},
+    # round 20 (lost, removed): the prefetching forward for fp32 y with round 19's interleaved
+    # rows, {"fwd_pf": True} (-1.6 to -6.4% at N = 65536), and the same with a row per warp,
+    # {"fwd_pf": True, "fwd_ept": 48, "fwd_regs": 128} (-15 to -28%)
 }
