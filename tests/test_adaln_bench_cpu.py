@@ -183,3 +183,15 @@ def test_bench_impl_selects_variant_per_call():
         assert _impl("fused-f32out@bwd-sm2")(x.bfloat16(), e).dtype == torch.float32
     finally:
         fused_cuda.set_variant(prev)
+
+
+def test_bench_cli_rejects_an_empty_selection_before_timing(tmp_path):
+    """--widths / --ops that select nothing stop with the reason, before any GPU work."""
+    from suite.ops import bench
+
+    with pytest.raises(SystemExit, match="nothing to time"):
+        bench.main(["--out", str(tmp_path), "--profile", "full", "--widths", "999"])
+    with pytest.raises(SystemExit, match="nothing to time"):
+        bench.main(["--out", str(tmp_path), "--ops", "fwdd"])
+    with pytest.raises(SystemExit, match="unknown variant"):
+        bench.main(["--out", str(tmp_path), "--variants", "default,nope"])

@@ -346,7 +346,9 @@ def variant_impls(op: str, variants) -> list[str]:
 def main(argv=None) -> None:
     """python -m suite.ops.bench --out DIR [--variants a,b] [--reps 30]: the quick grid (plus bf16
     N = 16384) for every kernel variant against the default fused kernel and the baselines;
-    writes DIR/variants_timings.csv and DIR/variants_samples.csv and prints the table last."""
+    writes DIR/variants_timings.csv and DIR/variants_samples.csv and prints the table last.
+    --profile full|reference takes the kernels experiment's grid instead, --widths and --ops
+    narrow it (a variant that matters at some shapes only, measured at all of them)."""
     import argparse
     from pathlib import Path
 
@@ -358,15 +360,25 @@ def main(argv=None) -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--baselines", default="eager,wan-eager,compile-eager,compile-wan")
+    ap.add_argument("--profile", choices=("quick", "reference", "full"), default="quick")
+    ap.add_argument("--widths", default="", help="only these D, e.g. 3072 (default: all)")
+    ap.add_argument("--ops", default="fwd,bwd", help="fwd, bwd or both")
     a = ap.parse_args(argv)
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
         if v not in VARIANTS:
             raise SystemExit(f"unknown variant {v!r}; known: {sorted(VARIANTS)}")
-    shapes = grid("quick") + [(1, 16384, D, "bfloat16") for D in WAN_WIDTHS]
+    shapes = grid(a.profile)
+    if a.profile == "quick":
+        shapes += [(1, 16384, D, "bfloat16") for D in WAN_WIDTHS]
+    widths = {int(w) for w in a.widths.split(",") if w}
+    shapes = [s for s in shapes if not widths or s[2] in widths]
+    ops = {o for o in a.ops.split(",") if o}
+    if not shapes or not ops <= {"fwd", "bwd"} or not ops:
+        raise SystemExit(f"nothing to time: --widths {a.widths!r}, --ops {a.ops!r} (fwd, bwd)")
     base = [b for b in a.baselines.split(",") if b]
-    fwd = variant_impls("fwd", variants) + base
-    bwd = variant_impls("bwd", variants) + base
+    fwd = variant_impls("fwd", variants) + base if "fwd" in ops else []
+    bwd = variant_impls("bwd", variants) + base if "bwd" in ops else []
     raw, rows = measure(shapes, fwd, bwd, a.reps)
     a.out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(a.out / "variants_timings.csv", index=False)
