@@ -163,3 +163,25 @@ def test_row_per_warp_forward_is_bf16_only():
     assert KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE).fwd_warp_row
     assert not KernelConfig("f16", "float", "f16", 1536, MODE_SAMPLE).fwd_warp_row
     assert not KernelConfig("bf16", "float", "float", 1536, MODE_SAMPLE).fwd_warp_row
+
+
+def test_forward_by_row_count_at_d_3072():
+    """Round 21: aligned bf16 launches at D = 3072 with >= fwd_many_rows rows run two warps per
+    row (48 elements per thread); fewer rows, the unaligned fallback, fp32 y, other widths and
+    variants that set the forward's shape keep one kernel; fwd-r20 turns it off."""
+    c = KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)
+    many = c.fwd_launch(True, 65536)
+    assert many.fwd_elems == 48 and many.fwd_rt == 64 and many.fwd_prefetch
+    assert c.fwd_launch(True, 49152) == many and c.fwd_launch(True, 49151) == c
+    assert c.fwd_launch(False, 10**6) == c  # no prefetching kernel without alignment
+    assert many.fwd(True) in c.names() and len(set(c.names())) == len(c.names())
+    assert c.variant("fwd-r20").fwd_launch(True, 10**6) == c.variant("fwd-r20")
+    assert c.variant("fwd-warp").fwd_launch(True, 10**6).fwd(True) == many.fwd(True)
+    for other in (
+        KernelConfig("bf16", "float", "float", 3072, MODE_SAMPLE),
+        KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE),
+        KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE),
+        KernelConfig("bf16", "bf16", "bf16", 3072, MODE_TOKEN),
+        KernelConfig("f16", "float", "f16", 3072, MODE_SAMPLE),
+    ):
+        assert other.fwd_launch(True, 10**6) == other and other.fwd_many is None

@@ -114,12 +114,14 @@ def _config(tx, tm, ty, D: int, mode: int, variant: str) -> KernelConfig:
 # Launch plans, cached per (dtypes, D, mode, layout, variant, device): building the configuration
 # and the kernel's name expression cost ~13 us per call (tools/adaln_host_path.py --breakdown).
 @functools.cache
-def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: int):
+def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: int, many=False):
+    """many: the launch has at least fwd_many_rows rows (KernelConfig.fwd_launch)."""
     cfg = _config(tx, tm, ty, D, mode, variant)
-    func = _fn(cfg, cfg.fwd(vector), idx)
-    persistent = vector and cfg.fwd_prefetch  # one wave, each CTA a contiguous run of rows
-    cap = _grid_cap(func, cfg.fwd_threads, idx) if persistent else 2**31 - 1
-    return func, cfg.fwd_threads, cfg.fwd_rows, cap
+    run = cfg.fwd_launch(vector, cfg.fwd_many_rows) if many else cfg
+    func = _fn(cfg, run.fwd(vector), idx)  # every such kernel is in cfg's own program
+    persistent = vector and run.fwd_prefetch  # one wave of CTAs
+    cap = _grid_cap(func, run.fwd_threads, idx) if persistent else 2**31 - 1
+    return func, run.fwd_threads, run.fwd_rows, cap
 
 
 @functools.cache
@@ -164,8 +166,17 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
             "scale and shift must have the same strides (e.g. both chunks of one tensor)"
         )
     idx = x.device.index
+    many_rows = _config(x.dtype, scale.dtype, out_dtype, D, mode, _variant).fwd_many_rows
     func, threads, rows_per_cta, cap = _fwd_plan(
-        x.dtype, scale.dtype, out_dtype, D, mode, vector, _variant, idx
+        x.dtype,
+        scale.dtype,
+        out_dtype,
+        D,
+        mode,
+        vector,
+        _variant,
+        idx,
+        many_rows is not None and rows >= many_rows,
     )
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.

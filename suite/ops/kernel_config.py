@@ -117,11 +117,33 @@ class KernelConfig:
     # at 5120; bf16-dy backward +0.8 to +2.8%
     fwd_ilv: bool = True
     bwd_ilv: bool = True
+    # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
+    # there is one. None: never
+    fwd_many_rows: int | None = 49152
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
         # bf16 y only, where it was measured (f16 x beside fp32 modulation spills 4 bytes on sm_80)
         return self.fwd_ept is None and self.ty == "bf16" and 1024 < self.D <= 1536
+
+    @property
+    def fwd_many(self) -> KernelConfig | None:
+        """The forward for launches of fwd_many_rows rows or more, where a different one measured
+        faster there: two warps per row at 48 elements per thread (128 registers, 2 CTAs of 8
+        warps) for bf16 x and y, fp32 per-sample modulation, D = 3072 (round 21, with round 19's
+        interleaved rows: +1.9 to +2.5% at B * N >= 65520, +0.6 / -0.1% at 32760 / 32768, -3 to
+        -7% at 16384 and below; fp32 y 22-31% slower; other widths not measured)."""
+        default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
+        kind = self.tx == self.ty == "bf16" and self.tm == "float" and self.mode == MODE_SAMPLE
+        if self.fwd_many_rows is None or not default or not kind or self.D != 3072:
+            return None
+        return replace(self, fwd_ept=48, fwd_regs=128)
+
+    def fwd_launch(self, vector: bool, rows: int) -> KernelConfig:
+        """The configuration whose fwd(vector) runs a launch of `rows` rows (B * N): fwd_many's
+        for aligned launches of at least fwd_many_rows rows, where there is one, else this."""
+        many = self.fwd_many if vector else None
+        return many if many and rows >= self.fwd_many_rows else self
 
     @property
     def fwd_wide_on(self) -> bool:  # see fwd_wide
@@ -356,6 +378,8 @@ class KernelConfig:
 
     def names(self) -> list[str]:
         out = [self.fwd(v) for v in (True, False)]
+        if self.fwd_many:  # aligned rows only: the unaligned fallback keeps one forward
+            out.append(self.fwd_many.fwd(True))
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:

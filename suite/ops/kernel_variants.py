@@ -125,4 +125,7 @@ VARIANTS: dict[str, dict] = {
     # round 20 (lost, removed): the prefetching forward for fp32 y with round 19's interleaved
     # rows, {"fwd_pf": True} (-1.6 to -6.4% at N = 65536), and the same with a row per warp,
     # {"fwd_pf": True, "fwd_ept": 48, "fwd_regs": 128} (-15 to -28%)
+    # round 21: the forward at D = 3072 for launches of >= 49152 rows is two warps per row
+    # (KernelConfig.fwd_many; the default since): the one kernel for every row count before it
+    "fwd-r20": {"fwd_many_rows": None},
 }
