@@ -20,8 +20,9 @@ def _truth():
 
 
 def test_replay_of_the_runs_own_batches():
-    # measured C8 at this run: +12.5%; the refit replaying the same batches: +12.8%
-    assert dg.replay_gain(RUN / "results", _truth(), "default") == pytest.approx(12.8, abs=0.05)
+    # measured C8 at this run (s_cross 28800): +21.8%; the refit replaying the same batches: +22.5%
+    # (f055e77's run at 9360: +12.5% measured, +12.8% replayed)
+    assert dg.replay_gain(RUN / "results", _truth(), "default") == pytest.approx(22.5, abs=0.05)
 
 
 def test_window_spread_orders_its_percentiles(capsys):
