@@ -62,6 +62,20 @@ def rand(*shape, dtype=torch.float32, scale=1.0, offset=0.0):
     return (torch.randn(*shape, generator=g, device="cuda") * scale + offset).to(dtype)
 
 
+def under_variants(variants, x, e, dy) -> dict:
+    """Per kernel variant: y and the gradients of x and of Wan's [B, 6, D] modulation e (scale
+    and shift as [B, 1, D] chunks of it), each run with that variant selected."""
+    out = {}
+    for v in variants:
+        prev = fused_cuda.set_variant(v)
+        try:
+            y = adaln(x, e[:, 1:2], e[:, 0:1])
+            out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
+        finally:
+            fused_cuda.set_variant(prev)
+    return out
+
+
 def ref64(x, scale, shift, eps=1e-6, affine=False):
     y = F.layer_norm(x.double(), (x.shape[-1],), eps=eps)
     s, h = scale.double(), shift.double()
@@ -257,14 +271,7 @@ def test_remat_is_bitwise(D):
     x = rand(2, 300, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(2, 6, D).requires_grad_(True)
     dy = rand(2, 300, D, dtype=torch.bfloat16)
-    out = {}
-    for v in ("default", "bwd-r17"):
-        prev = fused_cuda.set_variant(v)
-        try:
-            y = adaln(x, e[:, 1:2], e[:, 0:1])
-            out[v] = torch.autograd.grad(y, (x, e), dy)
-        finally:
-            fused_cuda.set_variant(prev)
+    out = under_variants(("default", "bwd-r17"), x, e, dy)
     for i, (a, b) in enumerate(zip(out["default"], out["bwd-r17"])):
         assert torch.equal(a, b), (D, i)
 
@@ -295,14 +302,7 @@ def test_interleaved_rows_cover_every_row(B, N, D):
     x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
     dy = rand(B, N, D, dtype=torch.bfloat16)
-    out = {}
-    for v in ("default", "fwd-r18", "bwd-r18"):
-        prev = fused_cuda.set_variant(v)
-        try:
-            y = adaln(x, e[:, 1:2], e[:, 0:1])
-            out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
-        finally:
-            fused_cuda.set_variant(prev)
+    out = under_variants(("default", "fwd-r18", "bwd-r18"), x, e, dy)
     ref = out["default"]
     for v in ("fwd-r18", "bwd-r18"):
         assert torch.equal(out[v][0], ref[0]) and torch.equal(out[v][1], ref[1]), v
@@ -320,14 +320,7 @@ def test_variant_matches_default(name):
     x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
     dy = rand(B, N, D, dtype=torch.bfloat16)
-    out = {}
-    for v in ("default", name):
-        prev = fused_cuda.set_variant(v)
-        try:
-            y = adaln(x, e[:, 1:2], e[:, 0:1])
-            out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
-        finally:
-            fused_cuda.set_variant(prev)
+    out = under_variants(("default", name), x, e, dy)
     exact = {"fwd-pfm": (0, 1, 2), "fwd-named": (0, 1, 2), "fwd-v4": (0, 1, 2), "bwd-sm2": (0, 1)}
     exact["bwd-r14"] = (0, 1, 2)  # the same additions through scalar shared words
     exact["bwd-r17"] = (0, 1, 2)  # the default's kernel at D = 1536 (test_remat_is_bitwise)
