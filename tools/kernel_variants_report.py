@@ -48,11 +48,13 @@ def report(
             base = KernelConfig(tx, tm, ty, D, 0)
             stats = {}
             for v in variants or VARIANTS:
-                cfg = base.variant(v)
-                res = resources(build(cfg, arch))
+                prog_cfg = base.variant(v)
+                res = resources(build(prog_cfg, arch))
                 for op in ("fwd", "bwd"):
                     if v != "default" and not any(k.startswith(op) for k in VARIANTS[v]):
                         continue
+                    # the kernel that runs at the measured shape (B = 1, N = 65536 rows)
+                    cfg = prog_cfg.fwd_launch(True, 65536) if op == "fwd" else prog_cfg
                     name = cfg.fwd(True) if op == "fwd" else cfg.bwd(True, True)
                     r = res[name]
                     threads = cfg.fwd_threads if op == "fwd" else cfg.bwd_threads
