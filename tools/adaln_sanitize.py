@@ -1,6 +1,7 @@
 """A small representative set of fused AdaLN calls for compute-sanitizer (memcheck, racecheck,
 initcheck): every kernel (forward, fused and D-tile backward, finalize), vector and scalar paths,
-row groups below and above a warp, per-sample / per-token / affine, B > 1, odd N.
+row groups below and above a warp, per-sample / per-token / affine, B > 1, odd N, and one forward
+with enough rows for the row-count rule's kernel (KernelConfig.fwd_many).
 
     python tools/adaln_sanitize.py [--variants default,round1,...|all] [--small]
 
@@ -31,6 +32,8 @@ CASES = [
     (1, 3, 8192, torch.float32),
 ]
 SMALL = [CASES[0], CASES[1], CASES[3]]  # configurations tools/gpu_kernel_variants.sh prebuilds
+# a forward with enough rows for KernelConfig.fwd_many's kernel (D = 3072, >= 49152 rows)
+MANY_ROWS = (1, 49152, 3072, torch.bfloat16)
 
 
 def host(*shape, dtype=torch.float32, g=None) -> torch.Tensor:
@@ -57,6 +60,14 @@ def run_cases(cases, g) -> None:
         adaln(xm, e[:, 1:2], e[:, 0:1])
 
 
+def run_many_rows(g) -> None:
+    """One forward launch large enough for the row-count rule's kernel (forward only: the
+    backward has no such rule, and these sizes are slow under the sanitizers)."""
+    B, N, D, dt = MANY_ROWS
+    e = host(B, 6, D, g=g)
+    adaln(host(B, N, D, dtype=dt, g=g), e[:, 1:2], e[:, 0:1])
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", default="default", help="comma list of variants, or 'all'")
@@ -67,6 +78,7 @@ def main(argv=None) -> None:
     for v in names:
         fused_cuda.set_variant(v)
         run_cases(SMALL if a.small else CASES, g)
+        run_many_rows(g)
         torch.cuda.synchronize()
         print(f"sanitize cases done: variant {v}", flush=True)
     fused_cuda.set_variant("default")
