@@ -12,7 +12,7 @@ from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
-FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV (kernel's)
+FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
 BWD_DEFAULTS = ["1"] + ["false"] * 7  # adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
@@ -134,7 +134,7 @@ class KernelConfig:
         interleaved rows: +1.9 to +2.5% at B * N >= 65520, +0.6 / -0.1% at 32760 / 32768, -3 to
         -7% at 16384 and below; fp32 y 22-31% slower; other widths not measured)."""
         default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
-        kind = self.tx == self.ty == "bf16" and self.tm == "float" and self.mode == MODE_SAMPLE
+        kind = self._bf16_x_fp32_mod and self.ty == "bf16" and self.mode == MODE_SAMPLE
         if self.fwd_many_rows is None or not default or not kind or self.D != 3072:
             return None
         return replace(self, fwd_ept=48, fwd_regs=128)
