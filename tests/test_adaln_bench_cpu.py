@@ -147,6 +147,7 @@ def test_variant_impls_and_table():
         row("fused-dtile", "bwd", 0.40),
         row("fused", "bwd", 0.20),
         row("fused@bwd-sm2", "bwd", 0.25),
+        row("fused-slices", "bwd", 0.22),
     ]
     # fp32 x: fused and fused-f32out are both fp32 out (the H200 run of 2026-12-01 crashed here)
     f32x = [
@@ -167,6 +168,22 @@ def test_variant_impls_and_table():
     assert f32["best"] == "fwd-r2" and f32["x_wan-eager"] == 12.5 and f32["x_compile-wan"] == 2.5
     bw = t.loc[("bwd", "bfloat16")]  # dtile rows are not variants; the default stays best here
     assert bw["best"] == "default" and bw["best_x_default"] == 1.0 and len(t) == 3
+    assert bw["slices"] == round(100 * (1e8 / 0.22e-3 / 1e9) / 4000.0, 1)  # its own column
+
+
+def test_bench_fused_slices_takes_the_slice_backward():
+    """ "fused-slices" times the op with e's gradient through autograd's slice backward (the path
+    before round 22), "fused" writes e's gradient whole: the same numbers, other graphs."""
+    from suite.ops.bench import _impl
+
+    x = torch.randn(2, 5, 64, requires_grad=True)
+    e = torch.randn(2, 6, 64, requires_grad=True)
+    y, ys = _impl("fused")(x, e), _impl("fused-slices")(x, e)
+    assert type(y.grad_fn).__name__ == "_EagerAdaLNRowsBackward"
+    assert type(ys.grad_fn).__name__ == "_EagerAdaLNBackward"
+    dy = torch.randn_like(y)
+    for a, b in zip(torch.autograd.grad(y, (x, e), dy), torch.autograd.grad(ys, (x, e), dy)):
+        torch.testing.assert_close(a, b)
 
 
 def test_bench_impl_selects_variant_per_call():

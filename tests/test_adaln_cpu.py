@@ -74,6 +74,69 @@ def test_wan_strided_views_of_b6d():
     assert rel(ge, gr) < 1e-4 and ge[:, 2:].abs().sum() == 0
 
 
+def _grad_fns(t: torch.Tensor) -> set[str]:
+    """Names of every autograd node between t and the leaves."""
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        f = todo.pop()
+        if f is not None and type(f).__name__ not in seen:
+            seen.add(type(f).__name__)
+            todo += [g for g, _ in f.next_functions]
+    return seen
+
+
+@pytest.mark.parametrize("table_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", ["slices", "chunk", "select"])
+def test_rows_of_one_modulation_table_write_its_gradient_whole(table_dtype, rows):
+    """scale and shift as rows of one [B, 6, D] tensor: the op's backward returns that tensor's
+    gradient (no slice backward in the graph), equal to the float64 reference, summed with the
+    gradient of another use of the table (Wan's gate), for Wan's three ways of taking rows."""
+    B, N, D = 2, 7, 192
+    x = torch.randn(B, N, D, dtype=torch.bfloat16, requires_grad=True)
+    m = torch.randn(1, 6, D, requires_grad=True)
+    t = torch.randn(B, 6, D, requires_grad=True)
+    e = (m + t).to(table_dtype)  # not a leaf, as in Wan: modulation + time embedding
+    if rows == "slices":
+        shift, scale, gate = e[:, 3:4], e[:, 4:5], e[:, 5:6]
+    elif rows == "chunk":
+        shift, scale, gate = e.chunk(6, dim=1)[3:6]
+    else:
+        shift, scale, gate = e[:, 3], e[:, 4], e[:, 5]
+    y = adaln(x, scale, shift, out_dtype=torch.float32)
+    names = _grad_fns(y)
+    assert "_EagerAdaLNRowsBackward" in names and not names & {"SliceBackward0", "SelectBackward0"}
+    loss_w = torch.randn(B, N, D)
+    g = gate.reshape(B, 1, D)
+    got = torch.autograd.grad(((y * loss_w).sum() + (g.float() * 3).sum()), (x, m, t))
+    yr = ref64(x, scale, shift)
+    want = torch.autograd.grad(((yr * loss_w).sum() + (g.double() * 3).sum()), (x, m, t))
+    tol = 1e-4 if table_dtype == torch.float32 else 1e-2
+    for gg, ww in zip(got, want):
+        assert gg.shape == ww.shape and rel(gg, ww) < tol
+
+
+def test_rows_of_one_table_fall_back_where_they_must():
+    """The same row twice, a broadcast [1, D] row, no grad wanted: the slice path, right answers."""
+    B, N, D = 2, 5, 128
+    x = torch.randn(B, N, D, requires_grad=True)
+    e = torch.randn(B, 6, D, requires_grad=True)
+    y = adaln(x, e[:, 1:2], e[:, 1:2])  # scale = shift: the gradients add
+    assert "_EagerAdaLNRowsBackward" not in _grad_fns(y)
+    dy = torch.randn_like(y)
+    (ge,) = torch.autograd.grad(y, e, dy)
+    (gr,) = torch.autograd.grad(ref64(x, e[:, 1:2], e[:, 1:2]), e, dy.double())
+    assert rel(ge, gr) < 1e-4
+    e1 = torch.randn(1, 6, D, requires_grad=True)
+    y = adaln(x, e1[:, 1:2], e1[:, 0:1])  # one row for every sample: stride 0, not the table's
+    assert "_EagerAdaLNRowsBackward" not in _grad_fns(y)
+    (ge,) = torch.autograd.grad(y, e1, dy)
+    (gr,) = torch.autograd.grad(ref64(x, e1[:, 1:2], e1[:, 0:1]), e1, dy.double())
+    assert rel(ge, gr) < 1e-4
+    with torch.no_grad():
+        y = adaln(x, e[:, 1:2], e[:, 0:1])
+    assert y.grad_fn is None and rel(y, ref64(x, e[:, 1:2], e[:, 0:1])) < 1e-5
+
+
 def test_noncontiguous_x_and_b_gt_1_uses_each_samples_modulation():
     B, N, D = 3, 10, 128
     base = torch.randn(N, B, D)

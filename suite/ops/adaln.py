@@ -16,6 +16,8 @@ else it runs suite/ops/reference.py, the same arithmetic in eager torch.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor, nn
 
@@ -139,6 +141,89 @@ def _op(*args):
     return _EagerAdaLN.apply(*args)
 
 
+class _EagerAdaLNRows(torch.autograd.Function):
+    """The eager op with scale and shift given as rows `si`, `hi` of one [B, K, D] tensor (Wan's
+    chunked modulation): backward writes that tensor's gradient whole (zeros in the other rows),
+    so autograd runs no slice backward (two fills, two copies and an add, ~10 us per call)."""
+
+    @staticmethod
+    def forward(ctx, x, table, si, hi, eps, out_dtype, bwd_impl):
+        scale, shift = table[:, si], table[:, hi]
+        out = _forward_impl(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
+        _setup_context(ctx, (x, table, shift, eps, MODE_SAMPLE, out_dtype, bwd_impl), out)
+        ctx.rows = si, hi
+        return out
+
+    @staticmethod
+    def backward(ctx, dy, _dmean, _drstd):
+        if dy is None:
+            return (None,) * 7
+        x, table, mean, rstd = ctx.saved_tensors
+        si, hi = ctx.rows
+        dtable = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
+        if _use_cuda(x):
+            from suite.ops import fused_cuda
+
+            x, scale = _lastdim_contig(x), table[:, si]
+            out = (dtable[:, si], dtable[:, hi])
+            dx = fused_cuda.backward(
+                dy.contiguous(), x, scale, mean, rstd, MODE_SAMPLE, ctx.impl, out
+            )[0]
+        else:
+            dx, dtable[:, si], dtable[:, hi] = ref.backward(
+                dy, x, table[:, si], mean, rstd, MODE_SAMPLE
+            )
+        return dx, dtable.to(table.dtype), None, None, None, None, None
+
+
+_table_gradient = [True]
+
+
+@contextlib.contextmanager
+def slice_gradients():
+    """Benchmark switch: inside it, scale and shift rows of one table take autograd's slice
+    backward, as before round 22 (docs/perf-notes.md); suite.ops.bench's `fused-slices` impl."""
+    prev, _table_gradient[0] = _table_gradient[0], False
+    try:
+        yield
+    finally:
+        _table_gradient[0] = prev
+
+
+def _rows_of_one_table(scale: Tensor, shift: Tensor, B: int, D: int):
+    """(table, si, hi) when scale and shift are distinct rows of one [B, K, D] tensor that needs
+    a gradient (Wan's e[:, 1:2], e[:, 0:1], or chunk(6, dim=1)), else None. Eager only: under
+    torch.compile the slice backward fuses into the compiled graph anyway."""
+    table = scale._base
+    if (
+        table is None
+        or not _table_gradient[0]
+        or shift._base is not table
+        or torch.compiler.is_compiling()
+        or not (torch.is_grad_enabled() and scale.requires_grad and shift.requires_grad)
+        or table.dim() != 3
+        or table.dtype != scale.dtype
+        or table.shape[0] != B
+        or table.shape[2] != D
+        or table.stride(2) != 1
+    ):
+        return None
+    rows = []
+    for t in (scale, shift):
+        off = t.storage_offset() - table.storage_offset()
+        row, rem = divmod(off, table.stride(1)) if table.stride(1) else (0, 1)
+        if (
+            rem
+            or not 0 <= row < table.shape[1]
+            or t.stride(0) != table.stride(0)
+            or t.stride(-1) != 1
+        ):
+            return None
+        rows.append(row)
+    si, hi = rows
+    return (table, si, hi) if si != hi else None
+
+
 # ----------------------------------------------------------------------------- public API
 def _check(x: Tensor, out_dtype, backward: str) -> torch.dtype:
     if x.dim() != 3:
@@ -192,6 +277,8 @@ def adaln(
             f"scale and shift must have the same shape and dtype, got "
             f"{list(scale.shape)} {scale.dtype} and {list(shift.shape)} {shift.dtype}"
         )
+    if m1 == MODE_SAMPLE and (rows := _rows_of_one_table(sc, sh, B, D)) is not None:
+        return _EagerAdaLNRows.apply(x, *rows, float(eps), out_dtype, backward)[0]
     if x.is_cuda and sc.stride() != sh.stride():
         sc, sh = sc.contiguous(), sh.contiguous()
     return _op(x, sc, sh, float(eps), m1, out_dtype, backward)[0]

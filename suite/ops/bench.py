@@ -12,12 +12,14 @@ enqueue time is recorded and a repetition whose host time exceeded the spin is c
 overhead but not the custom-op backward's at N <= 16384.
 
 Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out", optionally with a
-kernel variant "fused@round1" (suite.ops.kernel_variants.VARIANTS); the baselines "eager",
+kernel variant "fused@round1" (suite.ops.kernel_variants.VARIANTS); "fused-slices", the fused op
+with e's gradient through autograd's slice backward (before round 22); the baselines "eager",
 "wan-eager", "compile-eager", "compile-wan".
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import statistics
@@ -27,6 +29,7 @@ import pandas as pd
 import torch
 
 from suite.ops import adaln
+from suite.ops.adaln import slice_gradients
 from suite.ops.baselines import eager_adaln, pin_width, wan_adaln
 
 DT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -49,6 +52,7 @@ def _impl(name: str, static: bool = False):
         "fused-f32out": {"out_dtype": torch.float32},
         "fused-dtile": {"backward": "dtile"},
         "fused-dtile-f32out": {"out_dtype": torch.float32, "backward": "dtile"},
+        "fused-slices": {},
     }
     base_name, _, variant = name.partition("@")
     if base_name in fused:
@@ -61,7 +65,8 @@ def _impl(name: str, static: bool = False):
             # Selected on every call: a backward uses the variant current when it runs, and the
             # timed backward follows the forward (setup) of the same impl.
             fused_cuda.set_variant(v)
-            return adaln(x, e[:, 1:2], e[:, 0:1], **kw)
+            with slice_gradients() if base_name == "fused-slices" else contextlib.nullcontext():
+                return adaln(x, e[:, 1:2], e[:, 0:1], **kw)
 
         return run
     if name in ("eager", "wan-eager"):
@@ -286,6 +291,7 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
 
 # ----------------------------------------------------------------------------- variant sweep
 BASELINES = {"bfloat16": ("eager", "compile-eager"), "float32": ("wan-eager", "compile-wan")}
+HOST_PATHS = {"fused-slices": "slices"}  # the same kernels, another autograd path: a table column
 
 
 def variant_table(rows) -> pd.DataFrame:
@@ -295,7 +301,7 @@ def variant_table(rows) -> pd.DataFrame:
     path and its torch.compile). `rows` are summary_row dicts (or a DataFrame of them)."""
     t = pd.DataFrame(rows)
     t = t[t.impl.str.startswith("fused") & ~t.impl.str.contains("dtile")].copy()
-    t["variant"] = t.impl.map(lambda n: n.partition("@")[2] or "default")
+    t["variant"] = t.impl.map(lambda n: n.partition("@")[2] or HOST_PATHS.get(n, "default"))
     # fp32 x: "fused" and "fused-f32out" are the same op (fp32 out); keep the plain one
     t = t.sort_values("impl", key=lambda s: s.str.contains("f32out"), kind="stable")
     t = t.drop_duplicates(["op", "dtype", "B", "D", "N", "out_dtype", "variant"])

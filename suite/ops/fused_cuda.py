@@ -206,9 +206,10 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     return y, mean, rstd
 
 
-def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
+def backward(dy, x, scale, mean, rstd, mode: int, impl: str, out=None):
     """Returns dx [B, N, D] in x.dtype, and fp32 dscale, dshift: [B, D] (sample), [D] (affine) or
-    [B, N, D] in scale.dtype (token)."""
+    [B, N, D] in scale.dtype (token). `out`: (dscale, dshift), fp32 [B, D] views with one row
+    stride, to write per-sample gradients into (two rows of Wan's [B, 6, D] modulation grad)."""
     from suite.cuda.launch import i32, i64, launch, ptr, use_dynamic_smem
 
     B, N, D = x.shape
@@ -218,6 +219,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
     if mode == MODE_TOKEN:
         dsc = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
         dsh = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
+    elif out is not None:
+        dsc, dsh = out
+        assert mode == MODE_SAMPLE and dsc.stride() == dsh.stride() and dsc.stride(1) == 1
     else:
         dsc = torch.empty((groups, D), dtype=torch.float32, device=dev)
         dsh = torch.empty((groups, D), dtype=torch.float32, device=dev)
@@ -308,6 +312,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str):
             ptr(part_h),
             ptr(dsc),
             ptr(dsh),
+            i64(dsc.stride(0) if dsc.dim() == 2 else D),
             i32(slots),
             i32(D),
             i32(part_rt),
