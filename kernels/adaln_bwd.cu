@@ -363,7 +363,8 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 
 // out[g, d] = sum_{k < slots} part[g, k, d] in a fixed order (deterministic); out rows are
 // out_stride apart (D, or 6D when they are two rows of Wan's [B, 6, D] modulation gradient, so
-// autograd needs no slice backward). Partial rows are
+// autograd needs no slice backward: then `table` is that gradient, [groups, K, D] contiguous,
+// and its rows in the bit mask zero_rows are zeroed here, saving a fill kernel). Partial rows are
 // P = ceil(D / (VEC*RT)) * VEC*RT wide, element d at position (c*VEC + j)*RT + t where
 // d = (c*RT + t)*VEC + j (the row kernel's thread-major layout; RT = VEC = 1: plain, P = D).
 // A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
@@ -372,7 +373,7 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 extern "C" __global__ void __launch_bounds__(1024)
 adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
                    float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
-                   int slots, int D, int rt, int vec) {
+                   float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec) {
   __shared__ float ss[32][33], sh[32][33];  // +1 column: no bank conflicts on the column reads
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int P = (D + vec * rt - 1) / (vec * rt) * (vec * rt);
@@ -401,5 +402,7 @@ adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict
     }
     dscale[group * out_stride + d] = a;
     dshift[group * out_stride + d] = b;
+    for (int r = 0; zero_rows >> r; ++r)
+      if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
   }
 }

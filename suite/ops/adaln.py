@@ -144,7 +144,8 @@ def _op(*args):
 class _EagerAdaLNRows(torch.autograd.Function):
     """The eager op with scale and shift given as rows `si`, `hi` of one [B, K, D] tensor (Wan's
     chunked modulation): backward writes that tensor's gradient whole (zeros in the other rows),
-    so autograd runs no slice backward (two fills, two copies and an add, ~10 us per call)."""
+    so autograd runs no slice backward (two fills, two copies and an add: 8.7 us per call on the
+    H200, docs/perf-notes.md round 22)."""
 
     @staticmethod
     def forward(ctx, x, table, si, hi, eps, out_dtype, bwd_impl):
@@ -160,16 +161,17 @@ class _EagerAdaLNRows(torch.autograd.Function):
             return (None,) * 7
         x, table, mean, rstd = ctx.saved_tensors
         si, hi = ctx.rows
-        dtable = torch.zeros(table.shape, dtype=torch.float32, device=table.device)
         if _use_cuda(x):
             from suite.ops import fused_cuda
 
+            dtable = torch.empty(table.shape, dtype=torch.float32, device=table.device)
             x, scale = _lastdim_contig(x), table[:, si]
-            out = (dtable[:, si], dtable[:, hi])
+            rows = (dtable, si, hi)  # the finalize writes rows si, hi and zeroes the others
             dx = fused_cuda.backward(
-                dy.contiguous(), x, scale, mean, rstd, MODE_SAMPLE, ctx.impl, out
+                dy.contiguous(), x, scale, mean, rstd, MODE_SAMPLE, ctx.impl, rows
             )[0]
         else:
+            dtable = torch.zeros(table.shape, dtype=torch.float32)
             dx, dtable[:, si], dtable[:, hi] = ref.backward(
                 dy, x, table[:, si], mean, rstd, MODE_SAMPLE
             )
@@ -202,6 +204,7 @@ def _rows_of_one_table(scale: Tensor, shift: Tensor, B: int, D: int):
         or torch.compiler.is_compiling()
         or not (torch.is_grad_enabled() and scale.requires_grad and shift.requires_grad)
         or table.dim() != 3
+        or table.shape[1] > 31  # the finalize's mask of rows to zero is an int
         or table.dtype != scale.dtype
         or table.shape[0] != B
         or table.shape[2] != D

@@ -206,10 +206,11 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     return y, mean, rstd
 
 
-def backward(dy, x, scale, mean, rstd, mode: int, impl: str, out=None):
+def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     """Returns dx [B, N, D] in x.dtype, and fp32 dscale, dshift: [B, D] (sample), [D] (affine) or
-    [B, N, D] in scale.dtype (token). `out`: (dscale, dshift), fp32 [B, D] views with one row
-    stride, to write per-sample gradients into (two rows of Wan's [B, 6, D] modulation grad)."""
+    [B, N, D] in scale.dtype (token). `rows` = (table, si, hi): per-sample gradients written as
+    rows si, hi of `table`, an uninitialised contiguous fp32 [B, K, D] (the gradient of Wan's
+    [B, 6, D] modulation); its other rows are zeroed by the same kernels."""
     from suite.cuda.launch import i32, i64, launch, ptr, use_dynamic_smem
 
     B, N, D = x.shape
@@ -219,13 +220,17 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, out=None):
     if mode == MODE_TOKEN:
         dsc = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
         dsh = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
-    elif out is not None:
-        dsc, dsh = out
-        assert mode == MODE_SAMPLE and dsc.stride() == dsh.stride() and dsc.stride(1) == 1
+    elif rows is not None:
+        table, si, hi = rows
+        assert mode == MODE_SAMPLE and table.is_contiguous() and table.dtype == torch.float32
+        dsc, dsh = table[:, si], table[:, hi]
+        zero_rows = sum(1 << r for r in range(table.shape[1]) if r not in (si, hi))
     else:
         dsc = torch.empty((groups, D), dtype=torch.float32, device=dev)
         dsh = torch.empty((groups, D), dtype=torch.float32, device=dev)
     if B * N == 0:
+        if rows is not None:
+            table.zero_()
         return dx, dsc.zero_(), dsh.zero_()
     smb, smn = mod_strides(scale, mode)
     vector = D % (16 // x.element_size()) == 0 and _aligned(
@@ -313,6 +318,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, out=None):
             ptr(dsc),
             ptr(dsh),
             i64(dsc.stride(0) if dsc.dim() == 2 else D),
+            ptr(table if rows is not None else None),
+            i32(zero_rows if rows is not None else 0),
             i32(slots),
             i32(D),
             i32(part_rt),
