@@ -3,6 +3,8 @@
     from suite.ops import adaln, AdaLN
     y = adaln(x, scale, shift)                       # x [B, N, D]; scale/shift [B, D], [B, 1, D]
                                                      # (strided views are fine) or [B, N, D]
+    y = adaln(x, e[:, 1:2], e[:, 0:1])               # rows of Wan's [B, 6, D] e: the backward
+                                                     # writes e's gradient whole (2 kernels)
     y = adaln(x, scale, shift, out_dtype=torch.float32)   # official Wan numerics: fp32 output
     y = adaln(x, scale, shift, backward="dtile")     # the paper's D-tile backward reduction
     y = layer_norm_affine(x, weight, bias)           # plain affine LayerNorm (Wan's norm3)
