@@ -5,7 +5,8 @@ dtype, forward and backward, L2-cold CUDA-event medians from suite.ops.bench), a
 benchmarks read them: asv would otherwise redo the set-up (2 GB copy, inputs, warm-up) for every
 benchmark x parameter, which took over 200 s on the H200. track_*_gbps: GB/s from the explicit
 bytes model of suite.experiments.kernels; track_*_pct_copy_bw: that over the copy bandwidth of the
-same process; track_peak_mem_mib: GPU memory of one forward + backward; time_fwd: synchronised.
+same process (track_bwd_train_*: the backward with Wan's modulation needing a gradient too, as in
+training; track_bwd_*: x's gradient only); track_peak_mem_mib: GPU memory of one forward + backward; time_fwd: synchronised.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def _inputs(D: int, dtype: str):
     dt = getattr(torch, dtype)
     x = torch.randn(1, N, D, device="cuda", dtype=dt, requires_grad=True)
     mod = torch.randn(1, 6, D, device="cuda")  # Wan's [B, 6, D]; scale/shift are strided views
-    return x, mod[:, 1:2], mod[:, 0:1], torch.randn(1, N, D, device="cuda", dtype=dt)
+    return x, mod, torch.randn(1, N, D, device="cuda", dtype=dt)
 
 
 def _measure_one(timer, D: int, dtype: str) -> dict:
@@ -34,7 +35,8 @@ def _measure_one(timer, D: int, dtype: str) -> dict:
     from suite.experiments.kernels import bytes_model
     from suite.ops import adaln
 
-    x, scale, shift, dy = _inputs(D, dtype)
+    x, mod, dy = _inputs(D, dtype)
+    scale, shift = mod[:, 1:2], mod[:, 0:1]
     size = x.element_size()
     with torch.no_grad():
         fwd_ms = statistics.median(timer.time(lambda _: adaln(x, scale, shift)))
@@ -42,6 +44,15 @@ def _measure_one(timer, D: int, dtype: str) -> dict:
     # of x that the byte model does not count (version 2 measured it: ~45% instead of ~67%)
     bwd_ms = statistics.median(
         timer.time(lambda y: torch.autograd.grad(y, x, dy), setup=lambda: adaln(x, scale, shift))
+    )
+    # as in Wan training: the [B, 6, D] modulation needs a gradient too (its rows' gradients are
+    # written into it directly, docs/perf-notes.md round 22)
+    e = mod.detach().requires_grad_(True)
+    train_ms = statistics.median(
+        timer.time(
+            lambda y: torch.autograd.grad(y, (x, e), dy),
+            setup=lambda: adaln(x, e[:, 1:2], e[:, 0:1]),
+        )
     )
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
@@ -51,6 +62,7 @@ def _measure_one(timer, D: int, dtype: str) -> dict:
     return {
         "fwd_gbps": bytes_model("fwd", 1, N, D, size, size) / (fwd_ms * 1e-3) / 1e9,
         "bwd_gbps": bytes_model("bwd", 1, N, D, size, size) / (bwd_ms * 1e-3) / 1e9,
+        "bwd_train_gbps": bytes_model("bwd", 1, N, D, size, size) / (train_ms * 1e-3) / 1e9,
         "peak_mib": (torch.cuda.max_memory_allocated() - base) / 2**20,
     }
 
@@ -92,11 +104,15 @@ class FusedAdaLN:
     def track_bwd_pct_copy_bw(self, cache, D, dtype):
         return 100 * cache[(D, dtype)]["bwd_gbps"] / cache["copy_gbps"]
 
+    def track_bwd_train_pct_copy_bw(self, cache, D, dtype):
+        """The backward with gradients for x and Wan's modulation, as in training."""
+        return 100 * cache[(D, dtype)]["bwd_train_gbps"] / cache["copy_gbps"]
+
     def track_peak_mem_mib(self, cache, D, dtype):
         return cache[(D, dtype)]["peak_mib"]
 
     track_fwd_gbps.unit = track_bwd_gbps.unit = "GB/s"
-    track_fwd_pct_copy_bw.unit = track_bwd_pct_copy_bw.unit = "%"
+    track_fwd_pct_copy_bw.unit = track_bwd_pct_copy_bw.unit = track_bwd_train_pct_copy_bw.unit = "%"
     track_peak_mem_mib.unit = "MiB"
 
 
@@ -111,7 +127,8 @@ class FusedAdaLNTime:
         from suite.ops import adaln
 
         self.adaln = adaln
-        self.x, self.scale, self.shift, _ = _inputs(1536, "bfloat16")
+        self.x, mod, _ = _inputs(1536, "bfloat16")
+        self.scale, self.shift = mod[:, 1:2], mod[:, 0:1]
 
     def time_fwd(self):
         import torch
