@@ -212,3 +212,25 @@ def test_bench_cli_rejects_an_empty_selection_before_timing(tmp_path):
         bench.main(["--out", str(tmp_path), "--ops", "fwdd"])
     with pytest.raises(SystemExit, match="unknown variant"):
         bench.main(["--out", str(tmp_path), "--variants", "default,nope"])
+
+
+def test_kernels_after_shapes_cli_explains_and_refuses_without_gpu(tmp_path, capsys):
+    """tools/kernels_after_shapes.py (perf-notes "Next measurements" item 4): --help names the
+    modes; an unknown mode and a machine without CUDA stop with the reason, before any work."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "kernels_after_shapes.py"
+    spec = importlib.util.spec_from_file_location("kernels_after_shapes", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with pytest.raises(SystemExit):
+        tool.main(["--help"])
+    assert "keep-cache" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as err:
+        tool.main(["--mode", "bogus", "--out", str(tmp_path)])
+    assert err.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit, match="needs a CUDA GPU"):
+            tool.main(["--mode", "asis", "--out", str(tmp_path)])
+        assert not (tmp_path / "asis.csv").exists()

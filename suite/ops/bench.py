@@ -224,7 +224,21 @@ def summary_row(
     )
 
 
-def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
+def settle(nbytes: int, ms: float) -> None:
+    """Copy nbytes back and forth on the GPU for about `ms` of wall time (a diagnostic of
+    docs/perf-notes.md "Next measurements" item 4: the GPU moving fewer bytes per second for a
+    moment after a shape's first allocations)."""
+    src = torch.empty(max(1, nbytes), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = time.perf_counter()
+    while (time.perf_counter() - t) * 1e3 < ms:
+        dst.copy_(src)
+        torch.cuda.synchronize()
+
+
+def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print, settle_ms=0.0, empty_cache=True):
+    """Times every impl at every shape; see the module docstring. settle_ms, empty_cache: the
+    diagnostics of tools/kernels_after_shapes.py (defaults: what every committed grid used)."""
     from suite.experiments.kernels import bytes_model
 
     torch._dynamo.config.cache_size_limit = 64
@@ -242,6 +256,8 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
         g = torch.Generator(device="cuda").manual_seed(B * N + D)
         x = torch.randn(B, N, D, device="cuda", generator=g).to(dt)
         e = torch.randn(B, 6, D, device="cuda", generator=g) * 0.5  # Wan: fp32 [B, 6, D]
+        if settle_ms:
+            settle(x.nbytes, settle_ms)
         for op, impls in (("fwd", fwd_impls), ("bwd", bwd_impls)):
             for name in impls:
                 ms, mode = None, "dynamic-N" if name.startswith("compile") else ""
@@ -285,7 +301,8 @@ def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print):
                     f"{gbps:7.0f} GB/s {100 * gbps / copy_gbps:5.1f}% of copy"
                     + (f" HOST-BOUND x{row['host_bound_reps']}" if row["host_bound_reps"] else "")
                 )
-        torch.cuda.empty_cache()
+        if empty_cache:
+            torch.cuda.empty_cache()
     return raw, rows
 
 
