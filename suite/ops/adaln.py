@@ -146,8 +146,8 @@ def _op(*args):
 class _EagerAdaLNRows(torch.autograd.Function):
     """The eager op with scale and shift given as rows `si`, `hi` of one [B, K, D] tensor (Wan's
     chunked modulation): backward writes that tensor's gradient whole (zeros in the other rows),
-    so autograd runs no slice backward (two fills, two copies and an add: 8.7 us per call on the
-    H200, docs/perf-notes.md round 22)."""
+    so autograd runs no slice backward (two fills, two copies and an add: with the finalize
+    zeroing the other rows, 11 us less per call on the H200, docs/perf-notes.md round 22)."""
 
     @staticmethod
     def forward(ctx, x, table, si, hi, eps, out_dtype, bwd_impl):
