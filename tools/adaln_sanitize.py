@@ -49,10 +49,9 @@ def run_cases(cases, g) -> None:
             for out in (None, torch.float32):
                 y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out, backward=bwd)
                 torch.autograd.grad(y, (x, e), host(*y.shape, dtype=y.dtype, g=g))
+        # separate [B, D] tensors: the finalize's plain rows (with e above: rows of e's gradient)
         s, h = (host(B, D, g=g).requires_grad_(True) for _ in range(2))
-        y = adaln(
-            x, s, h
-        )  # separate [B, D] tensors: the finalize's plain rows (e: rows of e's grad)
+        y = adaln(x, s, h)
         torch.autograd.grad(y, (x, s, h), host(*y.shape, dtype=y.dtype, g=g))
         t = host(B, N, D, dtype=dt, g=g).requires_grad_(True)
         t2 = host(B, N, D, dtype=dt, g=g)
