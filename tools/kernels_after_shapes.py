@@ -11,6 +11,9 @@ before the kernels experiment. One process per mode, on one GPU:
     python tools/kernels_after_shapes.py --mode settle --out DIR      # ... 0.5 s of copies after
                                                                       #     each shape's allocations
 
+Measured on one H200 at 9b61812 (reports/reference/h200/variants/item4/): asis reproduced it,
+keep-cache and settle removed it, so bench.measure now settles before every shape by default.
+
 Writes DIR/<mode>.csv (kernels.csv's columns, the quick grid) and prints the N = 65536 forward
 rows with their same-size copy last.
 """

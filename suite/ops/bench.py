@@ -224,10 +224,15 @@ def summary_row(
     )
 
 
+# Before each shape's first timing: after reproduce's shapes experiment (tens of GB of model
+# activations), the first shape allocated after an empty_cache ran 10% slower, the op and a copy
+# alike, for its whole measurement; half a second of copies first removed it (docs/perf-notes.md
+# "Item 4", reports/reference/h200/variants/item4/).
+SETTLE_MS = 500.0
+
+
 def settle(nbytes: int, ms: float) -> None:
-    """Copy nbytes back and forth on the GPU for about `ms` of wall time (a diagnostic of
-    docs/perf-notes.md "Next measurements" item 4: the GPU moving fewer bytes per second for a
-    moment after a shape's first allocations)."""
+    """Copy nbytes back and forth on the GPU for about `ms` of wall time."""
     src = torch.empty(max(1, nbytes), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     t = time.perf_counter()
@@ -236,9 +241,11 @@ def settle(nbytes: int, ms: float) -> None:
         torch.cuda.synchronize()
 
 
-def measure(shapes, fwd_impls, bwd_impls, reps: int, log=print, settle_ms=0.0, empty_cache=True):
-    """Times every impl at every shape; see the module docstring. settle_ms, empty_cache: the
-    diagnostics of tools/kernels_after_shapes.py (defaults: what every committed grid used)."""
+def measure(
+    shapes, fwd_impls, bwd_impls, reps: int, log=print, settle_ms=SETTLE_MS, empty_cache=True
+):
+    """Times every impl at every shape; see the module docstring. settle_ms: copies before each
+    shape (SETTLE_MS); empty_cache after each. Grids before 2026-12-02 ran with settle_ms=0."""
     from suite.experiments.kernels import bytes_model
 
     torch._dynamo.config.cache_size_limit = 64
