@@ -279,3 +279,20 @@ def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
         if d < D:
             read[d] = s
     assert sorted(read) == list(range(D))
+
+
+def test_grid_finalize_names_its_fallback_in_the_same_program():
+    """bwd-grid folds the finalize into the row kernel (FIN = 2 in its name) and keeps the
+    separate-finalize kernel (FIN = 0, the default's name) in the same program, for grids of
+    more samples than one wave holds CTAs; bwd-pdl only changes the fused kernel's FIN."""
+    from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN, KernelConfig
+
+    base = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    grid, pdl = base.variant("bwd-grid"), base.variant("bwd-pdl")
+    assert grid.bwd(True, True).endswith(", 2>") and pdl.bwd(True, True).endswith(", 1>")
+    assert grid.bwd_separate.bwd(True, True) == base.bwd(True, True)
+    assert base.bwd(True, True) in grid.names() and base.bwd(False, True) in grid.names()
+    assert grid.bwd(True, False) == base.bwd(True, False)  # the D-tile dx pass: no finalize
+    tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN).variant("bwd-grid")
+    bwd = [n for n in tok.names() if n.startswith("adaln_bwd<")]
+    assert bwd and not any(n.endswith(", 2>") for n in bwd)  # per token: nothing to finalize

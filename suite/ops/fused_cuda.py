@@ -245,6 +245,12 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
+    fin = cfg.bwd_fin if accum else "kernel"
+    if fin == "grid":  # a group's CTAs wait for each other: the whole grid within one wave
+        chunks = min(cap // groups, -(-R // (cfg.bwd_rows * 8)))
+        if chunks < 1:  # more groups than one wave holds CTAs: the finalize as its own launch
+            fin, chunks = "kernel", 1
+            func = _fn(cfg, cfg.bwd_separate.bwd(vector, accum), idx)
     slots = chunks * cfg.bwd_rows
     if accum:
         part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
@@ -253,6 +259,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
+    table = rows[0] if rows is not None else None
+    out_stride = dsc.stride(0) if dsc.dim() == 2 else D
+    zero_mask = zero_rows if rows is not None else 0
     launch(
         func,
         (chunks, groups, 1),
@@ -275,10 +284,17 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
+            ptr(None if tok else dsc),
+            ptr(None if tok else dsh),
+            i64(out_stride),
+            ptr(table),
+            i32(zero_mask),
+            ptr(_barrier_counters(idx, groups) if fin == "grid" else None),
         ],
         smem=smem,
+        cooperative=fin == "grid",
     )
-    if tok:
+    if tok or fin == "grid":
         return dx, dsc, dsh
     if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
         n_tiles = -(-R // DTILE_NTILE)
@@ -306,9 +322,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    fin = _fn(cfg, "adaln_bwd_finalize", idx)
     launch(
-        fin,
+        _fn(cfg, "adaln_bwd_finalize", idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,
@@ -317,16 +332,39 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             ptr(dsc),
             ptr(dsh),
-            i64(dsc.stride(0) if dsc.dim() == 2 else D),
-            ptr(table if rows is not None else None),
-            i32(zero_rows if rows is not None else 0),
+            i64(out_stride),
+            ptr(table),
+            i32(zero_mask),
             i32(slots),
             i32(D),
             i32(part_rt),
             i32(part_vec),
         ],
+        dependent=fin == "pdl" and impl == "fused" and _sm90(idx),
     )
     return dx, dsc, dsh
+
+
+@functools.cache
+def _sm90(index: int) -> bool:  # programmatic dependent launches need sm_90 or newer
+    return torch.cuda.get_device_capability(index) >= (9, 0)
+
+
+# Barrier counters of the "grid" finalize, one per group, per device and stream: they return to
+# their start after every launch (kernels/adaln_bwd.cu group_grid_barrier), so they are zeroed
+# once; one set per stream, since launches on two streams may overlap.
+_counters: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def _barrier_counters(index: int, groups: int) -> torch.Tensor:
+    from suite.cuda.launch import current_stream_handle
+
+    key = (index, current_stream_handle(index))
+    buf = _counters.get(key)
+    if buf is None or buf.numel() < groups:
+        buf = torch.zeros(max(groups, 256), dtype=torch.int32, device=f"cuda:{index}")
+        _counters[key] = buf
+    return buf
 
 
 def _build_one(args) -> str:

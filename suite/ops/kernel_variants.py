@@ -128,4 +128,9 @@ VARIANTS: dict[str, dict] = {
     # round 21: the forward at D = 3072 for launches of >= 49152 rows is two warps per row
     # (KernelConfig.fwd_many; the default since): the one kernel for every row count before it
     "fwd-r20": {"fwd_many_rows": None},
+    # round 23: the fused backward's finalize without a launch of its own after the row kernel:
+    # launched as a programmatic dependent (sm_90), or folded into the row kernel behind a
+    # barrier over each sample's CTAs (cooperative launch: one kernel per backward)
+    "bwd-pdl": {"bwd_fin": "pdl"},
+    "bwd-grid": {"bwd_fin": "grid"},
 }
