@@ -207,8 +207,7 @@ def test_modulation_table_rows_match_separate_tensors(D, backward, variant):
     (ger,) = torch.autograd.grad(yr, e, dy.double())
     assert rel(ge, ger) < GTOL[torch.float32]
     n = kernels_per_call(lambda: torch.autograd.grad(y, (x, e), dy, retain_graph=True))
-    folded = fused_cuda.VARIANTS[variant].get("bwd_fin") == "grid"  # the finalize in the row kernel
-    assert n == ((1 if folded else 2) if backward == "fused" else 3), n
+    assert n == (2 if backward == "fused" else 3), n
 
 
 @pytest.mark.parametrize("D", [1536, 1000])
@@ -339,19 +338,6 @@ def test_interleaved_rows_cover_every_row(B, N, D):
         assert rel(out[v][2], ref[2]) < 1e-5, (v, rel(out[v][2], ref[2]))
 
 
-@pytest.mark.parametrize("B,N", [(1, 1), (3, 4097), (700, 3)])
-def test_grid_finalize_groups_and_fallback(B, N):
-    """bwd-grid: the finalize behind a barrier over each sample's CTAs, repeated launches reusing
-    the barrier counters (its low bits must come back to zero), and 700 samples, more than one
-    wave holds CTAs: there the finalize is its own launch again. Against float64 each time."""
-    prev = fused_cuda.set_variant("bwd-grid")
-    try:
-        for _ in range(3):
-            check(rand(B, N, 1536, dtype=torch.bfloat16), rand(B, 1536, scale=0.5), rand(B, 1536))
-    finally:
-        fused_cuda.set_variant(prev)
-
-
 @pytest.mark.parametrize("name", [v for v in VARIANTS if v != "default"])
 def test_variant_matches_default(name):
     """Variants that keep each row's additions in the same order give bitwise the default's rows:
@@ -369,8 +355,7 @@ def test_variant_matches_default(name):
     exact["bwd-r17"] = (0, 1, 2)  # the default's kernel at D = 1536 (test_remat_is_bitwise)
     exact["fwd-r18"] = (0, 1, 2)  # rows in another order, each row the same kernel
     exact["bwd-r18"] = (0, 1)  # dx the same; a CTA's column sums cover other rows
-    exact["bwd-pdl"] = (0, 1, 2)  # the same kernels, the finalize launched early
-    exact["bwd-grid"] = (0, 1)  # the partial rows added in another (fixed) order
+    exact["bwd-r22"] = (0, 1, 2)  # the same kernels, the finalize launched after the row kernel
     exact = exact.get(name, ())
     for i, (a, b) in enumerate(zip(out["default"], out[name])):
         if i in exact:

@@ -281,18 +281,15 @@ def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
     assert sorted(read) == list(range(D))
 
 
-def test_grid_finalize_names_its_fallback_in_the_same_program():
-    """bwd-grid folds the finalize into the row kernel (FIN = 2 in its name) and keeps the
-    separate-finalize kernel (FIN = 0, the default's name) in the same program, for grids of
-    more samples than one wave holds CTAs; bwd-pdl only changes the fused kernel's FIN."""
+def test_dependent_finalize_only_on_the_fused_row_kernel():
+    """Round 23: the fused row kernel lets its finalize launch early (PDL, the last template
+    argument); the D-tile dx pass, per-token modulation and variant bwd-r22 keep plain launches."""
     from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN, KernelConfig
 
     base = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    grid, pdl = base.variant("bwd-grid"), base.variant("bwd-pdl")
-    assert grid.bwd(True, True).endswith(", 2>") and pdl.bwd(True, True).endswith(", 1>")
-    assert grid.bwd_separate.bwd(True, True) == base.bwd(True, True)
-    assert base.bwd(True, True) in grid.names() and base.bwd(False, True) in grid.names()
-    assert grid.bwd(True, False) == base.bwd(True, False)  # the D-tile dx pass: no finalize
-    tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN).variant("bwd-grid")
-    bwd = [n for n in tok.names() if n.startswith("adaln_bwd<")]
-    assert bwd and not any(n.endswith(", 2>") for n in bwd)  # per token: nothing to finalize
+    assert base.bwd(True, True).endswith(", true>") and base.bwd(False, True).endswith(", true>")
+    assert base.bwd(True, False) == base.variant("bwd-r22").bwd(True, False)  # D-tile dx pass
+    old = base.variant("bwd-r22")
+    assert not old.bwd_pdl and old.bwd(True, True) == base.bwd(True, True)[: -len(", true>")] + ">"
+    tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
+    assert tok.names() == tok.variant("bwd-r22").names()

@@ -65,7 +65,8 @@ def test_dynamic_shared_memory_variant_at_d_5120():
     assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
     assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
     name = "5120, 320, 1, 0, true, true, 2, true, true, true, true"
-    assert c.bwd(True, True).endswith(name + ", true, true, true>")  # SV, RM, then round 19's ILV
+    # SV, RM, round 19's ILV, round 23's dependent finalize (PDL)
+    assert c.bwd(True, True).endswith(name + ", true, true, true, true>")
     f32 = KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).variant("bwd-dyn5")
     assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
     tok = KernelConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN).variant("bwd-dyn5")
@@ -94,6 +95,9 @@ def test_backward_names():
     r6 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
     ilv = ", false, false, false, true>"  # SV, RM off, round 19's interleaved rows (ILV) on
     # round 14: the shared arrays as 16-byte words (rows of <= 96 threads, fp32 modulation)
+    # DYN false, SV, ILV, PDL (round 23); without PDL (bwd-r22) round 22's name
+    assert c.bwd(True, True) == r7[:-1] + ", false, true, false, true, true>"
+    c = c.variant("bwd-r22")
     assert c.bwd(True, True) == r7[:-1] + ", false, true, false, true>"  # DYN false, SV, ILV
     assert c.variant("bwd-r18").bwd(True, True) == r7[:-1] + ", false, true>"  # round 14's name
     assert c.variant("bwd-r14").bwd(True, True) == r7[:-1] + ilv
@@ -141,9 +145,10 @@ def test_names_keep_non_default_ones_and_zeros():
     with fp32 modulation only."""
     for D, sv_rm in ((1536, ", false, true>"), (3072, ", false, true, true>")):
         c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE).variant("bwd-r18")
+        c = c.variant("bwd-r22")  # names without round 23's PDL
         assert c.bwd(True, True).endswith(sv_rm), c.bwd(True, True)
         assert not c.bwd_remat_on(False)  # no prefetch, no packed row: nothing to recompute
-    wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
+    wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE).variant("bwd-r22")
     assert wide.bwd_svec_on(True) and wide.bwd_remat_on(True)
     old = wide.variant("bwd-r17")  # round 16's backward: neither
     assert not old.bwd_svec_on(True) and not old.bwd_remat_on(True)

@@ -158,18 +158,15 @@ def current_stream_handle(index: int) -> int:
 
 
 @functools.cache  # one config per shape and stream (~7 us to build), never changed once built
-def _launch_config(grid: tuple[int, int, int], block: int, smem: int, attr: str, stream: int):
+def _dependent_config(grid: tuple[int, int, int], block: int, smem: int, stream: int):
     c = driver.CUlaunchConfig()
     c.hStream = driver.CUstream(stream)
     c.gridDimX, c.gridDimY, c.gridDimZ = grid
     c.blockDimX, c.blockDimY, c.blockDimZ = block, 1, 1
     c.sharedMemBytes = smem
     a = driver.CUlaunchAttribute()
-    a.id = getattr(driver.CUlaunchAttributeID, f"CU_LAUNCH_ATTRIBUTE_{attr}")
-    if attr == "PROGRAMMATIC_STREAM_SERIALIZATION":
-        a.value.programmaticStreamSerializationAllowed = 1
-    else:
-        a.value.cooperative = 1
+    a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    a.value.programmaticStreamSerializationAllowed = 1
     c.attrs, c.numAttrs = [a], 1
     return c
 
@@ -181,20 +178,18 @@ def launch(
     index: int,
     args: list,
     smem: int = 0,
-    cooperative: bool = False,
     dependent: bool = False,
 ) -> None:
     """Launch on device `index`'s current torch stream, so the kernel orders with torch's work.
-    cooperative: every CTA resident at once (the driver refuses a grid past one wave), for a
-    kernel with barriers between CTAs. dependent: a programmatic dependent launch (sm_90+) that
-    may start before the previous kernel on the stream ends; the kernel must wait for it
-    (griddepcontrol.wait) before it reads what that kernel wrote."""
+    dependent: a programmatic dependent launch (sm_90+) that may start before the previous
+    kernel on the stream ends (once that kernel's CTAs all ran griddepcontrol.launch_dependents
+    or exited); the kernel must wait (griddepcontrol.wait) before it reads what that one wrote."""
     if min(grid) <= 0:
         return
     handle = current_stream_handle(index)
     values = tuple(a[0] for a in args)
     types = tuple(a[1] for a in args)
-    if not (cooperative or dependent):
+    if not dependent:
         stream = driver.CUstream(handle)
         _check(
             driver.cuLaunchKernel(
@@ -203,6 +198,5 @@ def launch(
             "cuLaunchKernel",
         )
         return
-    attr = "COOPERATIVE" if cooperative else "PROGRAMMATIC_STREAM_SERIALIZATION"
-    config = _launch_config(tuple(grid), block, smem, attr, handle)
-    _check(driver.cuLaunchKernelEx(config, func, (values, types), 0), f"cuLaunchKernelEx({attr})")
+    config = _dependent_config(tuple(grid), block, smem, handle)
+    _check(driver.cuLaunchKernelEx(config, func, (values, types), 0), "cuLaunchKernelEx")

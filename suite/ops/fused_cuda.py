@@ -245,12 +245,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
-    fin = cfg.bwd_fin if accum else "kernel"
-    if fin == "grid":  # a group's CTAs wait for each other: the whole grid within one wave
-        chunks = min(cap // groups, -(-R // (cfg.bwd_rows * 8)))
-        if chunks < 1:  # more groups than one wave holds CTAs: the finalize as its own launch
-            fin, chunks = "kernel", 1
-            func = _fn(cfg, cfg.bwd_separate.bwd(vector, accum), idx)
     slots = chunks * cfg.bwd_rows
     if accum:
         part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
@@ -284,17 +278,10 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
-            ptr(None if tok else dsc),
-            ptr(None if tok else dsh),
-            i64(out_stride),
-            ptr(table),
-            i32(zero_mask),
-            ptr(_barrier_counters(idx, groups) if fin == "grid" else None),
         ],
         smem=smem,
-        cooperative=fin == "grid",
     )
-    if tok or fin == "grid":
+    if tok:
         return dx, dsc, dsh
     if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
         n_tiles = -(-R // DTILE_NTILE)
@@ -340,7 +327,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             i32(part_rt),
             i32(part_vec),
         ],
-        dependent=fin == "pdl" and impl == "fused" and _sm90(idx),
+        # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
+        dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
     )
     return dx, dsc, dsh
 
@@ -348,23 +336,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
 @functools.cache
 def _sm90(index: int) -> bool:  # programmatic dependent launches need sm_90 or newer
     return torch.cuda.get_device_capability(index) >= (9, 0)
-
-
-# Barrier counters of the "grid" finalize, one per group, per device and stream: they return to
-# their start after every launch (kernels/adaln_bwd.cu group_grid_barrier), so they are zeroed
-# once; one set per stream, since launches on two streams may overlap.
-_counters: dict[tuple[int, int], torch.Tensor] = {}
-
-
-def _barrier_counters(index: int, groups: int) -> torch.Tensor:
-    from suite.cuda.launch import current_stream_handle
-
-    key = (index, current_stream_handle(index))
-    buf = _counters.get(key)
-    if buf is None or buf.numel() < groups:
-        buf = torch.zeros(max(groups, 256), dtype=torch.int32, device=f"cuda:{index}")
-        _counters[key] = buf
-    return buf
 
 
 def _build_one(args) -> str:
