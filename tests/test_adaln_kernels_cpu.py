@@ -293,3 +293,47 @@ def test_dependent_finalize_only_on_the_fused_row_kernel():
     assert not old.bwd_pdl and old.bwd(True, True) == base.bwd(True, True)[: -len(", true>")] + ">"
     tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
     assert tok.names() == tok.variant("bwd-r22").names()
+
+
+def test_dependent_launch_config(monkeypatch):
+    """Round 23's finalize launch: cuLaunchKernelEx with programmatic stream serialization on the
+    current stream, the grid and block given, the typed arguments passed through; one config per
+    (grid, block, shared bytes, stream), built once; plain launches stay on cuLaunchKernel."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    from suite.cuda import launch
+
+    ex, plain = [], []
+    monkeypatch.setattr(launch, "current_stream_handle", lambda index: 77)
+    monkeypatch.setattr(
+        launch.driver,
+        "cuLaunchKernelEx",
+        lambda cfg, f, params, extra: ex.append((cfg, params)) or (driver.CUresult.CUDA_SUCCESS,),
+    )
+    monkeypatch.setattr(
+        launch.driver,
+        "cuLaunchKernel",
+        lambda *a: plain.append(a) or (driver.CUresult.CUDA_SUCCESS,),
+    )
+    launch._dependent_config.cache_clear()
+    try:
+        f = driver.CUfunction(1)
+        args = [launch.i32(5), launch.f32(0.5)]
+        for _ in range(2):
+            launch.launch(f, (48, 2, 1), 1024, 0, args, dependent=True)
+        launch.launch(f, (48, 2, 1), 1024, 0, args)
+        assert len(ex) == 2 and len(plain) == 1 and ex[0][0] is ex[1][0]
+        cfg, params = ex[0]
+        assert (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX) == (48, 2, 1, 1024)
+        assert int(cfg.hStream) == 77 and cfg.numAttrs == 1
+        attr = cfg.attrs[0]
+        assert (
+            attr.id
+            == driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        )
+        assert attr.value.programmaticStreamSerializationAllowed == 1
+        assert params == ((5, 0.5), (ctypes.c_int32, ctypes.c_float))
+    finally:
+        launch._dependent_config.cache_clear()
