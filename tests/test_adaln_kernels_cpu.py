@@ -337,3 +337,23 @@ def test_dependent_launch_config(monkeypatch):
         assert params == ((5, 0.5), (ctypes.c_int32, ctypes.c_float))
     finally:
         launch._dependent_config.cache_clear()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_stream_convert_compiles_without_spills(arch):
+    """kernels/stream_convert.cu (tools/mixed_copy.py's ceiling for the fp32-out forward's byte
+    mix): every UNROLL, widening and plain, compiles with NVRTC and keeps its words in registers."""
+    import importlib.util
+    from pathlib import Path
+
+    from suite.cuda.compile import compile_program, read_sources, resources
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "mixed_copy.py"
+    spec = importlib.util.spec_from_file_location("mixed_copy", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = read_sources(["stream_convert.cu"])
+    prog = compile_program('#include "stream_convert.cu"\n', src, tool.STREAM_NAMES, arch)
+    res = resources(prog)
+    assert sorted(res) == sorted(tool.STREAM_NAMES)
+    assert all(r["spill_stores"] == 0 and r["stack"] == 0 for r in res.values()), res
