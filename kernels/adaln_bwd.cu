@@ -385,20 +385,18 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 // and its rows in the bit mask zero_rows are zeroed here, saving a fill kernel). Partial rows are
 // P = ceil(D / (VEC*RT)) * VEC*RT wide, element d at position (c*VEC + j)*RT + t where
 // d = (c*RT + t)*VEC + j (the row kernel's thread-major layout; RT = VEC = 1: plain, P = D).
-// A CTA of cols * 32 threads owns `cols` consecutive positions (cols <= 32; a warp reads
-// 32 / cols slots of 4 * cols consecutive bytes each); 32 lanes per position each add the slots
-// k = lane, lane + 32, ... (a serial loop over hundreds of slots would be latency-bound), and
-// lane 0 adds the 32 lane sums in order: the same additions in the same order for every cols.
+// A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
+// the slots k = lane, lane + 32, ... (a serial loop over hundreds of slots would be
+// latency-bound), and lane 0 adds the 32 lane sums in order.
 extern "C" __global__ void __launch_bounds__(1024)
 adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
                    float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
-                   float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec,
-                   int cols) {
+                   float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec) {
   __shared__ float ss[32][33], sh[32][33];  // +1 column: no bank conflicts on the column reads
   pdl_wait();  // launched as a programmatic dependent (PDL): the row kernel's partial rows
-  const int tx = threadIdx.x % cols, ty = threadIdx.x / cols;
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int P = (D + vec * rt - 1) / (vec * rt) * (vec * rt);
-  const int s = blockIdx.x * cols + tx;
+  const int s = blockIdx.x * 32 + tx;
   const int c = s / (vec * rt), j = s / rt % vec, t = s % rt;
   const int d = (c * rt + t) * vec + j;
   const bool in = s < P && d < D;

@@ -309,11 +309,10 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    cols = cfg.bwd_fin_cols
     launch(
         _fn(cfg, "adaln_bwd_finalize", idx),
-        (-(-part_w // cols), groups, 1),
-        32 * cols,
+        (-(-part_w // 32), groups, 1),
+        1024,
         idx,
         [
             ptr(part_s),
@@ -327,7 +326,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             i32(D),
             i32(part_rt),
             i32(part_vec),
-            i32(cols),
         ],
         # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),

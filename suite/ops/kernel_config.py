@@ -122,9 +122,6 @@ class KernelConfig:
     # elsewhere a plain launch), so its launch overlaps the row kernel's tail. Round 23: 1.7 us
     # less per backward (median over 120 shapes, faster at 118), +3.5 to +7.7% at N = 4096
     bwd_pdl: bool = True
-    # fused backward: partial-row positions per finalize CTA (CTAs of 32 * bwd_fin_cols threads,
-    # P / bwd_fin_cols of them); the same additions in the same order for any value (<= 32)
-    bwd_fin_cols: int = 32
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
     fwd_many_rows: int | None = 49152

@@ -133,8 +133,4 @@ VARIANTS: dict[str, dict] = {
     # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
     # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
     "bwd-r22": {"bwd_pdl": False},
-    # round 24 (prepared): finalize CTAs of 8 or 16 positions (256 / 512 threads) instead of 32
-    # (1024): 4x / 2x the CTAs over the SMs, bitwise the same sums
-    "bwd-fin8": {"bwd_fin_cols": 8},
-    "bwd-fin16": {"bwd_fin_cols": 16},
 }
