@@ -217,6 +217,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     dev, idx = x.device, x.device.index
     dx = torch.empty((B, N, D), dtype=x.dtype, device=dev)
     groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
+    table, zero_rows = None, 0  # rows: the table and its other rows' bit mask
     if mode == MODE_TOKEN:
         dsc = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
         dsh = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
@@ -229,7 +230,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         dsc = torch.empty((groups, D), dtype=torch.float32, device=dev)
         dsh = torch.empty((groups, D), dtype=torch.float32, device=dev)
     if B * N == 0:
-        if rows is not None:
+        if table is not None:
             table.zero_()
         return dx, dsc.zero_(), dsh.zero_()
     smb, smn = mod_strides(scale, mode)
@@ -253,9 +254,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
-    table = rows[0] if rows is not None else None
-    out_stride = dsc.stride(0) if dsc.dim() == 2 else D
-    zero_mask = zero_rows if rows is not None else 0
     launch(
         func,
         (chunks, groups, 1),
@@ -319,9 +317,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             ptr(dsc),
             ptr(dsh),
-            i64(out_stride),
+            i64(dsc.stride(0) if dsc.dim() == 2 else D),
             ptr(table),
-            i32(zero_mask),
+            i32(zero_rows),
             i32(slots),
             i32(D),
             i32(part_rt),
