@@ -14,8 +14,8 @@ MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL
-BWD_DEFAULTS = ["1"] + ["false"] * 8
+# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, CLU
+BWD_DEFAULTS = ["1"] + ["false"] * 9
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -122,6 +122,16 @@ class KernelConfig:
     # elsewhere a plain launch), so its launch overlaps the row kernel's tail. Round 23: 1.7 us
     # less per backward (median over 120 shapes, faster at 118), +3.5 to +7.7% at N = 4096
     bwd_pdl: bool = True
+    # fused backward: CTAs per thread block cluster (sm_90; 1: none). Where the column sums are
+    # shared words (bwd_cluster_on), a cluster's CTAs add them through each other's shared memory
+    # into one partial row (kernels/adaln_bwd.cu CLU): rows * cluster fewer partial rows
+    bwd_cluster: int = 1
+    # fused backward: at least this many row blocks per CTA (fewer CTAs at small N keep the
+    # partial rows small next to x and dy)
+    bwd_blocks: int = 8
+    # fused backward: partial-row positions per finalize CTA (CTAs of 32 * bwd_fin_cols threads,
+    # P / bwd_fin_cols of them); the same additions in the same order for any value (<= 32)
+    bwd_fin_cols: int = 32
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
     fwd_many_rows: int | None = 49152
@@ -373,11 +383,22 @@ class KernelConfig:
         # not on the unaligned fallback: there it spills 4 bytes on sm_80 at D = 4100 (fp32 dy)
         tail.append(str(self.bwd_ilv and vector).lower())
         tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
+        tail.append(str(self.bwd_cluster_on(vector, accum)).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
+
+    def bwd_cluster_on(self, vector: bool, accum: bool) -> bool:
+        """The row kernel adds a cluster's sums into one plain partial row (see bwd_cluster)."""
+        words = self.bwd_sacc_on and self.bwd_svec_on(vector)
+        return self.bwd_cluster > 1 and accum and self.mode != MODE_TOKEN and words
+
+    @property
+    def finalize(self) -> str:
+        cols = self.bwd_fin_cols
+        return "adaln_bwd_finalize" if cols == 32 else f"adaln_bwd_finalize_n<{cols}>"
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
@@ -389,7 +410,7 @@ class KernelConfig:
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
-            out += [self.dtile(), "adaln_bwd_finalize"]
+            out += [self.dtile(), self.finalize]
         return out
 
     def variant(self, name: str) -> KernelConfig:

@@ -133,4 +133,13 @@ VARIANTS: dict[str, dict] = {
     # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
     # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
     "bwd-r22": {"bwd_pdl": False},
+    # round 24: finalize CTAs of 8 positions (256 threads) instead of 32 (1024): 4x the CTAs over
+    # the SMs, bitwise the same sums
+    "bwd-fin8": {"bwd_fin_cols": 8},
+    # round 25: a thread block cluster's CTAs add their shared column sums into one plain partial
+    # row (4 or 8 CTAs per cluster: 8-16x fewer partial rows at D = 1536, 4-8x at 3072 and 5120);
+    # b4: at least 4 row blocks per CTA instead of 8 (more CTAs at small N)
+    "bwd-cl4": {"bwd_cluster": 4},
+    "bwd-cl8": {"bwd_cluster": 8},
+    "bwd-cl8b4": {"bwd_cluster": 8, "bwd_blocks": 4},
 }
