@@ -354,7 +354,7 @@ def test_dependent_launch_config(monkeypatch):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_stream_convert_compiles_without_spills(arch):
     """kernels/stream_convert.cu (tools/mixed_copy.py's ceiling for the fp32-out forward's byte
-    mix): every UNROLL, widening and plain, compiles with NVRTC and keeps its words in registers."""
+    mix): every UNROLL, kind and loop compiles with NVRTC and keeps its words in registers."""
     import importlib.util
     from pathlib import Path
 

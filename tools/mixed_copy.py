@@ -5,9 +5,12 @@ written. The kernel issue's target is a fraction of a plain copy (half read, hal
 times, L2-cold with the suite's Timer, beside each other in one process:
   - copy:    a same-size bf16 -> bf16 copy of x ([B, N, D]), and the 2 GB copy;
   - convert: torch's bf16 -> fp32 conversion of x (y = x.float(): the op's exact read/write mix);
-  - stream-copy / stream-convert: kernels/stream_convert.cu, the same two byte mixes with 16-byte
-    accesses and UNROLL loads in flight per thread (the best of UNROLL 1, 2, 4, 8 is kept; each
-    is in the CSV), i.e. a ceiling for the op's mix without torch's elementwise machinery;
+  - stream-KIND-LOOP: kernels/stream_convert.cu, the same byte mixes without arithmetic: KIND
+    copy (bf16 -> bf16, 16-byte words), pair (bf16 -> fp32, a 16-byte load and two 16-byte
+    stores 32 bytes wide per thread: the fused forward's pattern at D = 1536) or coal (an 8-byte
+    load, one 16-byte store: each warp store 512 consecutive bytes); LOOP blk (a CTA per block
+    of 256 * UNROLL items) or gs (grid-stride over whole waves); UNROLL loads in flight per
+    thread (the best of 1, 2, 4, 8 is printed; each is in the CSV): how far the mix can go;
   - fused:   the fused fp32-out forward itself (per-sample modulation, as the kernel grid).
 Usage (GPU): python tools/mixed_copy.py [--out DIR] [--widths 1536,3072,5120] [--n 65536]
 Prints a table and writes DIR/mixed_copy.csv.
@@ -20,12 +23,20 @@ import statistics
 from pathlib import Path
 
 UNROLLS = (1, 2, 4, 8)
-STREAM_NAMES = [f"stream_convert<{u}, {w}>" for u in UNROLLS for w in ("true", "false")]
+KINDS = {"copy": 0, "pair": 1, "coal": 2}  # kernels/stream_convert.cu KIND
+LOOPS = {"blk": "true", "gs": "false"}  # BLOCKED
+STREAM_NAMES = [
+    f"stream_convert<{u}, {k}, {b}>"
+    for u in UNROLLS
+    for k in KINDS.values()
+    for b in LOOPS.values()
+]
 
 
-def _stream(x, out, unroll: int, widen: bool):
-    """A launcher of kernels/stream_convert.cu: x (bf16, contiguous) into out, 16-byte words; a
-    grid of whole waves (8 CTAs of 256 threads per SM), grid-stride."""
+def _stream(x, out, unroll: int, kind: str, loop: str):
+    """A launcher of kernels/stream_convert.cu: x (bf16, contiguous) into out (x's dtype for
+    kind copy, else fp32); blk: one CTA of 256 threads per 256 * unroll items, gs: a grid of
+    whole waves (8 CTAs per SM), grid-stride."""
     from suite.cuda.compile import compile_program, read_sources
     from suite.cuda.launch import device_arch, get_function, i64, launch, ptr, sm_count
 
@@ -36,10 +47,12 @@ def _stream(x, out, unroll: int, widen: bool):
         STREAM_NAMES,
         device_arch(idx),
     )
-    f = get_function(prog, f"stream_convert<{unroll}, {str(widen).lower()}>", idx)
-    words = x.nbytes // 16
-    grid = max(1, min(-(-words // (256 * unroll)), 8 * sm_count(idx)))
-    return lambda _: launch(f, (grid, 1, 1), 256, idx, [ptr(x), ptr(out), i64(words)])
+    f = get_function(prog, f"stream_convert<{unroll}, {KINDS[kind]}, {LOOPS[loop]}>", idx)
+    items = x.nbytes // (8 if kind == "coal" else 16)
+    grid = -(-items // (256 * unroll))
+    if loop == "gs":
+        grid = max(1, min(grid, 8 * sm_count(idx)))
+    return lambda _: launch(f, (grid, 1, 1), 256, idx, [ptr(x), ptr(out), i64(items)])
 
 
 def _cases(x, e) -> dict:
@@ -58,9 +71,11 @@ def _cases(x, e) -> dict:
             x.nbytes + f32.nbytes,
         ),
     }
-    for u in UNROLLS:
-        cases[f"stream-copy-u{u}"] = (_stream(x, same, u, False), 2 * x.nbytes)
-        cases[f"stream-convert-u{u}"] = (_stream(x, f32, u, True), x.nbytes + f32.nbytes)
+    for kind in KINDS:
+        out, nbytes = (same, 2 * x.nbytes) if kind == "copy" else (f32, x.nbytes + f32.nbytes)
+        for loop in LOOPS:
+            for u in UNROLLS:
+                cases[f"stream-{kind}-{loop}-u{u}"] = (_stream(x, out, u, kind, loop), nbytes)
     return cases
 
 
@@ -69,12 +84,16 @@ def check_stream(x) -> None:
     import torch
 
     same, f32 = torch.empty_like(x), torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    for u in UNROLLS:
-        same.zero_(), f32.zero_()
-        _stream(x, same, u, False)(None)
-        _stream(x, f32, u, True)(None)
-        if not (torch.equal(same, x) and torch.equal(f32, x.float())):
-            raise SystemExit(f"mixed_copy.py: stream_convert<{u}> gave a wrong result")
+    for kind in KINDS:
+        out, want = (same, x) if kind == "copy" else (f32, x.float())
+        for loop in LOOPS:
+            for u in UNROLLS:
+                out.zero_()
+                _stream(x, out, u, kind, loop)(None)
+                if not torch.equal(out, want):
+                    raise SystemExit(
+                        f"mixed_copy.py: stream {kind} {loop} u{u} gave a wrong result"
+                    )
 
 
 def main(argv: list[str] | None = None) -> None:
