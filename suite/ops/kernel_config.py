@@ -13,7 +13,7 @@ from suite.ops.kernel_variants import VARIANTS
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
-FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
+FWD_DEFAULTS = ["false", "0", "1", "false", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED, XS
 # adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, CLU
 BWD_DEFAULTS = ["1"] + ["false"] * 9
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
@@ -68,6 +68,10 @@ class KernelConfig:
     # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
     # (measured slower there: round 4)
     fwd_named: bool = False
+    # forward without prefetch, fp32 y from 16-bit x at 8 elements per thread in rows of whole
+    # warps (fwd_xs_on): each warp's outputs exchanged through shuffles so that its stores are
+    # 512 consecutive bytes (kernels/adaln_fwd.cu XS)
+    fwd_xs: bool = False
     # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
     # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3 of
     # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
@@ -314,6 +318,17 @@ class KernelConfig:
             return 0
         return 4 * self.bwd_slots * (self.bwd_msh_on + 2 * (self.bwd_sacc_on and accum))
 
+    def fwd_xs_on(self, vector: bool) -> bool:  # see fwd_xs
+        rt, whole = self.fwd_rt, self.D % (8 * self.fwd_rt) == 0
+        return (
+            self.fwd_xs
+            and vector
+            and self.ty == "float"
+            and self.fwd_vec == 8
+            and rt % 32 == 0
+            and whole
+        )
+
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
         lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
@@ -325,6 +340,7 @@ class KernelConfig:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
+        tail.append(str(self.fwd_xs_on(vector)).lower())
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
 
     @property

@@ -142,4 +142,9 @@ VARIANTS: dict[str, dict] = {
     "bwd-cl4": {"bwd_cluster": 4},
     "bwd-cl8": {"bwd_cluster": 8},
     "bwd-cl8b4": {"bwd_cluster": 8, "bwd_blocks": 4},
+    # round 26: the fp32-out forward's warp stores as 512 consecutive bytes (shuffled outputs)
+    "fwd-xs": {"fwd_xs": True},
+    # and with 16-byte loads of x at D = 3072 and 5120 too (8-byte loads there since round 4, for
+    # their coalesced fp32 stores)
+    "fwd-xs8": {"fwd_xs": True, "fwd_lv": 0},
 }
