@@ -364,14 +364,14 @@ def test_cluster_partials_cover_every_row(B, N, D):
 @pytest.mark.parametrize("B,N", [(1, 1), (2, 777)])
 def test_shuffled_fp32_stores_are_bitwise(B, N, D):
     """Round 26: the fp32-out forward storing each warp's outputs as 512 consecutive bytes after
-    a shuffle (fwd-xs; fwd-xs8 also with 16-byte loads of x at D = 3072, 5120) writes every
-    output (poisoned first) with bitwise the default's values, at one row and at a row count
-    that leaves the last CTA's row groups partly empty."""
+    a shuffle (the default where it applies: D = 1536 here) writes every output (poisoned first)
+    with bitwise the values of the two-stores-per-thread kernel before it (fwd-r25), at one row
+    and at a row count that leaves the last CTA's row groups partly empty."""
     x = rand(B, N, D, dtype=torch.bfloat16)
     e = rand(B, 6, D)
     ref = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=torch.float32)
     check(x, e[:, 1:2], e[:, 0:1], out_dtype=torch.float32, grads=False)
-    for v in ("fwd-xs", "fwd-xs8"):
+    for v in ("fwd-r25",):
         prev = fused_cuda.set_variant(v)
         try:
             poison(4 * B * N * D)
@@ -400,7 +400,7 @@ def test_variant_matches_default(name):
     exact["bwd-r18"] = (0, 1)  # dx the same; a CTA's column sums cover other rows
     exact["bwd-r22"] = (0, 1, 2)  # the same kernels, the finalize launched after the row kernel
     exact["bwd-fin8"] = (0, 1, 2)  # the same additions, over 4x the finalize's CTAs
-    exact["fwd-xs"] = exact["fwd-xs8"] = (0, 1, 2)  # the same values through shuffles
+    exact["fwd-r25"] = (0, 1, 2)  # the same values without the shuffles
     for v in ("bwd-cl4", "bwd-cl8", "bwd-cl8b4"):
         exact[v] = (0, 1)  # dx the same; the column sums added in another order
     exact = exact.get(name, ())

@@ -70,8 +70,12 @@ class KernelConfig:
     fwd_named: bool = False
     # forward without prefetch, fp32 y from 16-bit x at 8 elements per thread in rows of whole
     # warps (fwd_xs_on): each warp's outputs exchanged through shuffles so that its stores are
-    # 512 consecutive bytes (kernels/adaln_fwd.cu XS)
-    fwd_xs: bool = False
+    # 512 consecutive bytes (kernels/adaln_fwd.cu XS), under a cap of fwd_xs_regs registers
+    # (unless fwd_regs is set). None: there. Round 26 (D = 1536, the one Wan width it applies
+    # to): 56 registers keep the 6 CTAs of 192 threads per SM of the kernel before it (55
+    # registers); at 64 (5 CTAs) it lost 5.5 points
+    fwd_xs: bool | None = None
+    fwd_xs_regs: int = 56
     # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
     # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3 of
     # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
@@ -321,7 +325,7 @@ class KernelConfig:
     def fwd_xs_on(self, vector: bool) -> bool:  # see fwd_xs
         rt, whole = self.fwd_rt, self.D % (8 * self.fwd_rt) == 0
         return (
-            self.fwd_xs
+            self.fwd_xs is not False
             and vector
             and self.ty == "float"
             and self.fwd_vec == 8
@@ -334,13 +338,15 @@ class KernelConfig:
         lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
         # register cap: the CTAs per SM that fwd_cap registers per thread allow; none past 320
         # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
-        capped = self.fwd_cap and self.fwd_threads <= 320
-        nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
+        xs = self.fwd_xs_on(vector)
+        regs = self.fwd_xs_regs if xs and self.fwd_regs is None else self.fwd_cap
+        capped = regs and self.fwd_threads <= 320
+        nb = str(max(1, 65536 // (regs * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
-        tail.append(str(self.fwd_xs_on(vector)).lower())
+        tail.append(str(xs).lower())
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
 
     @property

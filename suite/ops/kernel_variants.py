@@ -142,9 +142,10 @@ VARIANTS: dict[str, dict] = {
     "bwd-cl4": {"bwd_cluster": 4},
     "bwd-cl8": {"bwd_cluster": 8},
     "bwd-cl8b4": {"bwd_cluster": 8, "bwd_blocks": 4},
-    # round 26: the fp32-out forward's warp stores as 512 consecutive bytes (shuffled outputs)
-    "fwd-xs": {"fwd_xs": True},
-    # and with 16-byte loads of x at D = 3072 and 5120 too (8-byte loads there since round 4, for
-    # their coalesced fp32 stores)
-    "fwd-xs8": {"fwd_xs": True, "fwd_lv": 0},
+    # round 26: the fp32-out forward's warp stores as 512 consecutive bytes through shuffles at
+    # 8 outputs per thread (D = 1536; the default since): the two 16-byte stores per thread
+    # before it, what the default is measured against. Lost and removed (code at commit
+    # b2d5bd6): the shuffles under the old 64-register cap (5 CTAs per SM, -5.5 points at
+    # N = 65536), and with 16-byte loads of x at D = 3072, 5120 (-4 to -7 points)
+    "fwd-r25": {"fwd_xs": False},
 }
