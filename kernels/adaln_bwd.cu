@@ -27,45 +27,6 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Thread block clusters (sm_90+; below, or launched without a cluster, a CTA is a cluster of one):
-// the CTA's rank and the cluster's size, a barrier over the cluster's threads (release /
-// acquire: shared memory written before it is readable by the cluster's CTAs after it), and a
-// 16-byte load from the same offset of rank r's shared memory.
-__device__ __forceinline__ unsigned cluster_ctas() {
-  unsigned n = 1;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-#endif
-  return n;
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r = 0;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;"
-               ::: "memory");
-#else
-  __syncthreads();
-#endif
-}
-__device__ __forceinline__ float4 ld_cluster4(const float* p, unsigned rank) {
-#if __CUDA_ARCH__ >= 900
-  unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
-  float4 v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(r) : "memory");
-  return v;
-#else
-  return *reinterpret_cast<const float4*>(p);
-#endif
-}
-
 // MINB (default 1): resident CTAs per SM that ptxas must allow (__launch_bounds__' second
 // argument), i.e. a register cap of 65536 / (MINB * RT * ROWS) per thread.
 // SACC (default false): the column sums of dy*xhat and dy live in shared memory, each slot owned
@@ -91,14 +52,10 @@ __device__ __forceinline__ float4 ld_cluster4(const float* p, unsigned rank) {
 // PDL (default false; ACCUM only): the finalize is launched as a programmatic dependent (sm_90);
 // this kernel lets it launch once every CTA has left its row loop, so the finalize's launch and
 // ramp overlap our tail (round 23: 1.7 us per backward, median over 120 shapes).
-// CLU (default false; shared column sums as words, SACC and SV): the CTAs of a thread block
-// cluster (consecutive chunks; launched with a cluster size, else a cluster of one) add their
-// row groups' sums, read from each other's shared memory, into ONE partial row per cluster in
-// plain layout (position = feature): ROWS * cluster size fewer partial rows to write and to add.
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
           bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false, bool CLU = false>
+          bool PDL = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -347,41 +304,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   if constexpr (PDL) pdl_launch_dependents();
   if (!ACCUM || MODE == MODE_TOKEN) return;
 
-  if constexpr (CLU) {  // one partial row per cluster: [group, chunks / cluster size, D]
-    static_assert(!CLU || (SA && SV), "the cluster adds shared 16-byte words");
-    cluster_sync();  // every CTA's sums are final and readable by the cluster
-    const unsigned nc = cluster_ctas(), rank = cluster_rank();
-    const float* const s0 = DYN ? dsm + (MS ? ROWS * P : 0) : &sacc_s[0][0];  // row group 0
-    constexpr int W = (D + 3) / 4, T = RT * ROWS;  // words of the row; threads of the CTA
-    const int per = (W + (int)nc - 1) / (int)nc;   // each rank adds its own run of words
-    const i64 out = (group * (chunks / nc) + chunk / nc) * (i64)D;
-    for (int w = rank * per + threadIdx.x; w < min((int)(rank + 1) * per, W); w += T) {
-      const int ct = 4 * w / VEC, q = 4 * w % VEC / 4;  // the word's (c * RT + t) and j / 4
-      const int k = ((ct / RT * (VEC / 4) + q) * RT + ct % RT) * 4;  // its slot (SV layout)
-      float4 a = make_float4(0.f, 0.f, 0.f, 0.f), h = a;
-      for (unsigned r = 0; r < nc; ++r)  // a fixed order: rank, then row group
-#pragma unroll
-        for (int gi = 0; gi < ROWS; ++gi) {
-          const float4 u = ld_cluster4(s0 + gi * 2 * P + k, r);
-          const float4 v = ld_cluster4(s0 + gi * 2 * P + P + k, r);
-          a.x += u.x, a.y += u.y, a.z += u.z, a.w += u.w;
-          h.x += v.x, h.y += v.y, h.z += v.z, h.w += v.w;
-        }
-      if constexpr (D % 4 == 0) {
-        *reinterpret_cast<float4*>(part_scale + out + 4 * w) = a;
-        *reinterpret_cast<float4*>(part_shift + out + 4 * w) = h;
-      } else {
-        const float av[4] = {a.x, a.y, a.z, a.w}, hv[4] = {h.x, h.y, h.z, h.w};
-        for (int e = 0; e < 4 && 4 * w + e < D; ++e) {
-          part_scale[out + 4 * w + e] = av[e];
-          part_shift[out + 4 * w + e] = hv[e];
-        }
-      }
-    }
-    cluster_sync();  // no CTA leaves while another still reads its shared memory
-    return;
-  }
-
   // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
   // CTA had no rows or in padding), so finalize never reads garbage. Thread-major layout: the
   // element (c, j) of thread t at (c*VEC + j)*RT + t of a row padded to NCH*VEC*RT, so a warp's
@@ -463,21 +385,18 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 // and its rows in the bit mask zero_rows are zeroed here, saving a fill kernel). Partial rows are
 // P = ceil(D / (VEC*RT)) * VEC*RT wide, element d at position (c*VEC + j)*RT + t where
 // d = (c*RT + t)*VEC + j (the row kernel's thread-major layout; RT = VEC = 1: plain, P = D).
-// A CTA of 32 * COLS threads owns COLS consecutive positions (a warp reads 32 / COLS slots of
-// 4 * COLS consecutive bytes); 32 lanes per position each add the slots k = lane, lane + 32, ...
-// (a serial loop over hundreds of slots would be latency-bound), and lane 0 adds the 32 lane
-// sums in order: the same additions in the same order for every COLS.
-template <int COLS>
-__device__ __forceinline__ void finalize(const float* __restrict__ part_scale,
-                                         const float* __restrict__ part_shift,
-                                         float* __restrict__ dscale, float* __restrict__ dshift,
-                                         i64 out_stride, float* __restrict__ table, int zero_rows,
-                                         int slots, int D, int rt, int vec) {
-  __shared__ float ss[32][COLS + 1], sh[32][COLS + 1];  // +1: no bank conflicts on the columns
+// A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
+// the slots k = lane, lane + 32, ... (a serial loop over hundreds of slots would be
+// latency-bound), and lane 0 adds the 32 lane sums in order.
+extern "C" __global__ void __launch_bounds__(1024)
+adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
+                   float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
+                   float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec) {
+  __shared__ float ss[32][33], sh[32][33];  // +1 column: no bank conflicts on the column reads
   pdl_wait();  // launched as a programmatic dependent (PDL): the row kernel's partial rows
-  const int tx = threadIdx.x % COLS, ty = threadIdx.x / COLS;
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int P = (D + vec * rt - 1) / (vec * rt) * (vec * rt);
-  const int s = blockIdx.x * COLS + tx;
+  const int s = blockIdx.x * 32 + tx;
   const int c = s / (vec * rt), j = s / rt % vec, t = s % rt;
   const int d = (c * rt + t) * vec + j;
   const bool in = s < P && d < D;
@@ -505,20 +424,4 @@ __device__ __forceinline__ void finalize(const float* __restrict__ part_scale,
     for (int r = 0; zero_rows >> r; ++r)
       if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
   }
-}
-
-#define FINALIZE_ARGS                                                                          \
-  const float *__restrict__ part_scale, const float *__restrict__ part_shift,                 \
-      float *__restrict__ dscale, float *__restrict__ dshift, i64 out_stride,                 \
-      float *__restrict__ table, int zero_rows, int slots, int D, int rt, int vec
-#define FINALIZE_PASS \
-  part_scale, part_shift, dscale, dshift, out_stride, table, zero_rows, slots, D, rt, vec
-
-extern "C" __global__ void __launch_bounds__(1024) adaln_bwd_finalize(FINALIZE_ARGS) {
-  finalize<32>(FINALIZE_PASS);
-}
-// The same with COLS positions per CTA (KernelConfig.bwd_fin_cols; round 24)
-template <int COLS>
-__global__ void __launch_bounds__(32 * COLS) adaln_bwd_finalize_n(FINALIZE_ARGS) {
-  finalize<COLS>(FINALIZE_PASS);
 }

@@ -7,38 +7,14 @@
 // behind the two designs below.
 #include "adaln_common.cuh"
 
-// Stores a warp's 256 consecutive fp32 outputs from `base`, lane l holding o = elements 8l..8l+7,
-// as two 512-byte warp stores (elements 4l..4l+3, then 128 + 4l..): in round A even lanes take
-// the first half of lane l/2's elements and odd lanes the second half of lane 16 + l/2's; round B
-// the other two (the sending lane picks its half by whether it is below 16). The same values.
-__device__ __forceinline__ void store_warp_xs(float* __restrict__ base, const float (&o)[8],
-                                              int lane) {
-  const int m = lane >> 1;
-  const bool odd = lane & 1, low = lane < 16;
-  float s0[4], s1[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float a = __shfl_sync(0xffffffffu, low ? o[k] : o[4 + k], odd ? 16 + m : m);
-    const float b = __shfl_sync(0xffffffffu, low ? o[4 + k] : o[k], odd ? m : 16 + m);
-    s0[k] = odd ? b : a;
-    s1[k] = odd ? a : b;
-  }
-  reinterpret_cast<float4*>(base)[lane] = make_float4(s0[0], s0[1], s0[2], s0[3]);
-  reinterpret_cast<float4*>(base + 128)[lane] = make_float4(s1[0], s1[1], s1[2], s1[3]);
-}
-
 // The forward for fp32 y and for rows that are not 16-byte aligned (adaln_fwd_pf below is faster
 // for 16-bit y). One CTA per block of ROWS rows.
 // LV: elements of x per vector load (0: a 16-byte load, 8 for 16-bit x; 4 makes the fp32
 // modulation loads beside 16-bit x whole 16-byte words, coalesced across the warp).
 // MINB: resident CTAs per SM ptxas must allow (a register cap). NAMED: each row group's
 // reductions wait on its own named barrier, else on the CTA's (docs/perf-notes.md, round 4).
-// XS (fp32 y, 8 elements per thread, rows of whole warps and no padding): each warp's 256 outputs
-// are exchanged through shuffles (store_warp_xs) so that every store of the warp writes 512
-// consecutive bytes; a thread's own 32 bytes as two 16-byte stores cover every other 16 bytes of
-// the warp's span per store, which caps a stream at ~87% of a copy (round 26, tools/mixed_copy.py).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          int LV = 0, int MINB = 1, bool NAMED = false, bool XS = false>
+          int LV = 0, int MINB = 1, bool NAMED = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x[b*sxb + n*sxn + d]
           const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -90,14 +66,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
         const float xh = (v[c][j] - mu) * rs;
         o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
       }
-      if constexpr (XS) {
-        static_assert(VECTOR && VEC == 8 && sizeof(TY) == 4 && RT % 32 == 0 &&
-                          D % (VEC * RT) == 0, "whole warps of 8 fp32 outputs per thread");
-        const int lane = t % 32;  // the warp's lanes are threads t - lane ... t - lane + 31
-        store_warp_xs(reinterpret_cast<float*>(y) + row * D + d0 - VEC * lane, o, lane);
-      } else {
-        store_f32<VECTOR>(y + row * D, d0, D, o);
-      }
+      store_f32<VECTOR>(y + row * D, d0, D, o);
     }
   }
 }

@@ -317,7 +317,7 @@ def test_dependent_launch_config(monkeypatch):
         "cuLaunchKernel",
         lambda *a: plain.append(a) or (driver.CUresult.CUDA_SUCCESS,),
     )
-    launch._launch_config.cache_clear()
+    launch._dependent_config.cache_clear()
     try:
         f = driver.CUfunction(1)
         args = [launch.i32(5), launch.f32(0.5)]
@@ -335,20 +335,8 @@ def test_dependent_launch_config(monkeypatch):
         )
         assert attr.value.programmaticStreamSerializationAllowed == 1
         assert params == ((5, 0.5), (ctypes.c_int32, ctypes.c_float))
-        # round 25: a cluster launch (alone, or with the dependent attribute) also goes through
-        # cuLaunchKernelEx, with its cluster dimension
-        launch.launch(f, (48, 2, 1), 192, 0, args, cluster=4)
-        launch.launch(f, (48, 2, 1), 192, 0, args, dependent=True, cluster=8)
-        assert len(ex) == 4 and len(plain) == 1
-        ids = driver.CUlaunchAttributeID
-        for (cfg, _), n, dims in ((ex[2], 1, 4), (ex[3], 2, 8)):
-            assert cfg.numAttrs == n and cfg.blockDimX == 192
-            clu = cfg.attrs[-1]
-            assert clu.id == ids.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            assert (clu.value.clusterDim.x, clu.value.clusterDim.y) == (dims, 1)
-        assert ex[3][0].attrs[0].id == ids.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     finally:
-        launch._launch_config.cache_clear()
+        launch._dependent_config.cache_clear()
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

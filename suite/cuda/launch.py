@@ -158,26 +158,16 @@ def current_stream_handle(index: int) -> int:
 
 
 @functools.cache  # one config per shape and stream (~7 us to build), never changed once built
-def _launch_config(
-    grid: tuple[int, int, int], block: int, smem: int, stream: int, dependent: bool, cluster: int
-):
+def _dependent_config(grid: tuple[int, int, int], block: int, smem: int, stream: int):
     c = driver.CUlaunchConfig()
     c.hStream = driver.CUstream(stream)
     c.gridDimX, c.gridDimY, c.gridDimZ = grid
     c.blockDimX, c.blockDimY, c.blockDimZ = block, 1, 1
     c.sharedMemBytes = smem
-    attrs = []
-    if dependent:
-        a = driver.CUlaunchAttribute()
-        a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        a.value.programmaticStreamSerializationAllowed = 1
-        attrs.append(a)
-    if cluster > 1:
-        a = driver.CUlaunchAttribute()
-        a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = cluster, 1, 1
-        attrs.append(a)
-    c.attrs, c.numAttrs = attrs, len(attrs)
+    a = driver.CUlaunchAttribute()
+    a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    a.value.programmaticStreamSerializationAllowed = 1
+    c.attrs, c.numAttrs = [a], 1
     return c
 
 
@@ -189,19 +179,17 @@ def launch(
     args: list,
     smem: int = 0,
     dependent: bool = False,
-    cluster: int = 1,
 ) -> None:
     """Launch on device `index`'s current torch stream, so the kernel orders with torch's work.
     dependent: a programmatic dependent launch (sm_90+) that may start before the previous
     kernel on the stream ends (once that kernel's CTAs all ran griddepcontrol.launch_dependents
-    or exited); the kernel must wait (griddepcontrol.wait) before it reads what that one wrote.
-    cluster: CTAs per thread block cluster along x (sm_90+; grid[0] a multiple of it)."""
+    or exited); the kernel must wait (griddepcontrol.wait) before it reads what that one wrote."""
     if min(grid) <= 0:
         return
     handle = current_stream_handle(index)
     values = tuple(a[0] for a in args)
     types = tuple(a[1] for a in args)
-    if not dependent and cluster == 1:
+    if not dependent:
         stream = driver.CUstream(handle)
         _check(
             driver.cuLaunchKernel(
@@ -210,5 +198,5 @@ def launch(
             "cuLaunchKernel",
         )
         return
-    config = _launch_config(tuple(grid), block, smem, handle, dependent, cluster)
+    config = _dependent_config(tuple(grid), block, smem, handle)
     _check(driver.cuLaunchKernelEx(config, func, (values, types), 0), "cuLaunchKernelEx")

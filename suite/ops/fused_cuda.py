@@ -244,17 +244,11 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     if smem:  # again per launch: another variant may share this kernel with another carveout
         use_dynamic_smem(func, smem, carve)
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
-    # at least bwd_blocks row blocks per CTA so the partial rows stay small next to x and dy.
-    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * cfg.bwd_blocks))))
-    # bwd_cluster: a cluster's CTAs write one plain partial row (a cluster of one below sm_90)
-    combine = cfg.bwd_cluster_on(vector, accum)
-    cluster = min(cfg.bwd_cluster, chunks) if combine and _sm90(idx) else 1
-    chunks -= chunks % cluster
-    slots = chunks // cluster if combine else chunks * cfg.bwd_rows
-    if accum:  # thread-major rows (the row kernel's layout), or plain ones from a cluster
-        part_w, part_rt, part_vec = (
-            (D, 1, 1) if combine else (cfg.bwd_part_width, cfg.bwd_rt, cfg.vec)
-        )
+    # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
+    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
+    slots = chunks * cfg.bwd_rows
+    if accum:
+        part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
         part_s = torch.empty((groups, slots, part_w), dtype=torch.float32, device=dev)
         part_h = torch.empty_like(part_s)
     else:
@@ -284,7 +278,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             i64(N),
         ],
         smem=smem,
-        cluster=cluster,
     )
     if tok:
         return dx, dsc, dsh
@@ -314,11 +307,10 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    cols = cfg.bwd_fin_cols
     launch(
-        _fn(cfg, cfg.finalize, idx),
-        (-(-part_w // cols), groups, 1),
-        32 * cols,
+        _fn(cfg, "adaln_bwd_finalize", idx),
+        (-(-part_w // 32), groups, 1),
+        1024,
         idx,
         [
             ptr(part_s),

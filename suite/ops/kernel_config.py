@@ -13,9 +13,9 @@ from suite.ops.kernel_variants import VARIANTS
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
-FWD_DEFAULTS = ["false", "0", "1", "false", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED, XS
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, CLU
-BWD_DEFAULTS = ["1"] + ["false"] * 9
+FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
+# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL
+BWD_DEFAULTS = ["1"] + ["false"] * 8
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -68,14 +68,6 @@ class KernelConfig:
     # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
     # (measured slower there: round 4)
     fwd_named: bool = False
-    # forward without prefetch, fp32 y from 16-bit x at 8 elements per thread in rows of whole
-    # warps (fwd_xs_on): each warp's outputs exchanged through shuffles so that its stores are
-    # 512 consecutive bytes (kernels/adaln_fwd.cu XS), under a cap of fwd_xs_regs registers
-    # (unless fwd_regs is set). None: there. Round 26 (D = 1536, the one Wan width it applies
-    # to): 56 registers keep the 6 CTAs of 192 threads per SM of the kernel before it (55
-    # registers); at 64 (5 CTAs) it lost 5.5 points
-    fwd_xs: bool | None = None
-    fwd_xs_regs: int = 56
     # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
     # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3 of
     # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
@@ -130,16 +122,6 @@ class KernelConfig:
     # elsewhere a plain launch), so its launch overlaps the row kernel's tail. Round 23: 1.7 us
     # less per backward (median over 120 shapes, faster at 118), +3.5 to +7.7% at N = 4096
     bwd_pdl: bool = True
-    # fused backward: CTAs per thread block cluster (sm_90; 1: none). Where the column sums are
-    # shared words (bwd_cluster_on), a cluster's CTAs add them through each other's shared memory
-    # into one partial row (kernels/adaln_bwd.cu CLU): rows * cluster fewer partial rows
-    bwd_cluster: int = 1
-    # fused backward: at least this many row blocks per CTA (fewer CTAs at small N keep the
-    # partial rows small next to x and dy)
-    bwd_blocks: int = 8
-    # fused backward: partial-row positions per finalize CTA (CTAs of 32 * bwd_fin_cols threads,
-    # P / bwd_fin_cols of them); the same additions in the same order for any value (<= 32)
-    bwd_fin_cols: int = 32
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
     fwd_many_rows: int | None = 49152
@@ -322,31 +304,17 @@ class KernelConfig:
             return 0
         return 4 * self.bwd_slots * (self.bwd_msh_on + 2 * (self.bwd_sacc_on and accum))
 
-    def fwd_xs_on(self, vector: bool) -> bool:  # see fwd_xs
-        rt, whole = self.fwd_rt, self.D % (8 * self.fwd_rt) == 0
-        return (
-            self.fwd_xs is not False
-            and vector
-            and self.ty == "float"
-            and self.fwd_vec == 8
-            and rt % 32 == 0
-            and whole
-        )
-
     def fwd(self, vector: bool) -> str:
         head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
         lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
         # register cap: the CTAs per SM that fwd_cap registers per thread allow; none past 320
         # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
-        xs = self.fwd_xs_on(vector)
-        regs = self.fwd_xs_regs if xs and self.fwd_regs is None else self.fwd_cap
-        capped = regs and self.fwd_threads <= 320
-        nb = str(max(1, 65536 // (regs * self.fwd_threads)) if capped else 1)
+        capped = self.fwd_cap and self.fwd_threads <= 320
+        nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
-        tail.append(str(xs).lower())
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
 
     @property
@@ -405,22 +373,11 @@ class KernelConfig:
         # not on the unaligned fallback: there it spills 4 bytes on sm_80 at D = 4100 (fp32 dy)
         tail.append(str(self.bwd_ilv and vector).lower())
         tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
-        tail.append(str(self.bwd_cluster_on(vector, accum)).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
-
-    def bwd_cluster_on(self, vector: bool, accum: bool) -> bool:
-        """The row kernel adds a cluster's sums into one plain partial row (see bwd_cluster)."""
-        words = self.bwd_sacc_on and self.bwd_svec_on(vector)
-        return self.bwd_cluster > 1 and accum and self.mode != MODE_TOKEN and words
-
-    @property
-    def finalize(self) -> str:
-        cols = self.bwd_fin_cols
-        return "adaln_bwd_finalize" if cols == 32 else f"adaln_bwd_finalize_n<{cols}>"
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
@@ -432,7 +389,7 @@ class KernelConfig:
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
-            out += [self.dtile(), self.finalize]
+            out += [self.dtile(), "adaln_bwd_finalize"]
         return out
 
     def variant(self, name: str) -> KernelConfig:

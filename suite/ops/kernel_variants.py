@@ -133,19 +133,11 @@ VARIANTS: dict[str, dict] = {
     # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
     # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
     "bwd-r22": {"bwd_pdl": False},
-    # round 24: finalize CTAs of 8 positions (256 threads) instead of 32 (1024): 4x the CTAs over
-    # the SMs, bitwise the same sums
-    "bwd-fin8": {"bwd_fin_cols": 8},
-    # round 25: a thread block cluster's CTAs add their shared column sums into one plain partial
-    # row (4 or 8 CTAs per cluster: 8-16x fewer partial rows at D = 1536, 4-8x at 3072 and 5120);
-    # b4: at least 4 row blocks per CTA instead of 8 (more CTAs at small N)
-    "bwd-cl4": {"bwd_cluster": 4},
-    "bwd-cl8": {"bwd_cluster": 8},
-    "bwd-cl8b4": {"bwd_cluster": 8, "bwd_blocks": 4},
-    # round 26: the fp32-out forward's warp stores as 512 consecutive bytes through shuffles at
-    # 8 outputs per thread (D = 1536; the default since): the two 16-byte stores per thread
-    # before it, what the default is measured against. Lost and removed (code at commit
-    # b2d5bd6): the shuffles under the old 64-register cap (5 CTAs per SM, -5.5 points at
-    # N = 65536), and with 16-byte loads of x at D = 3072, 5120 (-4 to -7 points)
-    "fwd-r25": {"fwd_xs": False},
+    # round 24 (no change, removed; code at commit 8e0b9e5): finalize CTAs of 8 positions instead
+    # of 32 (-0.08 us median over 120 backward shapes). Round 25 (lost, removed; code at commit
+    # 8e0b9e5): the row kernel in thread block clusters of 4 or 8 adding its CTAs' shared column
+    # sums into one partial row (+2.7 to +11 us at N = 4096, +33-50% at 65536: a cluster launch
+    # fits 360-368 CTAs at once where a plain one fits 396). Round 26 (removed; code at commit
+    # 8e0b9e5): the fp32-out forward's warp stores as 512 consecutive bytes through shuffles
+    # (-5.5 points at D = 1536 under the 64-register cap, -0.4 to +1.1 points at 56 registers)
 }
