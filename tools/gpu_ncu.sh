@@ -7,7 +7,8 @@
 #   usage (device tool): OUT=$OUT [VARIANTS=default,round1] [WIDTHS=1536,3072,5120] [NCU_N=65536] \
 #     [NCU_Y=float32] [NCU_COPY=1] bash tools/gpu_ncu.sh      (NCU_Y: y's dtype; default x's, bf16;
 #     NCU_COPY=1: also y = x * 1 per width, a torch elementwise kernel moving the forward's bytes;
-#     the backward's slice glue, also torch elementwise kernels, is then profiled too)
+#     the backward's slice glue, also torch elementwise kernels, is then profiled too;
+#     NCU_STREAM=1: also tools/mixed_copy.py's bf16 -> fp32 stream kernels per width)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
@@ -17,13 +18,13 @@ NCU_N=${NCU_N:-65536}  # tokens per row block (B = 1)
 nv=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .); nw=$(echo "$WIDTHS" | tr ',' '\n' | grep -c .)
 which ncu || { echo "ncu not on the PATH"; exit 2; }
 # randn's kernels (distribution_elementwise_grid_stride_kernel) are left out by name
-KERNELS=regex:adaln${NCU_COPY:+|elementwise_kernel}  # vectorized, unrolled (a cast)
+KERNELS=regex:adaln${NCU_COPY:+|elementwise_kernel}${NCU_STREAM:+|stream_convert}
 timeout 420 ncu --clock-control none --kernel-name "$KERNELS" --set full -f -o "$OUT/adaln" \
   python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
-  ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} > "$OUT/ncu.log" 2>&1
+  ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} ${NCU_STREAM:+--stream} > "$OUT/ncu.log" 2>&1
 echo "ncu exit=$? ($nv variants x $nw widths x 3 kernels expected)"
 tail -5 "$OUT/ncu.log"
 ncu --import "$OUT/adaln.ncu-rep" --page details > "$OUT/details.txt" 2>&1
 ncu --import "$OUT/adaln.ncu-rep" --page raw --csv > "$OUT/raw.csv" 2>&1
 tar czf "$OUT/adaln.ncu-rep.tgz" -C "$OUT" adaln.ncu-rep && rm -f "$OUT/adaln.ncu-rep"
-grep -E "^  adaln|^  void at::|Memory Throughput|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Issue Slots Busy|Stall" "$OUT/details.txt" | head -120
+grep -E "^  adaln|^  void |Memory Throughput|DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Issue Slots Busy|Stall" "$OUT/details.txt" | head -200
