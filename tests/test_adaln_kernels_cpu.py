@@ -42,7 +42,7 @@ def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
 VARIANT_CASES = [
     (("bf16", "float", "bf16"), 1536, 0),
     (("bf16", "float", "float"), 5120, 0),
-    (("bf16", "float", "float"), 1536, 0),  # fwd-f40: 40 registers
+    (("bf16", "float", "float"), 1536, 0),
     (("bf16", "float", "float"), 3072, 0),
     (("float", "float", "float"), 3072, 0),
     (("bf16", "bf16", "bf16"), 1000, 1),

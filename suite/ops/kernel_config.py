@@ -60,11 +60,12 @@ class KernelConfig:
     # forward: register cap per thread (0: ptxas chooses). None: 64, or 128 for the row-per-warp
     # forward (2 CTAs of 8 warps per SM; uncapped ptxas takes 187)
     fwd_regs: int | None = None
-    # forward, fp32 y from 16-bit x in CTAs of 192 threads (the non-persistent kernel at D = 1536
-    # and 3072): its register cap where fwd_regs is None. Round 27 (measuring): 40 registers fit
-    # without spills there (ptxas; D = 1000's 256 threads spill 4 bytes), 8 CTAs per SM against
-    # 6 / 5 at 64
-    fwd_f32y_regs: int = 64
+    # forward, fp32 y from 16-bit x with per-sample fp32 modulation at one row per CTA of 192 threads
+    # (the non-persistent kernel at 2816 < D <= 3072): its register cap where fwd_regs is None.
+    # Round 27: at 40 (no spills; 8 CTAs per SM against 5 at 64) D = 3072 went 90.5 -> 95.1% of
+    # the copy at B = 1, N = 65536; the same cap at D = 1536 (2 rows of 96 threads) lost 17
+    # points; per-token modulation's unaligned kernel spills 40 bytes at 40, 16-bit modulation 8-12
+    fwd_f32y_regs: int = 40
     # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
     # modulation loads whole 16-byte words, coalesced: half the L1 sectors. None: 4 where it
     # measured faster (round 4): 16-bit y with rows of at least a warp (+0-8%), fp32 y with one
@@ -175,7 +176,9 @@ class KernelConfig:
             return self.fwd_regs
         if self.fwd_warp_row or self.fwd_wide_on:
             return 128 if self.fwd_warp_row else 96
-        f32y = self.ty == "float" and self.tx != "float" and self.fwd_threads == 192
+        one_row = self.fwd_rows == 1 and self.fwd_threads == 192
+        sample = self.mode == MODE_SAMPLE and self.tm == "float"
+        f32y = self.ty == "float" and self.tx != "float" and one_row and sample
         return self.fwd_f32y_regs if f32y else 64
 
     @property
