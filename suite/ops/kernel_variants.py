@@ -141,8 +141,9 @@ VARIANTS: dict[str, dict] = {
     # round 24 (no change, removed; code at commit 8e0b9e5): finalize CTAs of 8 positions instead
     # of 32 (-0.08 us median over 120 backward shapes). Round 25 (lost, removed; code at commit
     # 8e0b9e5): the row kernel in thread block clusters of 4 or 8 adding its CTAs' shared column
-    # sums into one partial row (+2.7 to +11 us at N = 4096, +33-50% at 65536: a cluster launch
+    # sums into one partial row (+2.7 to +20 us at N = 4096, +33-51% at 65536: a cluster launch
     # fits 360-368 CTAs at once where a plain one fits 396). Round 26 (removed; code at commit
     # 8e0b9e5): the fp32-out forward's warp stores as 512 consecutive bytes through shuffles
-    # (-5.5 points at D = 1536 under the 64-register cap, -0.4 to +1.1 points at 56 registers)
+    # (-5.5 points at D = 1536 under the 64-register cap; at 56 registers -0.5 to +3.1 points,
+    # -0.4 at B = 1, N = 65536)
 }
