@@ -2,9 +2,9 @@
 # GPU regression benchmarks on a GPU node: pytest-benchmark kernels (JSON) and the asv GPU suite
 # saved under machine "h200" for the commit whose .git travels with the tree.
 #   usage (device tool; carry .whl and .gitbundle, since .git itself cannot travel): bash tools/gpu_bench.sh
-#   .gitbundle holds shallow.tgz, the .git of a depth-1 clone (same SHA and date; ~22 MB):
-#     rm -rf .gitbundle /tmp/s && git clone -q --depth 1 "file://$PWD" /tmp/s && mkdir .gitbundle \
-#       && tar czf .gitbundle/shallow.tgz -C /tmp/s .git
+#   .gitbundle holds shallow.tgz, the .git of a depth-1 clone (same SHA and date), partial and
+#   sparse (~3.5 MB; a full one, 23 MB, no longer fits beside the tree and .whl): make it with
+#     bash tools/make_gitbundle.sh
 #   or repo.bundle (`git bundle create .gitbundle/repo.bundle main`: the whole history, which
 #   outgrew the 64 MiB a call carries at 68 MB)
 set -uo pipefail
