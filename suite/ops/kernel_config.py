@@ -174,8 +174,10 @@ class KernelConfig:
     def fwd_cap(self) -> int:  # forward: register cap per thread (0: none)
         if self.fwd_regs is not None:
             return self.fwd_regs
-        if self.fwd_warp_row or self.fwd_wide_on:
-            return 128 if self.fwd_warp_row else 96
+        if self.fwd_warp_row:
+            return 128
+        if self.fwd_wide_on:
+            return 96
         one_row = self.fwd_rows == 1 and self.fwd_threads == 192
         sample = self.mode == MODE_SAMPLE and self.tm == "float"
         f32y = self.ty == "float" and self.tx != "float" and one_row and sample

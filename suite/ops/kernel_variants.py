@@ -133,11 +133,6 @@ VARIANTS: dict[str, dict] = {
     # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
     # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
     "bwd-r22": {"bwd_pdl": False},
-    # round 27: the fp32-y forward from 16-bit x at one row per 192-thread CTA (D = 3072) under
-    # a 40-register cap, 8 CTAs per SM (the default since): the 64-register cap before it, what
-    # the default is measured against. Lost and removed: the same cap at D = 1536 (2 rows of 96
-    # threads per CTA: 87.5 -> 70.4% of the copy at B = 1, N = 65536)
-    "fwd-r26": {"fwd_f32y_regs": 64},
     # round 24 (no change, removed; code at commit 8e0b9e5): finalize CTAs of 8 positions instead
     # of 32 (-0.08 us median over 120 backward shapes). Round 25 (lost, removed; code at commit
     # 8e0b9e5): the row kernel in thread block clusters of 4 or 8 adding its CTAs' shared column
@@ -146,4 +141,9 @@ VARIANTS: dict[str, dict] = {
     # 8e0b9e5): the fp32-out forward's warp stores as 512 consecutive bytes through shuffles
     # (-5.5 points at D = 1536 under the 64-register cap; at 56 registers -0.5 to +3.1 points,
     # -0.4 at B = 1, N = 65536)
+    # round 27: the fp32-y forward from 16-bit x at one row per 192-thread CTA (D = 3072) under
+    # a 40-register cap, 8 CTAs per SM (the default since): the 64-register cap before it, what
+    # the default is measured against. Lost and removed: the same cap at D = 1536 (2 rows of 96
+    # threads per CTA: 87.5 -> 70.4% of the copy at B = 1, N = 65536)
+    "fwd-r26": {"fwd_f32y_regs": 64},
 }
