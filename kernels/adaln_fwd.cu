@@ -71,6 +71,119 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
   }
 }
 
+// Two rows per row group (16-byte aligned rows, per-sample or affine modulation): each thread
+// holds the same columns of two consecutive rows, so one barrier set reduces both rows (K = 2
+// values per group_sum) and one load of a chunk's scale and shift serves both (half the L1
+// modulation reads per row of adaln_fwd), with twice adaln_fwd's bytes of x in flight per thread.
+// The rows stay packed (16 registers for two bf16 rows of 16 elements per thread) and are
+// unpacked at each of their three reads (unpack_again: ptxas cannot keep the unpacked copies).
+// Per row the same additions in the same order as adaln_fwd: bitwise the same y, mean and rstd.
+// A pair is rows 2p, 2p + 1 of one sample (with N odd, a sample's last pair has one row), so
+// both rows share the modulation. One CTA per block of ROWS pairs (the host launches one per
+// block: B * ceil(N / 2) / ROWS CTAs); MINB as in adaln_fwd.
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, int MINB = 1>
+__global__ void __launch_bounds__(RT * ROWS, MINB)
+adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
+             const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
+             TY* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
+             i64 rows, i64 N, float eps) {
+  static_assert(MODE != MODE_TOKEN, "per-token modulation has nothing to share between rows");
+  constexpr int VEC = 16 / (int)sizeof(TX);
+  constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
+  __shared__ float red[ROWS][Red<RT>::SLOTS];
+  const int t = threadIdx.x % RT;
+  const int g = threadIdx.x / RT;
+  int buf = 0;
+
+  const i64 per = (N + 1) / 2, pairs = rows / N * per;  // pairs per sample, in all
+  {
+    const i64 p0 = (i64)blockIdx.x * ROWS;  // uniform: a CTA past the pairs leaves whole
+    if (p0 >= pairs) return;
+    const i64 p = p0 + g;
+    const i64 b = p < pairs ? p / per : 0, n0 = p < pairs ? 2 * (p - b * per) : N;
+    const i64 moff = MODE == MODE_SAMPLE ? b * smb : 0;
+    const i64 row = b * N + n0;  // the pair's first row; the second is row + 1
+    const bool ok[2] = {n0 < N, n0 + 1 < N};
+    Raw<TX, VEC> xw[2][NCH];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const TX* xr = x + b * sxb + (ok[k] ? n0 + k : 0) * sxn;
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int d0 = (c * RT + t) * VEC;
+        if (ok[k] && d0 < D) load_raw(xr, d0, xw[k][c]);
+        else zero_raw(xw[k][c]);
+      }
+    }
+    // row_stats for both rows at once: the same sums per row, one group_sum of 2 values
+    float s[2] = {0.f, 0.f}, mu[2], rs[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        float v[VEC];
+        unpack(xw[k][c], v);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s[k] += v[j];
+      }
+    group_sum<RT, 1>(s, red[g], buf, t, g);
+    buf ^= 1;
+    float q[2] = {0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      mu[k] = s[k] * (1.f / D);
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const int d0 = (c * RT + t) * VEC;
+        float v[VEC];
+        unpack_again(xw[k][c], v);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float dv = v[j] - mu[k];
+          if (d0 + j < D) q[k] += dv * dv;  // padded lanes left out: 0 - mu is not 0
+        }
+      }
+    }
+    group_sum<RT, 1>(q, red[g], buf, t, g);
+    buf ^= 1;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      rs[k] = rsqrtf(q[k] * (1.f / D) + eps);
+      if (ok[k] && t == 0) {
+        mean_out[row + k] = mu[k];
+        rstd_out[row + k] = rs[k];
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (d0 >= D) continue;
+      if (!ok[0]) continue;
+      // fp32 y: the chunk in halves of 4 (one 16-byte store each), so a half's scale and shift
+      // are 8 registers, not 16
+      constexpr int SUB = sizeof(TY) == 4 && VEC == 8 ? 4 : VEC;
+#pragma unroll
+      for (int h = 0; h < VEC; h += SUB) {
+        float sc[SUB], sh[SUB];
+        load_f32<true>(scale + moff, d0 + h, D, sc);
+        load_f32<true>(shift + moff, d0 + h, D, sh);
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          if (!ok[k]) continue;
+          float v[VEC], o[SUB];
+          unpack_again(xw[k][c], v);
+#pragma unroll
+          for (int j = 0; j < SUB; ++j) {
+            const float xh = (v[h + j] - mu[k]) * rs[k];
+            o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
+          }
+          store_f32<true>(y + (row + k) * D, d0 + h, D, o);
+        }
+      }
+    }
+  }
+}
+
 // Persistent, software-pipelined forward (16-byte aligned rows only; the host falls back to
 // adaln_fwd otherwise). Each CTA walks a contiguous run of row blocks and issues the loads of its
 // next row before reducing the current one, so every resident row group keeps one row of x in

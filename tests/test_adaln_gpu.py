@@ -375,9 +375,35 @@ def test_variant_matches_default(name):
     exact["bwd-r18"] = (0, 1)  # dx the same; a CTA's column sums cover other rows
     exact["bwd-r22"] = (0, 1, 2)  # the same kernels, the finalize launched after the row kernel
     exact["fwd-r26"] = (0, 1, 2)  # the bf16-y kernels are the default's
+    exact["bwd-fu8"] = exact["bwd-fu16"] = (0, 1, 2)  # the same sums, loads batched
+    exact["bwd-mb4"] = (0, 1)  # dx the same; more CTAs, so other partial sums
     exact = exact.get(name, ())
     for i, (a, b) in enumerate(zip(out["default"], out[name])):
         if i in exact:
             assert torch.equal(a, b), (name, i)
         else:
             assert rel(a, b) < 1e-2, (name, i, rel(a, b))
+
+
+@pytest.mark.parametrize("variant", ["fwd-p2", "fwd-p2c56"])
+@pytest.mark.parametrize("B,N", [(1, 1), (3, 777), (2, 4096)])
+def test_pair_forward_is_bitwise(variant, B, N):
+    """Round 28: two rows per row group (adaln_fwd_r2) add each row in the default fp32-out
+    kernel's order at D = 1536, so y (poisoned first), and through the saved mean and rstd dx and
+    the modulation's gradient, are bitwise the default's; odd N leaves a sample's last pair one
+    row, and B = 3 puts pairs of three samples in one CTA."""
+    D = 1536
+    x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
+    e = rand(B, 6, D).requires_grad_(True)
+    dy = rand(B, N, D)
+    out = {}
+    for v in ("default", variant):
+        prev = fused_cuda.set_variant(v)
+        try:
+            poison(4 * B * N * D)
+            y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=torch.float32)
+            out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
+        finally:
+            fused_cuda.set_variant(prev)
+    for i, (a, b) in enumerate(zip(out["default"], out[variant])):
+        assert torch.equal(a, b), (variant, i, rel(b, a))

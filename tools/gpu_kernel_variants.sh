@@ -11,7 +11,9 @@
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
 # Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
-#   bash tools/gpu_kernel_variants.sh
+#   [FULL_FWD=default,a] [FULL_BWD=default,b] bash tools/gpu_kernel_variants.sh
+# (FULL_FWD / FULL_BWD: step 3 times those variants side by side on the full grid, one op each,
+# instead of the quick grid)
 # (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS;
 # KERNELS_PROFILE also runs the kernels experiment on that grid before the variant timings)
 set -o pipefail
@@ -77,10 +79,21 @@ if [ -n "${KERNELS_PROFILE:-}" ]; then  # the kernels experiment's grid with the
   echo "kernels exit=$? ($(ls "$OUT/kernels" 2>/dev/null | tr '\n' ' '))"
 fi
 
-stamp "timings: variants vs default and baselines (quick grid + bf16 N=16384)"
-timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 --variants "$VARIANTS" > "$OUT/variants_bench.log" 2>&1
-echo "bench exit=$?"
-grep -E "copy bandwidth|failed|HOST-BOUND" "$OUT/variants_bench.log" | head -20
+if [ -n "${FULL_FWD:-}${FULL_BWD:-}" ]; then  # side by side on the full grid, per op, no baselines
+  for op in fwd bwd; do
+    list=$([ $op = fwd ] && echo "${FULL_FWD:-}" || echo "${FULL_BWD:-}")
+    [ -n "$list" ] || continue
+    stamp "timings: $op on the full grid, $list"
+    timeout 240 python3 -m suite.ops.bench --out "$OUT/full_$op" --variants "$list" --profile full \
+      --ops $op --baselines "" > "$OUT/full_$op.log" 2>&1
+    echo "bench $op exit=$?"; tail -n 45 "$OUT/full_$op.log"
+  done
+else
+  stamp "timings: variants vs default and baselines (quick grid + bf16 N=16384)"
+  timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 --variants "$VARIANTS" > "$OUT/variants_bench.log" 2>&1
+  echo "bench exit=$?"
+  grep -E "copy bandwidth|failed|HOST-BOUND" "$OUT/variants_bench.log" | head -20
+fi
 
 stamp "summary"
 python3 - "$OUT" <<'PY'

@@ -119,9 +119,9 @@ def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: in
     cfg = _config(tx, tm, ty, D, mode, variant)
     run = cfg.fwd_launch(vector, cfg.fwd_many_rows) if many else cfg
     func = _fn(cfg, run.fwd(vector), idx)  # every such kernel is in cfg's own program
-    persistent = vector and run.fwd_prefetch  # one wave of CTAs
+    persistent = vector and run.fwd_prefetch and not run.fwd_pair(vector)  # one wave of CTAs
     cap = _grid_cap(func, run.fwd_threads, idx) if persistent else 2**31 - 1
-    return func, run.fwd_threads, run.fwd_rows, cap
+    return func, run.fwd_threads, run.fwd_rows, cap, run.fwd_pair(vector)
 
 
 @functools.cache
@@ -167,7 +167,7 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
         )
     idx = x.device.index
     many_rows = _config(x.dtype, scale.dtype, out_dtype, D, mode, _variant).fwd_many_rows
-    func, threads, rows_per_cta, cap = _fwd_plan(
+    func, threads, groups_per_cta, cap, pair = _fwd_plan(
         x.dtype,
         scale.dtype,
         out_dtype,
@@ -181,7 +181,10 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
     # CTAs finish, instead of each CTA walking several rows one dependent load after another.
     # The persistent (prefetching) kernel caps the grid at one wave.
-    grid = min(-(-rows // rows_per_cta), cap)
+    # adaln_fwd_r2: a row group takes a pair of rows of one sample (odd N: a sample's last pair
+    # is one row), so B * ceil(N / 2) pairs
+    units = B * -(-N // 2) if pair else rows
+    grid = min(-(-units // groups_per_cta), cap)
     launch(
         func,
         (grid, 1, 1),
@@ -244,8 +247,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     if smem:  # again per launch: another variant may share this kernel with another carveout
         use_dynamic_smem(func, smem, carve)
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
-    # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
-    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
+    # at least bwd_min_blocks (8) row blocks per CTA so the partial rows stay small next to x, dy.
+    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * cfg.bwd_min_blocks))))
     slots = chunks * cfg.bwd_rows
     if accum:
         part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
@@ -308,7 +311,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
     launch(
-        _fn(cfg, "adaln_bwd_finalize", idx),
+        _fn(cfg, cfg.finalize, idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,

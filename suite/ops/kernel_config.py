@@ -131,6 +131,15 @@ class KernelConfig:
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
     fwd_many_rows: int | None = 49152
+    # forward, aligned rows, per-sample or affine modulation: rows per row group (2: adaln_fwd_r2,
+    # two consecutive rows per thread sharing one barrier set and one modulation load)
+    fwd_rpt: int = 1
+    # fused backward: the finalize's loads U slots per lane at a time (0: adaln_bwd_finalize,
+    # unrolled by 4; U: adaln_bwd_finalize_u<U>, bitwise the same sums)
+    bwd_fin_batch: int = 0
+    # fused backward: at least this many row blocks per CTA (the grid's size at small N: fewer
+    # CTAs and partial rows, or more CTAs in flight)
+    bwd_min_blocks: int = 8
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -145,6 +154,7 @@ class KernelConfig:
         interleaved rows: +1.9 to +2.5% at B * N >= 65520, +0.6 / -0.1% at 32760 / 32768, -3 to
         -7% at 16384 and below; fp32 y 22-31% slower; other widths not measured)."""
         default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
+        default = default and self.fwd_rpt == 1
         kind = self._bf16_x_fp32_mod and self.ty == "bf16" and self.mode == MODE_SAMPLE
         if self.fwd_many_rows is None or not default or not kind or self.D != 3072:
             return None
@@ -255,6 +265,8 @@ class KernelConfig:
     def fwd_vec(self) -> int:  # elements of x per vector load in the forward
         if self.fwd_lv is not None:
             return min(self.fwd_lv or self.vec, self.vec)
+        if self.fwd_rpt == 2:  # adaln_fwd_r2 loads 16 bytes
+            return self.vec
         rt = _threads_per_row(self.D, self.vec, self.fwd_elems)
         one_row = 256 // rt <= 1
         return 4 if rt >= 32 and (self.ty != "float" or one_row) else self.vec
@@ -324,11 +336,16 @@ class KernelConfig:
         # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
+        if self.fwd_pair(vector):
+            return f"adaln_fwd_r2<{head}{_trailing([nb], ['1'])}>"
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
+
+    def fwd_pair(self, vector: bool) -> bool:  # see fwd_rpt
+        return vector and self.fwd_rpt == 2 and self.mode != MODE_TOKEN
 
     @property
     def bwd_msh_on(self) -> bool:
@@ -392,6 +409,11 @@ class KernelConfig:
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
 
+    @property
+    def finalize(self) -> str:  # see bwd_fin_batch
+        b = self.bwd_fin_batch
+        return f"adaln_bwd_finalize_u<{b}>" if b else "adaln_bwd_finalize"
+
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
 
@@ -402,7 +424,7 @@ class KernelConfig:
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
-            out += [self.dtile(), "adaln_bwd_finalize"]
+            out += [self.dtile(), self.finalize]
         return out
 
     def variant(self, name: str) -> KernelConfig:

@@ -146,4 +146,13 @@ VARIANTS: dict[str, dict] = {
     # the default is measured against. Lost and removed: the same cap at D = 1536 (2 rows of 96
     # threads per CTA: 87.5 -> 70.4% of the copy at B = 1, N = 65536)
     "fwd-r26": {"fwd_f32y_regs": 64},
+    # round 28 candidates: two rows per row group (adaln_fwd_r2), 5 CTAs per SM (64 registers)
+    # or 6 (56: spills 12-16 bytes for bf16 y, so measured for fp32 y only)
+    "fwd-p2": {"fwd_rpt": 2, "fwd_ept": 16, "fwd_regs": 64},
+    "fwd-p2c56": {"fwd_rpt": 2, "fwd_ept": 16, "fwd_regs": 56},
+    # round 29 candidates: the finalize's loads 8 or 16 slots per lane at a time; 4 row blocks per
+    # CTA at least (D = 1536, B = 1, N = 4096: 396 CTAs instead of 256)
+    "bwd-fu8": {"bwd_fin_batch": 8},
+    "bwd-fu16": {"bwd_fin_batch": 16},
+    "bwd-mb4": {"bwd_min_blocks": 4},
 }
