@@ -159,19 +159,30 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
       const int d0 = (c * RT + t) * VEC;
       if (d0 >= D) continue;
       if (!ok[0]) continue;
-      // fp32 y: the chunk in halves of 4 (one 16-byte store each), so a half's scale and shift
-      // are 8 registers, not 16
-      constexpr int SUB = sizeof(TY) == 4 && VEC == 8 ? 4 : VEC;
+      // fp32 y from 16-bit x: a chunk's 8 outputs are two 16-byte stores, which must follow each
+      // other (a half sector written now and its other half after another row's stores cost
+      // 25%: measured), so that row's halves go together and the scale and shift of each half,
+      // 8 registers, are loaded per row (the second row's from L1). Else one load of the
+      // chunk's scale and shift serves both rows.
+      constexpr bool HALVES = sizeof(TY) == 4 && VEC == 8;
+      constexpr int SUB = HALVES ? 4 : VEC;
+      float sc[SUB], sh[SUB];
+      if (!HALVES) {
+        load_f32<true>(scale + moff, d0, D, sc);
+        load_f32<true>(shift + moff, d0, D, sh);
+      }
 #pragma unroll
-      for (int h = 0; h < VEC; h += SUB) {
-        float sc[SUB], sh[SUB];
-        load_f32<true>(scale + moff, d0 + h, D, sc);
-        load_f32<true>(shift + moff, d0 + h, D, sh);
+      for (int k = 0; k < 2; ++k) {
+        if (!ok[k]) continue;
+        float v[VEC];
+        unpack_again(xw[k][c], v);
 #pragma unroll
-        for (int k = 0; k < 2; ++k) {
-          if (!ok[k]) continue;
-          float v[VEC], o[SUB];
-          unpack_again(xw[k][c], v);
+        for (int h = 0; h < VEC; h += SUB) {
+          if (HALVES) {
+            load_f32<true>(scale + moff, d0 + h, D, sc);
+            load_f32<true>(shift + moff, d0 + h, D, sh);
+          }
+          float o[SUB];
 #pragma unroll
           for (int j = 0; j < SUB; ++j) {
             const float xh = (v[h + j] - mu[k]) * rs[k];

@@ -170,23 +170,37 @@ def test_row_per_warp_forward_is_bf16_only():
     assert not KernelConfig("bf16", "float", "float", 1536, MODE_SAMPLE).fwd_warp_row
 
 
-def test_forward_by_row_count_at_d_3072():
-    """Round 21: aligned bf16 launches at D = 3072 with >= fwd_many_rows rows run two warps per
-    row (48 elements per thread); fewer rows, the unaligned fallback, fp32 y, other widths and
-    variants that set the forward's shape keep one kernel; fwd-r20 turns it off."""
-    c = KernelConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)
-    many = c.fwd_launch(True, 65536)
-    assert many.fwd_elems == 48 and many.fwd_rt == 64 and many.fwd_prefetch
-    assert c.fwd_launch(True, 49152) == many and c.fwd_launch(True, 49151) == c
-    assert c.fwd_launch(False, 10**6) == c  # no prefetching kernel without alignment
-    assert many.fwd(True) in c.names() and len(set(c.names())) == len(c.names())
-    assert c.variant("fwd-r20").fwd_launch(True, 10**6) == c.variant("fwd-r20")
-    assert c.variant("fwd-warp").fwd_launch(True, 10**6).fwd(True) == many.fwd(True)
+def test_forward_by_row_count():
+    """Round 28: aligned bf16 launches at 1024 < D <= 3072 with >= fwd_many_rows (16384) rows run
+    two rows per row group (adaln_fwd_r2, 64 registers); fewer rows, the unaligned fallback, fp32
+    y from bf16 x, other widths, dtypes and modes, and variants that set the forward's shape keep
+    one kernel; fwd-r20 turns it off. fp32 x at D = 1536 runs the pair kernel at every row count."""
+    for D in (1536, 3072):
+        c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+        many = c.fwd_launch(True, 65536)
+        assert many.fwd(True).startswith("adaln_fwd_r2<") and many.fwd(True).endswith(", 5>")
+        assert many.fwd_elems == 16 and many.fwd_vec == 8 and many.fwd_pair(True)
+        assert c.fwd_launch(True, 16384) == many and c.fwd_launch(True, 16383) == c
+        assert c.fwd_launch(False, 10**6) == c  # no pair kernel without alignment
+        assert not many.fwd_pair(False) and many.fwd(False).startswith("adaln_fwd<")
+        assert many.fwd(True) in c.names() and len(set(c.names())) == len(c.names())
+        assert c.variant("fwd-r20").fwd_launch(True, 10**6) == c.variant("fwd-r20")
+        assert c.variant("fwd-warp").fwd_launch(True, 10**6) == c.variant("fwd-warp")
+        assert c.variant("fwd-p2").fwd(True) == many.fwd(True)
     for other in (
-        KernelConfig("bf16", "float", "float", 3072, MODE_SAMPLE),
-        KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE),
+        KernelConfig("bf16", "float", "float", 1536, MODE_SAMPLE),
         KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE),
         KernelConfig("bf16", "bf16", "bf16", 3072, MODE_TOKEN),
         KernelConfig("f16", "float", "f16", 3072, MODE_SAMPLE),
+        KernelConfig("bf16", "float", "bf16", 1000, MODE_SAMPLE),
     ):
         assert other.fwd_launch(True, 10**6) == other and other.fwd_many is None
+        assert not other.fwd_pair(True)
+    f32 = KernelConfig("float", "float", "float", 1536, MODE_SAMPLE)
+    assert (
+        f32.fwd_pair(True)
+        and f32.fwd(True) == "adaln_fwd_r2<float, float, float, 1536, 96, 2, 0, 5>"
+    )
+    assert not f32.variant("fwd-r27").fwd_pair(True)
+    assert not KernelConfig("float", "float", "float", 3072, MODE_SAMPLE).fwd_pair(True)
+    assert not KernelConfig("float", "float", "float", 1536, MODE_AFFINE).fwd_pair(True)

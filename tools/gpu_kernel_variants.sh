@@ -69,7 +69,7 @@ tail -12 "$OUT/gpu_tests.log"
 for tool in memcheck racecheck initcheck; do
   echo "$tool: $(tail -1 "$OUT/sanitize_$tool.log") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
     "$OUT/sanitize_$tool.log" | tr '\n' ' ') variants done: $(grep -c 'sanitize cases done' \
-    "$OUT/sanitize_$tool.log")/6"
+    "$OUT/sanitize_$tool.log")/$(echo "$SAN_VARIANTS" | tr , "\n" | wc -l)"
 done
 
 if [ -n "${KERNELS_PROFILE:-}" ]; then  # the kernels experiment's grid with the default kernels

@@ -247,8 +247,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     if smem:  # again per launch: another variant may share this kernel with another carveout
         use_dynamic_smem(func, smem, carve)
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
-    # at least bwd_min_blocks (8) row blocks per CTA so the partial rows stay small next to x, dy.
-    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * cfg.bwd_min_blocks))))
+    # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
+    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
     slots = chunks * cfg.bwd_rows
     if accum:
         part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
@@ -311,7 +311,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
     launch(
-        _fn(cfg, cfg.finalize, idx),
+        _fn(cfg, "adaln_bwd_finalize", idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,

@@ -130,16 +130,13 @@ class KernelConfig:
     bwd_pdl: bool = True
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
-    fwd_many_rows: int | None = 49152
+    fwd_many_rows: int | None = 16384
     # forward, aligned rows, per-sample or affine modulation: rows per row group (2: adaln_fwd_r2,
-    # two consecutive rows per thread sharing one barrier set and one modulation load)
-    fwd_rpt: int = 1
-    # fused backward: the finalize's loads U slots per lane at a time (0: adaln_bwd_finalize,
-    # unrolled by 4; U: adaln_bwd_finalize_u<U>, bitwise the same sums)
-    bwd_fin_batch: int = 0
-    # fused backward: at least this many row blocks per CTA (the grid's size at small N: fewer
-    # CTAs and partial rows, or more CTAs in flight)
-    bwd_min_blocks: int = 8
+    # two consecutive rows of one sample per thread sharing one barrier set and, but for fp32 y
+    # from 16-bit x, one modulation load). None: 2 where it measured faster at every N (round 28:
+    # fp32 x at D = 1536, 86.7 -> 95.9% of the copy at B = 1, N = 65536, +8% at N = 4096), and
+    # through fwd_many for bf16 y at launches of >= fwd_many_rows rows
+    fwd_rpt: int | None = None
 
     @property
     def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
@@ -149,16 +146,17 @@ class KernelConfig:
     @property
     def fwd_many(self) -> KernelConfig | None:
         """The forward for launches of fwd_many_rows rows or more, where a different one measured
-        faster there: two warps per row at 48 elements per thread (128 registers, 2 CTAs of 8
-        warps) for bf16 x and y, fp32 per-sample modulation, D = 3072 (round 21, with round 19's
-        interleaved rows: +1.9 to +2.5% at B * N >= 65520, +0.6 / -0.1% at 32760 / 32768, -3 to
-        -7% at 16384 and below; fp32 y 22-31% slower; other widths not measured)."""
+        faster there: two rows per row group (adaln_fwd_r2, 16 elements per thread, 64 registers)
+        for bf16 x and y, fp32 per-sample modulation, 1024 < D <= 3072 (round 28, B = 1: D = 1536
+        87.9 -> 89.7% of the copy at N = 65536, +3.7 / +4.0% at 32760 / 16384; D = 3072 90.2 ->
+        92.0%, +4.2 / +1.7%; at 8192 rows and below -2 to -10%; D = 5120 -3 to -5%). It replaced
+        round 21's two warps per row at D = 3072 for >= 49152 rows (90.2% where it gives 92.0)."""
         default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
-        default = default and self.fwd_rpt == 1
+        default = default and self.fwd_rpt is None
         kind = self._bf16_x_fp32_mod and self.ty == "bf16" and self.mode == MODE_SAMPLE
-        if self.fwd_many_rows is None or not default or not kind or self.D != 3072:
+        if self.fwd_many_rows is None or not default or not kind or not 1024 < self.D <= 3072:
             return None
-        return replace(self, fwd_ept=48, fwd_regs=128)
+        return replace(self, fwd_rpt=2, fwd_ept=16, fwd_regs=64)
 
     def fwd_launch(self, vector: bool, rows: int) -> KernelConfig:
         """The configuration whose fwd(vector) runs a launch of `rows` rows (B * N): fwd_many's
@@ -265,7 +263,7 @@ class KernelConfig:
     def fwd_vec(self) -> int:  # elements of x per vector load in the forward
         if self.fwd_lv is not None:
             return min(self.fwd_lv or self.vec, self.vec)
-        if self.fwd_rpt == 2:  # adaln_fwd_r2 loads 16 bytes
+        if self.fwd_rows_per_thread == 2:  # adaln_fwd_r2 loads 16 bytes
             return self.vec
         rt = _threads_per_row(self.D, self.vec, self.fwd_elems)
         one_row = 256 // rt <= 1
@@ -344,8 +342,15 @@ class KernelConfig:
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
 
+    @property
+    def fwd_rows_per_thread(self) -> int:  # see fwd_rpt
+        if self.fwd_rpt is not None:
+            return self.fwd_rpt
+        fp32 = self.tx == self.tm == self.ty == "float"
+        return 2 if fp32 and self.mode == MODE_SAMPLE and 1024 < self.D <= 1536 else 1
+
     def fwd_pair(self, vector: bool) -> bool:  # see fwd_rpt
-        return vector and self.fwd_rpt == 2 and self.mode != MODE_TOKEN
+        return vector and self.fwd_rows_per_thread == 2 and self.mode != MODE_TOKEN
 
     @property
     def bwd_msh_on(self) -> bool:
@@ -409,11 +414,6 @@ class KernelConfig:
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
 
-    @property
-    def finalize(self) -> str:  # see bwd_fin_batch
-        b = self.bwd_fin_batch
-        return f"adaln_bwd_finalize_u<{b}>" if b else "adaln_bwd_finalize"
-
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
 
@@ -424,7 +424,7 @@ class KernelConfig:
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
-            out += [self.dtile(), self.finalize]
+            out += [self.dtile(), "adaln_bwd_finalize"]
         return out
 
     def variant(self, name: str) -> KernelConfig:

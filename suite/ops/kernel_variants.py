@@ -125,8 +125,9 @@ VARIANTS: dict[str, dict] = {
     # round 20 (lost, removed): the prefetching forward for fp32 y with round 19's interleaved
     # rows, {"fwd_pf": True} (-1.6 to -6.4% at N = 65536), and the same with a row per warp,
     # {"fwd_pf": True, "fwd_ept": 48, "fwd_regs": 128} (-15 to -28%)
-    # round 21: the forward at D = 3072 for launches of >= 49152 rows is two warps per row
-    # (KernelConfig.fwd_many; the default since): the one kernel for every row count before it
+    # round 21: the forward at D = 3072 for launches of >= 49152 rows was two warps per row
+    # (KernelConfig.fwd_many; since round 28 fwd_many is the pair kernel for bf16 y at >= 16384
+    # rows): one kernel for every row count
     "fwd-r20": {"fwd_many_rows": None},
     # round 23: the fused backward's finalize launched as a programmatic dependent of the row
     # kernel (the default since): the plain launch before it, what the default is measured
@@ -146,13 +147,17 @@ VARIANTS: dict[str, dict] = {
     # the default is measured against. Lost and removed: the same cap at D = 1536 (2 rows of 96
     # threads per CTA: 87.5 -> 70.4% of the copy at B = 1, N = 65536)
     "fwd-r26": {"fwd_f32y_regs": 64},
-    # round 28 candidates: two rows per row group (adaln_fwd_r2), 5 CTAs per SM (64 registers)
-    # or 6 (56: spills 12-16 bytes for bf16 y, so measured for fp32 y only)
+    # round 28: two rows of one sample per row group (adaln_fwd_r2, KernelConfig.fwd_rpt; the
+    # default for fp32 x at D = 1536 and, at >= 16384 rows, bf16 y at 1024 < D <= 3072): the
+    # forward before it (what the default is measured against; at D = 3072 for >= 49152 rows it
+    # ran round 21's two warps per row, fwd-warp's kernel, which the pair kernel replaced), and
+    # the pair kernel everywhere (fp32 y from bf16 x: each row's two 16-byte stores together,
+    # after a first build that split them lost 25%). Lost and removed: the same at 56 registers
+    # (6 CTAs; spilled for bf16 y, and within 0.5% of 64 registers for fp32 y)
+    "fwd-r27": {"fwd_rpt": 1, "fwd_many_rows": None},
     "fwd-p2": {"fwd_rpt": 2, "fwd_ept": 16, "fwd_regs": 64},
-    "fwd-p2c56": {"fwd_rpt": 2, "fwd_ept": 16, "fwd_regs": 56},
-    # round 29 candidates: the finalize's loads 8 or 16 slots per lane at a time; 4 row blocks per
-    # CTA at least (D = 1536, B = 1, N = 4096: 396 CTAs instead of 256)
-    "bwd-fu8": {"bwd_fin_batch": 8},
-    "bwd-fu16": {"bwd_fin_batch": 16},
-    "bwd-mb4": {"bwd_min_blocks": 4},
+    # round 29 (lost, removed; code at commit 3a02174): the finalize's loads 8 or 16 slots per
+    # lane at a time (+1.2 / +0.6% per backward, median over 120 shapes; up to +14% at N = 4096),
+    # and at least 4 row blocks per CTA instead of 8 (396 CTAs at D = 1536, B = 1, N = 4096: no
+    # change there, 39.9 vs 39.9% of the copy)
 }
