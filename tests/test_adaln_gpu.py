@@ -391,14 +391,15 @@ def test_variant_matches_default(name):
         (torch.float32, None, 1536, 1, 1),
         (torch.bfloat16, None, 1536, 1, 16385),  # bf16 y at >= 16384 rows (fwd_many)
         (torch.bfloat16, None, 3072, 3, 5463),
-        (torch.bfloat16, torch.float32, 1536, 3, 777),  # fwd-p2 only
+        (torch.bfloat16, torch.float32, 1536, 3, 5463),  # fp32 y at >= 16384 rows (fwd_many)
     ],
 )
 def test_pair_forward(dtype, out, D, B, N):
     """Round 28: two rows of one sample per row group (adaln_fwd_r2). Odd N leaves each sample's
     last pair one row, and B = 3 puts pairs of several samples in one CTA: every output written
     (poisoned first), y within rounding of the one-row kernels (fwd-r27), mean and rstd through
-    dx and the modulation's gradient too, and y against float64."""
+    dx and the modulation's gradient too (1e-5, or 1e-4 for 16-bit tensors, where a 1e-8
+    difference in fp32 flips the rounding of a few elements), and y against float64."""
     x = rand(B, N, D, dtype=dtype).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
     dy = rand(B, N, D, dtype=out or dtype)
@@ -412,7 +413,7 @@ def test_pair_forward(dtype, out, D, B, N):
         finally:
             fused_cuda.set_variant(prev)
     assert torch.isfinite(res["fwd-p2"][0]).all()
-    for i, (a, b) in enumerate(zip(res["fwd-p2"], res["fwd-r27"])):
-        assert rel(a, b) < 1e-5, (i, rel(a, b))
+    for i, (a, b) in enumerate(zip(res["fwd-p2"], res["fwd-r27"])):  # 16-bit: an ulp flips
+        assert rel(a, b) < (1e-5 if a.dtype == torch.float32 else 1e-4), (i, rel(a, b))
     ref = ref64(x.detach(), e[:, 1].detach(), e[:, 0].detach())
     assert rel(res["fwd-p2"][0], ref) < TOL[res["fwd-p2"][0].dtype]

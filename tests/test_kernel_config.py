@@ -172,11 +172,12 @@ def test_row_per_warp_forward_is_bf16_only():
 
 def test_forward_by_row_count():
     """Round 28: aligned bf16 launches at 1024 < D <= 3072 with >= fwd_many_rows (16384) rows run
-    two rows per row group (adaln_fwd_r2, 64 registers); fewer rows, the unaligned fallback, fp32
-    y from bf16 x, other widths, dtypes and modes, and variants that set the forward's shape keep
-    one kernel; fwd-r20 turns it off. fp32 x at D = 1536 runs the pair kernel at every row count."""
-    for D in (1536, 3072):
-        c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+    two rows per row group (adaln_fwd_r2, 64 registers), and so does fp32 y from bf16 x at
+    D = 1536; fewer rows, the unaligned fallback, other widths, dtypes and modes, and variants
+    that set the forward's shape keep one kernel; fwd-r20 turns it off. fp32 x at D = 1536 runs
+    the pair kernel at every row count."""
+    for ty, D in (("bf16", 1536), ("bf16", 3072), ("float", 1536)):
+        c = KernelConfig("bf16", "float", ty, D, MODE_SAMPLE)
         many = c.fwd_launch(True, 65536)
         assert many.fwd(True).startswith("adaln_fwd_r2<") and many.fwd(True).endswith(", 5>")
         assert many.fwd_elems == 16 and many.fwd_vec == 8 and many.fwd_pair(True)
@@ -188,7 +189,7 @@ def test_forward_by_row_count():
         assert c.variant("fwd-warp").fwd_launch(True, 10**6) == c.variant("fwd-warp")
         assert c.variant("fwd-p2").fwd(True) == many.fwd(True)
     for other in (
-        KernelConfig("bf16", "float", "float", 1536, MODE_SAMPLE),
+        KernelConfig("bf16", "float", "float", 3072, MODE_SAMPLE),
         KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE),
         KernelConfig("bf16", "bf16", "bf16", 3072, MODE_TOKEN),
         KernelConfig("f16", "float", "f16", 3072, MODE_SAMPLE),

@@ -150,11 +150,14 @@ class KernelConfig:
         for bf16 x and y, fp32 per-sample modulation, 1024 < D <= 3072 (round 28, B = 1: D = 1536
         87.9 -> 89.7% of the copy at N = 65536, +3.7 / +4.0% at 32760 / 16384; D = 3072 90.2 ->
         92.0%, +4.2 / +1.7%; at 8192 rows and below -2 to -10%; D = 5120 -3 to -5%). It replaced
-        round 21's two warps per row at D = 3072 for >= 49152 rows (90.2% where it gives 92.0)."""
+        round 21's two warps per row at D = 3072 for >= 49152 rows (90.2% where it gives 92.0). Also
+        for fp32 y at 1024 < D <= 1536 (87.3 -> 89.1% at B = 1, N = 65536, +1.6% at 32760, +0.2%
+        at 16384, -4% at 4096; at D = 3072 -4%: round 27's 40-register kernel stays)."""
         default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
         default = default and self.fwd_rpt is None
-        kind = self._bf16_x_fp32_mod and self.ty == "bf16" and self.mode == MODE_SAMPLE
-        if self.fwd_many_rows is None or not default or not kind or not 1024 < self.D <= 3072:
+        widest = {"bf16": 3072, "float": 1536}.get(self.ty, 0)
+        kind = self._bf16_x_fp32_mod and self.mode == MODE_SAMPLE and 1024 < self.D <= widest
+        if self.fwd_many_rows is None or not default or not kind:
             return None
         return replace(self, fwd_rpt=2, fwd_ept=16, fwd_regs=64)
 
