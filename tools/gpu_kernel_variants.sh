@@ -13,7 +13,7 @@
 # Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
 #   [FULL_FWD=default,a] [FULL_BWD=default,b] bash tools/gpu_kernel_variants.sh
 # (FULL_FWD / FULL_BWD: step 3 times those variants side by side on the full grid, one op each,
-# instead of the quick grid)
+# instead of the quick grid; SKIP_TIMINGS=1 skips step 3)
 # (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS;
 # KERNELS_PROFILE also runs the kernels experiment on that grid before the variant timings)
 set -o pipefail
@@ -79,7 +79,9 @@ if [ -n "${KERNELS_PROFILE:-}" ]; then  # the kernels experiment's grid with the
   echo "kernels exit=$? ($(ls "$OUT/kernels" 2>/dev/null | tr '\n' ' '))"
 fi
 
-if [ -n "${FULL_FWD:-}${FULL_BWD:-}" ]; then  # side by side on the full grid, per op, no baselines
+if [ -n "${SKIP_TIMINGS:-}" ]; then  # e.g. a call for the kernels experiment's grid alone
+  stamp "timings skipped (SKIP_TIMINGS)"
+elif [ -n "${FULL_FWD:-}${FULL_BWD:-}" ]; then  # side by side on the full grid, per op, no baselines
   for op in fwd bwd; do
     list=$([ $op = fwd ] && echo "${FULL_FWD:-}" || echo "${FULL_BWD:-}")
     [ -n "$list" ] || continue
