@@ -60,7 +60,8 @@ def report(
                     threads = cfg.fwd_threads if op == "fwd" else cfg.bwd_threads
                     occ = km.occupancy(r["registers"], threads, r["smem"])
                     ept = cfg.fwd_elems if op == "fwd" else cfg.bwd_ept
-                    bpt = km.bytes_per_thread(op, ept, cfg.vec, SIZE[tx], SIZE[ty])
+                    rif = 2 if op == "fwd" and cfg.fwd_pair(True) else 1  # adaln_fwd_r2: 2 rows
+                    bpt = km.bytes_per_thread(op, ept, cfg.vec, SIZE[tx], SIZE[ty], rif)
                     inflight = km.bytes_in_flight(occ, bpt)
                     stats[(v, op)] = inflight
                     m = measured(ref, op, tx, ty, D)
