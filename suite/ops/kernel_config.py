@@ -135,7 +135,9 @@ class KernelConfig:
     # two consecutive rows of one sample per thread sharing one barrier set and, but for fp32 y
     # from 16-bit x, one modulation load). None: 2 where it measured faster at every N (round 28:
     # fp32 x at D = 1536, 86.7 -> 95.9% of the copy at B = 1, N = 65536, +8% at N = 4096), and
-    # through fwd_many for bf16 y at launches of >= fwd_many_rows rows
+    # through fwd_many for bf16 x at launches of >= fwd_many_rows rows (bf16 y at
+    # 1024 < D <= 3072, fp32 y at 1024 < D <= 1536). Correct at every width (the GPU tests run
+    # variant fwd-p2, the pair kernel everywhere); measured at the Wan widths
     fwd_rpt: int | None = None
 
     @property
