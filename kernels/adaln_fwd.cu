@@ -77,7 +77,9 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // modulation reads per row of adaln_fwd), with twice adaln_fwd's bytes of x in flight per thread.
 // The rows stay packed (16 registers for two bf16 rows of 16 elements per thread) and are
 // unpacked at each of their three reads (unpack_again: ptxas cannot keep the unpacked copies).
-// Per row the same additions in the same order as adaln_fwd: bitwise the same y, mean and rstd.
+// Per row the same additions in the same order as adaln_fwd, but not bitwise its output: there
+// the compiler contracts the mean into each subtraction (one FFMA), here it rounds the mean first
+// (docs/perf-notes.md, round 28); both are within fp32 rounding of a float64 reference.
 // A pair is rows 2p, 2p + 1 of one sample (with N odd, a sample's last pair has one row), so
 // both rows share the modulation. One CTA per block of ROWS pairs (the host launches one per
 // block: B * ceil(N / 2) / ROWS CTAs); MINB as in adaln_fwd.
@@ -96,100 +98,98 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
   int buf = 0;
 
   const i64 per = (N + 1) / 2, pairs = rows / N * per;  // pairs per sample, in all
-  {
-    const i64 p0 = (i64)blockIdx.x * ROWS;  // uniform: a CTA past the pairs leaves whole
-    if (p0 >= pairs) return;
-    const i64 p = p0 + g;
-    const i64 b = p < pairs ? p / per : 0, n0 = p < pairs ? 2 * (p - b * per) : N;
-    const i64 moff = MODE == MODE_SAMPLE ? b * smb : 0;
-    const i64 row = b * N + n0;  // the pair's first row; the second is row + 1
-    const bool ok[2] = {n0 < N, n0 + 1 < N};
-    Raw<TX, VEC> xw[2][NCH];
+  const i64 p0 = (i64)blockIdx.x * ROWS;  // uniform: a CTA past the pairs leaves whole
+  if (p0 >= pairs) return;
+  const i64 p = p0 + g;
+  const i64 b = p < pairs ? p / per : 0, n0 = p < pairs ? 2 * (p - b * per) : N;
+  const i64 moff = MODE == MODE_SAMPLE ? b * smb : 0;
+  const i64 row = b * N + n0;  // the pair's first row; the second is row + 1
+  const bool ok[2] = {n0 < N, n0 + 1 < N};
+  Raw<TX, VEC> xw[2][NCH];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const TX* xr = x + b * sxb + (ok[k] ? n0 + k : 0) * sxn;
-#pragma unroll
-      for (int c = 0; c < NCH; ++c) {
-        const int d0 = (c * RT + t) * VEC;
-        if (ok[k] && d0 < D) load_raw(xr, d0, xw[k][c]);
-        else zero_raw(xw[k][c]);
-      }
-    }
-    // row_stats for both rows at once: the same sums per row, one group_sum of 2 values
-    float s[2] = {0.f, 0.f}, mu[2], rs[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k)
-#pragma unroll
-      for (int c = 0; c < NCH; ++c) {
-        float v[VEC];
-        unpack(xw[k][c], v);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) s[k] += v[j];
-      }
-    group_sum<RT, 1>(s, red[g], buf, t, g);
-    buf ^= 1;
-    float q[2] = {0.f, 0.f};
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      mu[k] = s[k] * (1.f / D);
-#pragma unroll
-      for (int c = 0; c < NCH; ++c) {
-        const int d0 = (c * RT + t) * VEC;
-        float v[VEC];
-        unpack_again(xw[k][c], v);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float dv = v[j] - mu[k];
-          if (d0 + j < D) q[k] += dv * dv;  // padded lanes left out: 0 - mu is not 0
-        }
-      }
-    }
-    group_sum<RT, 1>(q, red[g], buf, t, g);
-    buf ^= 1;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      rs[k] = rsqrtf(q[k] * (1.f / D) + eps);
-      if (ok[k] && t == 0) {
-        mean_out[row + k] = mu[k];
-        rstd_out[row + k] = rs[k];
-      }
-    }
+  for (int k = 0; k < 2; ++k) {
+    const TX* xr = x + b * sxb + (ok[k] ? n0 + k : 0) * sxn;
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
-      if (d0 >= D) continue;
-      if (!ok[0]) continue;
-      // fp32 y from 16-bit x: a chunk's 8 outputs are two 16-byte stores, which must follow each
-      // other (a half sector written now and its other half after another row's stores cost
-      // 25%: measured), so that row's halves go together and the scale and shift of each half,
-      // 8 registers, are loaded per row (the second row's from L1). Else one load of the
-      // chunk's scale and shift serves both rows.
-      constexpr bool HALVES = sizeof(TY) == 4 && VEC == 8;
-      constexpr int SUB = HALVES ? 4 : VEC;
-      float sc[SUB], sh[SUB];
-      if (!HALVES) {
-        load_f32<true>(scale + moff, d0, D, sc);
-        load_f32<true>(shift + moff, d0, D, sh);
+      if (ok[k] && d0 < D) load_raw(xr, d0, xw[k][c]);
+      else zero_raw(xw[k][c]);
+    }
+  }
+  // row_stats for both rows at once: the same sums per row, one group_sum of 2 values
+  float s[2] = {0.f, 0.f}, mu[2], rs[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      float v[VEC];
+      unpack(xw[k][c], v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s[k] += v[j];
+    }
+  group_sum<RT, 1>(s, red[g], buf, t, g);
+  buf ^= 1;
+  float q[2] = {0.f, 0.f};
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    mu[k] = s[k] * (1.f / D);
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      float v[VEC];
+      unpack_again(xw[k][c], v);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float dv = v[j] - mu[k];
+        if (d0 + j < D) q[k] += dv * dv;  // padded lanes left out: 0 - mu is not 0
       }
+    }
+  }
+  group_sum<RT, 1>(q, red[g], buf, t, g);
+  buf ^= 1;
 #pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        if (!ok[k]) continue;
-        float v[VEC];
-        unpack_again(xw[k][c], v);
+  for (int k = 0; k < 2; ++k) {
+    rs[k] = rsqrtf(q[k] * (1.f / D) + eps);
+    if (ok[k] && t == 0) {
+      mean_out[row + k] = mu[k];
+      rstd_out[row + k] = rs[k];
+    }
+  }
 #pragma unroll
-        for (int h = 0; h < VEC; h += SUB) {
-          if (HALVES) {
-            load_f32<true>(scale + moff, d0 + h, D, sc);
-            load_f32<true>(shift + moff, d0 + h, D, sh);
-          }
-          float o[SUB];
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+    if (d0 >= D) continue;
+    if (!ok[0]) continue;
+    // fp32 y from 16-bit x: a chunk's 8 outputs are two 16-byte stores, which must follow each
+    // other (a half sector written now and its other half after another row's stores cost
+    // 25%: measured), so that row's halves go together and the scale and shift of each half,
+    // 8 registers, are loaded per row (the second row's from L1). Else one load of the
+    // chunk's scale and shift serves both rows.
+    constexpr bool HALVES = sizeof(TY) == 4 && VEC == 8;
+    constexpr int SUB = HALVES ? 4 : VEC;
+    float sc[SUB], sh[SUB];
+    if (!HALVES) {
+      load_f32<true>(scale + moff, d0, D, sc);
+      load_f32<true>(shift + moff, d0, D, sh);
+    }
 #pragma unroll
-          for (int j = 0; j < SUB; ++j) {
-            const float xh = (v[h + j] - mu[k]) * rs[k];
-            o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
-          }
-          store_f32<true>(y + (row + k) * D, d0 + h, D, o);
+    for (int k = 0; k < 2; ++k) {
+      if (!ok[k]) continue;
+      float v[VEC];
+      unpack_again(xw[k][c], v);
+#pragma unroll
+      for (int h = 0; h < VEC; h += SUB) {
+        if (HALVES) {
+          load_f32<true>(scale + moff, d0 + h, D, sc);
+          load_f32<true>(shift + moff, d0 + h, D, sh);
         }
+        float o[SUB];
+#pragma unroll
+        for (int j = 0; j < SUB; ++j) {
+          const float xh = (v[h + j] - mu[k]) * rs[k];
+          o[j] = MODE == MODE_AFFINE ? xh * sc[j] + sh[j] : xh * (1.f + sc[j]) + sh[j];
+        }
+        store_f32<true>(y + (row + k) * D, d0 + h, D, o);
       }
     }
   }
