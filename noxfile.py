@@ -73,7 +73,9 @@ def nvrtc_oldest(session: nox.Session) -> None:
         f"assert v == {want}, f'NVRTC {{v}} loaded, not {want}'; print('NVRTC', v)"
     )
     _run_py(session, "-c", check)
-    args = session.posargs or ["-q", "-p", "no:cacheprovider"]
+    # sm_90 only: the oldest NVRTC is the H200 image's, and the device is sm_90 (the tests
+    # session compiles sm_80 and sm_90 with the interpreter's NVRTC)
+    args = session.posargs or ["-q", "-p", "no:cacheprovider", "-k", "not sm_80"]
     _run_py(session, "-m", "pytest", "tests/test_adaln_kernels_cpu.py", *args)
 
 

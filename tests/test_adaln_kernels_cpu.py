@@ -4,13 +4,17 @@ and the launch helpers (occupancy, dynamic shared memory, partial-row layout) be
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 import torch
 
 from suite.cuda.compile import CompileError, compile_program, kernel_source_dir
 from suite.ops.fused_cuda import KernelConfig, build
+
+MAIN = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
 
 COMBOS = [("bf16", "float", "bf16"), ("float", "float", "float")]
 OTHER = [
@@ -22,6 +26,47 @@ OTHER = [
 VARIANTS = [
     (c, D, m) for c in COMBOS for D in (64, 1000, 1536, 4100, 5120, 8192) for m in (0, 1, 2)
 ] + [(c, D, m) for c in OTHER for D in (1536, 4100) for m in (0, 1, 2)]
+
+
+def _variant_names(combo, D, mode) -> list[str]:
+    """Every kernel of every benchmark variant of one configuration: one NVRTC program."""
+    from suite.ops.fused_cuda import VARIANTS
+
+    base = KernelConfig(*combo, D, mode)
+    return sorted({n for v in VARIANTS for n in base.variant(v).names()})
+
+
+def _compile_quietly(job) -> None:
+    """One program into the on-disk cache; a failure is left for its own test to report."""
+    from suite.cuda.compile import read_sources
+    from suite.ops.fused_cuda import SOURCES
+
+    kind, args = job
+    try:
+        if kind == "config":
+            build(KernelConfig(*args[0], *args[1:3]), args[3])
+        else:
+            compile_program(MAIN, read_sources(SOURCES), _variant_names(*args), "sm_90")
+    except Exception:  # noqa: BLE001 - the test that builds it shows the error and its log
+        pass
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled_in_parallel(request):
+    """NVRTC compiles one program on one core, and the compile tests below build ~130 programs:
+    the selected ones go into the on-disk cache first, one process per core (CI has 2), and the
+    tests then read them (a cold cache took CI's test session from ~6.5 to ~11 minutes)."""
+    jobs = []
+    for item in request.session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.originalname == "test_nvrtc_compiles_without_spills":
+            jobs.append(("config", (params["combo"], params["D"], params["mode"], params["arch"])))
+        elif item.originalname == "test_nvrtc_variants_compile_without_spills":
+            jobs.append(("variants", (params["combo"], params["D"], params["mode"])))
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as ex:
+            list(ex.map(_compile_quietly, jobs))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -57,15 +102,13 @@ VARIANT_CASES = [
 @pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
 def test_nvrtc_variants_compile_without_spills(combo, D, mode):
     from suite.cuda.compile import read_sources, resources
-    from suite.ops.fused_cuda import SOURCES, VARIANTS
+    from suite.ops.fused_cuda import SOURCES
 
-    base = KernelConfig(*combo, D, mode)
-    names = sorted({n for v in VARIANTS for n in base.variant(v).names()})
-    main = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
-    prog = compile_program(main, read_sources(SOURCES), names, "sm_90")
+    names = _variant_names(combo, D, mode)
+    prog = compile_program(MAIN, read_sources(SOURCES), names, "sm_90")
     res = resources(prog)
     if not res:  # a cache entry written without ptxas -v: recompile to get the report
-        prog = compile_program(main, read_sources(SOURCES), names, "sm_90", use_cache=False)
+        prog = compile_program(MAIN, read_sources(SOURCES), names, "sm_90", use_cache=False)
         res = resources(prog)
     assert set(res) == set(names), prog.log
     for name, r in res.items():
