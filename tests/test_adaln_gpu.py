@@ -62,14 +62,17 @@ def rand(*shape, dtype=torch.float32, scale=1.0, offset=0.0):
     return (torch.randn(*shape, generator=g, device="cuda") * scale + offset).to(dtype)
 
 
-def under_variants(variants, x, e, dy) -> dict:
+def under_variants(variants, x, e, dy, out_dtype=None, poison_bytes=0) -> dict:
     """Per kernel variant: y and the gradients of x and of Wan's [B, 6, D] modulation e (scale
-    and shift as [B, 1, D] chunks of it), each run with that variant selected."""
+    and shift as [B, 1, D] chunks of it), each run with that variant selected (after poisoning
+    poison_bytes of freed memory, when given)."""
     out = {}
     for v in variants:
         prev = fused_cuda.set_variant(v)
         try:
-            y = adaln(x, e[:, 1:2], e[:, 0:1])
+            if poison_bytes:
+                poison(poison_bytes)
+            y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out_dtype)
             out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
         finally:
             fused_cuda.set_variant(prev)
@@ -403,15 +406,7 @@ def test_pair_forward(dtype, out, D, B, N):
     x = rand(B, N, D, dtype=dtype).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
     dy = rand(B, N, D, dtype=out or dtype)
-    res = {}
-    for v in ("fwd-p2", "fwd-r27"):
-        prev = fused_cuda.set_variant(v)
-        try:
-            poison(4 * B * N * D)
-            y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out)
-            res[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
-        finally:
-            fused_cuda.set_variant(prev)
+    res = under_variants(("fwd-p2", "fwd-r27"), x, e, dy, out, poison_bytes=4 * B * N * D)
     assert torch.isfinite(res["fwd-p2"][0]).all()
     for i, (a, b) in enumerate(zip(res["fwd-p2"], res["fwd-r27"])):  # 16-bit: an ulp flips
         assert rel(a, b) < (1e-5 if a.dtype == torch.float32 else 1e-4), (i, rel(a, b))
