@@ -5,7 +5,8 @@
 # $OUT/adaln.ncu-rep.tgz, $OUT/details.txt (every section, every kernel), $OUT/raw.csv (every
 # metric) and prints the speed-of-light and warp-stall lines last.
 #   usage (device tool): OUT=$OUT [VARIANTS=default,round1] [WIDTHS=1536,3072,5120] [NCU_N=65536] \
-#     [NCU_Y=float32] [NCU_COPY=1] bash tools/gpu_ncu.sh      (NCU_Y: y's dtype; default x's, bf16;
+#     [NCU_X=float32] [NCU_Y=float32] [NCU_COPY=1] bash tools/gpu_ncu.sh  (NCU_X: x's dtype, bf16;
+#     NCU_Y: y's dtype, default x's;
 #     NCU_COPY=1: also y = x * 1 per width, a torch elementwise kernel moving the forward's bytes;
 #     the backward's slice glue, also torch elementwise kernels, is then profiled too;
 #     NCU_STREAM=1: also tools/mixed_copy.py's bf16 -> fp32 stream kernels per width)
@@ -21,7 +22,7 @@ which ncu || { echo "ncu not on the PATH"; exit 2; }
 KERNELS=regex:adaln${NCU_COPY:+|elementwise_kernel}${NCU_STREAM:+|stream_convert}
 timeout 420 ncu --clock-control none --kernel-name "$KERNELS" --set full -f -o "$OUT/adaln" \
   python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
-  ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} ${NCU_STREAM:+--stream} > "$OUT/ncu.log" 2>&1
+  ${NCU_X:+--dtype "$NCU_X"} ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} ${NCU_STREAM:+--stream} > "$OUT/ncu.log" 2>&1
 echo "ncu exit=$? ($nv variants x $nw widths x 3 kernels expected)"
 tail -5 "$OUT/ncu.log"
 ncu --import "$OUT/adaln.ncu-rep" --page details > "$OUT/details.txt" 2>&1
