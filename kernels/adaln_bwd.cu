@@ -52,10 +52,18 @@ __device__ __forceinline__ void pdl_wait() {
 // PDL (default false; ACCUM only): the finalize is launched as a programmatic dependent (sm_90);
 // this kernel lets it launch once every CTA has left its row loop, so the finalize's launch and
 // ramp overlap our tail (round 23: 1.7 us per backward, median over 120 shapes).
+// LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
+// that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
+// column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
+// without a 64-bit division. At N = 4096 the row kernel issues ~500 instructions per warp-row
+// with 2-3 warps per scheduler: issue-bound (round 30, Nsight Compute).
+// COMB (default false; shared column sums as words, ROWS > 1): the CTA's row groups add their
+// column sums in shared memory (group order: fixed) and write ONE partial row per CTA, not one
+// per row group: fewer partial bytes written and read back by the finalize (half at D = 1536).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
           bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false>
+          bool PDL = false, bool LEAN = false, bool COMB = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -79,6 +87,12 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   const i64 r_begin = g0 + min((i64)chunk * (ILV ? ROWS : per), rows_per_group);
   const i64 r_end = g0 + (ILV ? rows_per_group : min((i64)(chunk + 1) * per, rows_per_group));
   const i64 step = ILV ? (i64)chunks * ROWS : ROWS;
+  // LEAN: every element of a padded row is a column (no tests), and a row's sample is its group
+  constexpr bool FULL = LEAN && D % (VEC * RT) == 0;
+  auto sample_of = [&](i64 row) -> i64 {
+    if constexpr (LEAN && MODE != MODE_AFFINE) return group;
+    return row / N;
+  };
 
   // The multiplier m is the same for every row of the CTA unless modulation is per token.
   float m[NCH][VEC];
@@ -87,7 +101,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
-      if (d0 < D) {
+      if (FULL || d0 < D) {
         load_f32<VECTOR>(scale + moff, d0, D, m[c]);
       } else {
 #pragma unroll
@@ -189,13 +203,13 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   };
   auto fetch = [&](i64 row, RowIn& in) {
     const bool ok = row < r_end;
-    const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
+    const i64 b = ok ? sample_of(row) : 0, n = ok ? row - b * N : 0;
     in.mu = ok ? mean[row] : 0.f;
     in.rs = ok ? rstd[row] : 0.f;
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
-      if (ok && d0 < D) {
+      if (ok && (FULL || d0 < D)) {
         load_raw(x + b * sxb + n * sxn, d0, in.x[c]);
         load_raw(dy + row * D, d0, in.dy[c]);
       } else {
@@ -210,7 +224,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   for (i64 row0 = r_begin; row0 < r_end; row0 += step) {  // uniform bound: barriers are safe
     const i64 row = row0 + g;
     const bool ok = row < r_end;
-    const i64 b = ok ? row / N : 0;
+    const i64 b = ok ? sample_of(row) : 0;
     const i64 n = ok ? row - b * N : 0;
     if (PF && row0 + step < r_end) fetch(row + step, nxt);
     const float mu = PF ? cur.mu : (ok ? mean[row] : 0.f);
@@ -229,7 +243,9 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         unpack(cur.x[c], xv);
         unpack(cur.dy[c], dyv[c]);
       }
-      if (ok && d0 < D) {
+      // LEAN with the prefetch: the fetch already zeroed rows past the end, nothing to clear
+      if (LEAN && PF && MODE != MODE_TOKEN) {
+      } else if (ok && (FULL || d0 < D)) {
         if (!PF) {
           load_f32<VECTOR>(xr, d0, D, xv);
           load_f32<VECTOR>(dy + row * D, d0, D, dyv[c]);
@@ -250,7 +266,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       if constexpr (MS && SV) mchunk(c, mc);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const bool in = d0 + j < D;  // padded lanes must not touch the row sums
+        const bool in = FULL || d0 + j < D;  // padded lanes must not touch the row sums
         xh[c][j] = in ? (xv[j] - mu) * rs : 0.f;
         gy[c][j] = in ? dyv[c][j] * (MS && SV ? mc[MS && SV ? j : 0] : mval(c, j)) : 0.f;
         s1 += gy[c][j];
@@ -271,13 +287,13 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
-      if (d0 >= D) continue;
+      if (!FULL && d0 >= D) continue;
       if constexpr (RM) {  // the same values as the first pass computed (d0 < D: every lane in)
         float xv[VEC];
         unpack_again(cur.x[c], xv);
         unpack_again(cur.dy[c], dyv[c]);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) xh[c][j] = d0 + j < D ? (xv[j] - mu) * rs : 0.f;
+        for (int j = 0; j < VEC; ++j) xh[c][j] = FULL || d0 + j < D ? (xv[j] - mu) * rs : 0.f;
       }
       float o[VEC];
 #pragma unroll
@@ -305,20 +321,35 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   if (!ACCUM || MODE == MODE_TOKEN) return;
 
   // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
-  // CTA had no rows or in padding), so finalize never reads garbage. Thread-major layout: the
+  // CTA had no rows or in padding), so finalize never reads garbage. COMB: slot (group, chunk),
+  // chunk c of it written by row group c % ROWS from every group's sums. Thread-major layout: the
   // element (c, j) of thread t at (c*VEC + j)*RT + t of a row padded to NCH*VEC*RT, so a warp's
   // store is 128 consecutive bytes (column-major per thread, [d0 + j], wrote 4 of every 32 bytes:
   // 7 excess sectors per useful one, half of all sectors at N = 4096, Nsight Compute).
-  const i64 base = ((group * chunks + chunk) * ROWS + g) * (i64)P;
+  constexpr bool CB = COMB && SA && SV && ROWS > 1;
+  if constexpr (CB) __syncthreads();  // every row group's sums are complete
+  const i64 base = ((group * chunks + chunk) * (CB ? 1 : ROWS) + (CB ? 0 : g)) * (i64)P;
 #pragma unroll
   for (int c = 0; c < NCH; ++c) {
+    if (CB && c % ROWS != g) continue;
     const int d0 = (c * RT + t) * VEC;
     float ws[VEC], wh[VEC];  // SV: the CTA's sums read back as 16-byte words, no bank conflicts
     if constexpr (SA && SV) {
 #pragma unroll
       for (int j = 0; j < VEC; j += 4) {
-        const float4 a = *reinterpret_cast<const float4*>(sacc + slot(c, j));
-        const float4 h = *reinterpret_cast<const float4*>(sacc + P + slot(c, j));
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), h = a;
+#pragma unroll
+        for (int q = CB ? 0 : g; q < (CB ? ROWS : g + 1); ++q) {  // CB: every group, in order
+          const float* sq = sacc + (q - g) * 2 * P;  // row groups' sums are 2P apart
+          const float4 u = *reinterpret_cast<const float4*>(sq + slot(c, j));
+          const float4 v = *reinterpret_cast<const float4*>(sq + P + slot(c, j));
+          if (CB && q > 0) {
+            a.x += u.x, a.y += u.y, a.z += u.z, a.w += u.w;
+            h.x += v.x, h.y += v.y, h.z += v.z, h.w += v.w;
+          } else {
+            a = u, h = v;
+          }
+        }
         ws[j] = a.x, ws[j + 1] = a.y, ws[j + 2] = a.z, ws[j + 3] = a.w;
         wh[j] = h.x, wh[j + 1] = h.y, wh[j + 2] = h.z, wh[j + 3] = h.w;
       }
@@ -326,7 +357,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       const int k = (c * VEC + j) * RT + t;
-      const bool in = d0 + j < D;
+      const bool in = FULL || d0 + j < D;
       if constexpr (SA && SV) {
         part_scale[base + k] = in ? ws[j] : 0.f;
         part_shift[base + k] = in ? wh[j] : 0.f;

@@ -134,6 +134,10 @@ VARIANTS: dict[str, dict] = {
     # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
     # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
     "bwd-r22": {"bwd_pdl": False},
+    # round 30: the backward's instructions per element (kernels/adaln_bwd.cu LEAN)
+    "bwd-lean": {"bwd_lean": True},
+    "bwd-comb2": {"bwd_lean": True, "bwd_comb": True},
+    "fwd-lean": {"fwd_lean": True},
     # round 24 (no change, removed; code at commit 8e0b9e5): finalize CTAs of 8 positions instead
     # of 32 (-0.08 us median over 120 backward shapes). Round 25 (lost, removed; code at commit
     # 8e0b9e5): the row kernel in thread block clusters of 4 or 8 adding its CTAs' shared column
