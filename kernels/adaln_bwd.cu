@@ -55,15 +55,12 @@ __device__ __forceinline__ void pdl_wait() {
 // LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
 // that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
 // column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
-// without a 64-bit division. At N = 4096 the row kernel issues ~500 instructions per warp-row
-// with 2-3 warps per scheduler: issue-bound (round 30, Nsight Compute).
-// COMB (default false; shared column sums as words, ROWS > 1): the CTA's row groups add their
-// column sums in shared memory (group order: fixed) and write ONE partial row per CTA, not one
-// per row group: fewer partial bytes written and read back by the finalize (half at D = 1536).
+// without a 64-bit division (round 30: 31% fewer instructions per row block at D = 1536; +3.5
+// to +7.7% at N = 65536, bf16 dy).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
           bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false, bool LEAN = false, bool COMB = false>
+          bool PDL = false, bool LEAN = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -321,35 +318,20 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   if (!ACCUM || MODE == MODE_TOKEN) return;
 
   // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
-  // CTA had no rows or in padding), so finalize never reads garbage. COMB: slot (group, chunk),
-  // chunk c of it written by row group c % ROWS from every group's sums. Thread-major layout: the
+  // CTA had no rows or in padding), so finalize never reads garbage. Thread-major layout: the
   // element (c, j) of thread t at (c*VEC + j)*RT + t of a row padded to NCH*VEC*RT, so a warp's
   // store is 128 consecutive bytes (column-major per thread, [d0 + j], wrote 4 of every 32 bytes:
   // 7 excess sectors per useful one, half of all sectors at N = 4096, Nsight Compute).
-  constexpr bool CB = COMB && SA && SV && ROWS > 1;
-  if constexpr (CB) __syncthreads();  // every row group's sums are complete
-  const i64 base = ((group * chunks + chunk) * (CB ? 1 : ROWS) + (CB ? 0 : g)) * (i64)P;
+  const i64 base = ((group * chunks + chunk) * ROWS + g) * (i64)P;
 #pragma unroll
   for (int c = 0; c < NCH; ++c) {
-    if (CB && c % ROWS != g) continue;
     const int d0 = (c * RT + t) * VEC;
     float ws[VEC], wh[VEC];  // SV: the CTA's sums read back as 16-byte words, no bank conflicts
     if constexpr (SA && SV) {
 #pragma unroll
       for (int j = 0; j < VEC; j += 4) {
-        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), h = a;
-#pragma unroll
-        for (int q = CB ? 0 : g; q < (CB ? ROWS : g + 1); ++q) {  // CB: every group, in order
-          const float* sq = sacc + (q - g) * 2 * P;  // row groups' sums are 2P apart
-          const float4 u = *reinterpret_cast<const float4*>(sq + slot(c, j));
-          const float4 v = *reinterpret_cast<const float4*>(sq + P + slot(c, j));
-          if (CB && q > 0) {
-            a.x += u.x, a.y += u.y, a.z += u.z, a.w += u.w;
-            h.x += v.x, h.y += v.y, h.z += v.z, h.w += v.w;
-          } else {
-            a = u, h = v;
-          }
-        }
+        const float4 a = *reinterpret_cast<const float4*>(sacc + slot(c, j));
+        const float4 h = *reinterpret_cast<const float4*>(sacc + P + slot(c, j));
         ws[j] = a.x, ws[j + 1] = a.y, ws[j + 2] = a.z, ws[j + 3] = a.w;
         wh[j] = h.x, wh[j + 1] = h.y, wh[j + 2] = h.z, wh[j + 3] = h.w;
       }

@@ -82,15 +82,18 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // (docs/perf-notes.md, round 28); both are within fp32 rounding of a float64 reference.
 // A pair is rows 2p, 2p + 1 of one sample (with N odd, a sample's last pair has one row), so
 // both rows share the modulation. One CTA per block of ROWS pairs (the host launches one per
-// block: B * ceil(N / 2) / ROWS CTAs); MINB as in adaln_fwd.
-template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, int MINB = 1>
+// block: B * ceil(N / 2) / ROWS CTAs); MINB as in adaln_fwd. LV as in adaln_fwd: 4 (16-bit x)
+// loads 8 bytes of x per chunk, so fp32 y is one 16-byte store per chunk and row (a warp's
+// store 512 consecutive bytes, whole sectors) and one load of scale and shift serves both rows.
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, int MINB = 1,
+          int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
              TY* __restrict__ y, float* __restrict__ mean_out, float* __restrict__ rstd_out,
              i64 rows, i64 N, float eps) {
   static_assert(MODE != MODE_TOKEN, "per-token modulation has nothing to share between rows");
-  constexpr int VEC = 16 / (int)sizeof(TX);
+  constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
   __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
@@ -206,12 +209,8 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
 // adaln_fwd. ILV: the CTA takes row blocks blockIdx.x, blockIdx.x + gridDim.x, ... instead of a
 // contiguous run, so the resident rows are one window sweeping the tensor (as a copy's are), not
 // gridDim.x streams at far-apart addresses.
-// LEAN: fewer instructions per row, the same arithmetic (same bits): a row's sample and token
-// are found once, when its loads are issued, and carried with the prefetched row (one 64-bit
-// division per row, not two), and rows of whole chunks (D % (VEC * RT) == 0) skip the column
-// tests (round 30).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0, bool ILV = false, bool LEAN = false>
+          int MINB = 1, int LV = 0, bool ILV = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -232,31 +231,27 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
   const i64 s_end = ILV ? steps : min(s_begin + per, steps);
   const i64 stride = ILV ? (i64)gridDim.x : 1;
 
-  constexpr bool FULL = LEAN && D % (VEC * RT) == 0;
-  // the row's loads, and its sample b and token n (LEAN: kept for the row's modulation)
-  auto fetch = [&](i64 row, Raw<TX, VEC> (&r)[NCH], i64& b, i64& n) {
+  auto fetch = [&](i64 row, Raw<TX, VEC> (&r)[NCH]) {
     const bool ok = row < rows;
-    b = ok ? row / N : 0;
-    n = ok ? row - b * N : 0;
-    const TX* xr = x + b * sxb + n * sxn;
+    const i64 b = ok ? row / N : 0;
+    const TX* xr = x + b * sxb + (ok ? row - b * N : 0) * sxn;
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
       const int d0 = (c * RT + t) * VEC;
-      if (ok && (FULL || d0 < D)) load_raw(xr, d0, r[c]);
+      if (ok && d0 < D) load_raw(xr, d0, r[c]);
       else zero_raw(r[c]);
     }
   };
   Raw<TX, VEC> cur[NCH], nxt[NCH];
-  i64 cb = 0, cn = 0, nb = 0, nn = 0;
-  if (s_begin < s_end) fetch(s_begin * ROWS + g, cur, cb, cn);
+  if (s_begin < s_end) fetch(s_begin * ROWS + g, cur);
   float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
   i64 kept = -1;  // the sample whose modulation ksc/ksh hold
 
   for (i64 s = s_begin; s < s_end; s += stride) {  // uniform bound: barriers are safe
     const i64 row = s * ROWS + g;
-    if (s + stride < s_end) fetch(row + stride * ROWS, nxt, nb, nn);
+    if (s + stride < s_end) fetch(row + stride * ROWS, nxt);
     const bool ok = row < rows;
-    const i64 b = LEAN ? cb : ok ? row / N : 0, n = LEAN ? cn : ok ? row - b * N : 0;
+    const i64 b = ok ? row / N : 0, n = ok ? row - b * N : 0;
 
     float v[NCH][VEC];
 #pragma unroll
@@ -275,7 +270,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
 #pragma unroll
         for (int c = 0; c < (KEEP ? NCH : 0); ++c) {
           const int d0 = (c * RT + t) * VEC;
-          if (FULL || d0 < D) {
+          if (d0 < D) {
             load_f32<true>(scale + moff, d0, D, ksc[c]);
             load_f32<true>(shift + moff, d0, D, ksh[c]);
           }
@@ -284,7 +279,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int d0 = (c * RT + t) * VEC;
-        if (!FULL && d0 >= D) continue;
+        if (d0 >= D) continue;
         float sc[VEC], sh[VEC], o[VEC];
         if (KEEP) {
 #pragma unroll
@@ -306,6 +301,5 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     }
 #pragma unroll
     for (int c = 0; c < NCH; ++c) cur[c] = nxt[c];
-    cb = nb, cn = nn;
   }
 }

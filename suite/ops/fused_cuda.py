@@ -249,7 +249,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
     # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
     chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
-    slots = cfg.bwd_part_slots(chunks, vector)
+    slots = chunks * cfg.bwd_rows
     if accum:
         part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
         part_s = torch.empty((groups, slots, part_w), dtype=torch.float32, device=dev)

@@ -12,10 +12,10 @@ from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
-FWD_PF_DEFAULTS = ["false", "1", "0", "false", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV, LEAN
+FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL
-BWD_DEFAULTS = ["1"] + ["false"] * 10
+# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN
+BWD_DEFAULTS = ["1"] + ["false"] * 9
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -129,12 +129,13 @@ class KernelConfig:
     # less per backward (median over 120 shapes, faster at 118), +3.5 to +7.7% at N = 4096
     bwd_pdl: bool = True
     # backward: fewer instructions per element, the same arithmetic (kernels/adaln_bwd.cu LEAN:
-    # no per-element column tests on rows of whole chunks, no division for a row's sample)
-    bwd_lean: bool = False
-    fwd_lean: bool = False  # the same for the prefetching forward (adaln_fwd_pf LEAN)
-    # fused backward: a CTA's row groups add their shared column sums into one partial row
-    # (kernels/adaln_bwd.cu COMB; where the sums are shared words and a CTA has > 1 row group)
-    bwd_comb: bool = False
+    # no per-element column tests on rows of whole chunks, no division for a row's sample).
+    # Round 30: bf16 dy, N = 65536, +3.5 / +7.7 / +5.0% at D = 1536 / 3072 / 5120 (90.0 / 90.4
+    # / 92.0% of the copy); +1 to +2% at N = 4096; bitwise the same gradients
+    bwd_lean: bool = True
+    # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
+    # fp32 y chunk is one whole 16-byte store)
+    fwd_pair_lv: int = 0
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
     fwd_many_rows: int | None = 16384
@@ -347,10 +348,10 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if self.fwd_pair(vector):
-            return f"adaln_fwd_r2<{head}{_trailing([nb], ['1'])}>"
+            plv = str(self.fwd_pair_lv if 0 < self.fwd_pair_lv < self.vec else 0)
+            return f"adaln_fwd_r2<{head}{_trailing([nb, plv], ['1', '0'])}>"
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
-            tail.append(str(self.fwd_lean).lower())
             return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
         tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
         return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
@@ -387,15 +388,6 @@ class KernelConfig:
         kind = self._r7_kind and self._bf16_x_fp32_mod
         return kind and wanted and self.bwd_prefetch and vector
 
-    def bwd_comb_on(self, vector: bool, accum: bool) -> bool:
-        """bwd_comb where it applies: shared column sums as words, more than one row group."""
-        on = self.bwd_comb and accum and self.mode != MODE_TOKEN and self.bwd_rows > 1
-        return on and self.bwd_sacc_on and self.bwd_svec_on(vector)
-
-    def bwd_part_slots(self, chunks: int, vector: bool) -> int:
-        """Partial rows per group of the fused backward over `chunks` CTAs (bwd_comb: one per CTA)."""
-        return chunks * (1 if self.bwd_comb_on(vector, True) else self.bwd_rows)
-
     @property
     def bwd_ctas(self) -> int:
         """CTAs per SM the backward is compiled for (__launch_bounds__ min blocks)."""
@@ -430,7 +422,7 @@ class KernelConfig:
         # not on the unaligned fallback: there it spills 4 bytes on sm_80 at D = 4100 (fp32 dy)
         tail.append(str(self.bwd_ilv and vector).lower())
         tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
-        tail += [str(self.bwd_lean).lower(), str(self.bwd_comb_on(vector, accum)).lower()]
+        tail.append(str(self.bwd_lean).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"

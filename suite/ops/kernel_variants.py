@@ -134,10 +134,15 @@ VARIANTS: dict[str, dict] = {
     # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
     # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
     "bwd-r22": {"bwd_pdl": False},
-    # round 30: the backward's instructions per element (kernels/adaln_bwd.cu LEAN)
-    "bwd-lean": {"bwd_lean": True},
-    "bwd-comb2": {"bwd_lean": True, "bwd_comb": True},
-    "fwd-lean": {"fwd_lean": True},
+    # round 30: the backward with fewer instructions per element, the same arithmetic
+    # (kernels/adaln_bwd.cu LEAN; the default since): the backward before it, what the default
+    # is measured against. Lost and removed (code at commit 66f18ae): a CTA's two row groups'
+    # column sums added into one partial row (D = 1536: +1% at N <= 16384, -1.6% at 65536), and
+    # the prefetching forward with one division per row carried with the prefetched row (-5 to
+    # -16% at D = 3072, N = 4096 and at D = 5120)
+    "bwd-r29": {"bwd_lean": False},
+    # round 31: the pair forward loading 4 elements of 16-bit x per chunk (adaln_fwd_r2 LV = 4)
+    "fwd-p2v4": {"fwd_pair_lv": 4},
     # round 24 (no change, removed; code at commit 8e0b9e5): finalize CTAs of 8 positions instead
     # of 32 (-0.08 us median over 120 backward shapes). Round 25 (lost, removed; code at commit
     # 8e0b9e5): the row kernel in thread block clusters of 4 or 8 adding its CTAs' shared column
