@@ -84,7 +84,8 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // both rows share the modulation. One CTA per block of ROWS pairs (the host launches one per
 // block: B * ceil(N / 2) / ROWS CTAs); MINB as in adaln_fwd. LV as in adaln_fwd: 4 (16-bit x)
 // loads 8 bytes of x per chunk, so fp32 y is one 16-byte store per chunk and row (a warp's
-// store 512 consecutive bytes, whole sectors) and one load of scale and shift serves both rows.
+// store 512 consecutive bytes, whole sectors: half the L1 store sectors of two 16-byte stores
+// 32 bytes apart per lane) and one load of scale and shift serves both rows (round 31).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, int MINB = 1,
           int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)

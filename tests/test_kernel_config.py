@@ -65,8 +65,8 @@ def test_dynamic_shared_memory_variant_at_d_5120():
     assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
     assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
     name = "5120, 320, 1, 0, true, true, 2, true, true, true, true"
-    # SV, RM, round 19's ILV, round 23's dependent finalize (PDL)
-    assert c.bwd(True, True).endswith(name + ", true, true, true, true>")
+    # SV, RM, round 19's ILV, round 23's dependent finalize (PDL), round 30's LEAN
+    assert c.bwd(True, True).endswith(name + ", true, true, true, true, true>")
     f32 = KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).variant("bwd-dyn5")
     assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
     tok = KernelConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN).variant("bwd-dyn5")
@@ -90,7 +90,9 @@ def test_three_ctas_per_sm_only_for_16_bit_rows_of_at_most_192_threads():
 
 
 def test_backward_names():
-    c = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    lean = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    c = lean.variant("bwd-r29")  # round 30's LEAN off: the names below end before it
+    assert lean.bwd(True, True) == c.bwd(True, True)[:-1] + ", true>"
     r7 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
     r6 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
     ilv = ", false, false, false, true>"  # SV, RM off, round 19's interleaved rows (ILV) on
@@ -145,10 +147,11 @@ def test_names_keep_non_default_ones_and_zeros():
     with fp32 modulation only."""
     for D, sv_rm in ((1536, ", false, true>"), (3072, ", false, true, true>")):
         c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE).variant("bwd-r18")
-        c = c.variant("bwd-r22")  # names without round 23's PDL
+        c = c.variant("bwd-r22").variant("bwd-r29")  # names without round 23's PDL, 30's LEAN
         assert c.bwd(True, True).endswith(sv_rm), c.bwd(True, True)
         assert not c.bwd_remat_on(False)  # no prefetch, no packed row: nothing to recompute
     wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE).variant("bwd-r22")
+    wide = wide.variant("bwd-r29")
     assert wide.bwd_svec_on(True) and wide.bwd_remat_on(True)
     old = wide.variant("bwd-r17")  # round 16's backward: neither
     assert not old.bwd_svec_on(True) and not old.bwd_remat_on(True)
@@ -179,7 +182,11 @@ def test_forward_by_row_count():
     for ty, D in (("bf16", 1536), ("bf16", 3072), ("float", 1536)):
         c = KernelConfig("bf16", "float", ty, D, MODE_SAMPLE)
         many = c.fwd_launch(True, 65536)
-        assert many.fwd(True).startswith("adaln_fwd_r2<") and many.fwd(True).endswith(", 5>")
+        # round 31: 8-byte loads of x (LV = 4) at D <= 1536, 16 bytes wider; fwd-r30 16 everywhere
+        tail = ", 5, 4>" if D <= 1536 else ", 5>"
+        assert many.fwd(True).startswith("adaln_fwd_r2<") and many.fwd(True).endswith(tail)
+        old = c.variant("fwd-r30").fwd_launch(True, 65536)
+        assert old.fwd(True).endswith(", 5>") and old.fwd_rt == many.fwd_rt
         assert many.fwd_elems == 16 and many.fwd_vec == 8 and many.fwd_pair(True)
         assert c.fwd_launch(True, 16384) == many and c.fwd_launch(True, 16383) == c
         assert c.fwd_launch(False, 10**6) == c  # no pair kernel without alignment

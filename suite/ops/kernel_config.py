@@ -134,8 +134,10 @@ class KernelConfig:
     # / 92.0% of the copy); +1 to +2% at N = 4096; bitwise the same gradients
     bwd_lean: bool = True
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
-    # fp32 y chunk is one whole 16-byte store)
-    fwd_pair_lv: int = 0
+    # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
+    # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
+    # 91.7% of the copy; at D = 3072 within -1 to +0.1%), else 16 bytes
+    fwd_pair_lv: int | None = None
     # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
     # there is one. None: never
     fwd_many_rows: int | None = 16384
@@ -348,7 +350,7 @@ class KernelConfig:
         capped = self.fwd_cap and self.fwd_threads <= 320
         nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
         if self.fwd_pair(vector):
-            plv = str(self.fwd_pair_lv if 0 < self.fwd_pair_lv < self.vec else 0)
+            plv = str(self.fwd_pair_vec)
             return f"adaln_fwd_r2<{head}{_trailing([nb, plv], ['1', '0'])}>"
         if vector and self.fwd_prefetch:
             tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
@@ -362,6 +364,13 @@ class KernelConfig:
             return self.fwd_rpt
         fp32 = self.tx == self.tm == self.ty == "float"
         return 2 if fp32 and self.mode == MODE_SAMPLE and 1024 < self.D <= 1536 else 1
+
+    @property
+    def fwd_pair_vec(self) -> int:  # see fwd_pair_lv: adaln_fwd_r2's LV (0: 16-byte loads)
+        lv = self.fwd_pair_lv
+        if lv is None:
+            lv = 4 if self.vec == 8 and self.D <= 1536 else 0
+        return lv if 0 < lv < self.vec else 0
 
     def fwd_pair(self, vector: bool) -> bool:  # see fwd_rpt
         return vector and self.fwd_rows_per_thread == 2 and self.mode != MODE_TOKEN

@@ -141,8 +141,10 @@ VARIANTS: dict[str, dict] = {
     # the prefetching forward with one division per row carried with the prefetched row (-5 to
     # -16% at D = 3072, N = 4096 and at D = 5120)
     "bwd-r29": {"bwd_lean": False},
-    # round 31: the pair forward loading 4 elements of 16-bit x per chunk (adaln_fwd_r2 LV = 4)
-    "fwd-p2v4": {"fwd_pair_lv": 4},
+    # round 31: the pair forward loading 4 elements of 16-bit x per chunk at D <= 1536
+    # (adaln_fwd_r2 LV = 4, whole-sector fp32 stores; the default since): 16-byte loads, as
+    # before it, what the default is measured against
+    "fwd-r30": {"fwd_pair_lv": 0},
     # round 24 (no change, removed; code at commit 8e0b9e5): finalize CTAs of 8 positions instead
     # of 32 (-0.08 us median over 120 backward shapes). Round 25 (lost, removed; code at commit
     # 8e0b9e5): the row kernel in thread block clusters of 4 or 8 adding its CTAs' shared column
