@@ -52,6 +52,8 @@ __device__ __forceinline__ void pdl_wait() {
 // PDL (default false; ACCUM only): the finalize is launched as a programmatic dependent (sm_90);
 // this kernel lets it launch once every CTA has left its row loop, so the finalize's launch and
 // ramp overlap our tail (round 23: 1.7 us per backward, median over 120 shapes).
+// EARLY (default false; with PF): the CTA's first row is fetched before the multiplier is
+// loaded and stored to shared memory, so its DRAM latency is not paid after the multiplier's.
 // LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
 // that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
 // column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
@@ -60,7 +62,7 @@ __device__ __forceinline__ void pdl_wait() {
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
           bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false, bool LEAN = false>
+          bool PDL = false, bool LEAN = false, bool EARLY = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -90,6 +92,33 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     if constexpr (LEAN && MODE != MODE_AFFINE) return group;
     return row / N;
   };
+  static_assert(!PF || VECTOR, "prefetch needs the 16-byte layout");
+  static_assert(!RM || PF, "rematerialising needs the packed row");
+  // One row's loads: x and dy packed (raw 16-byte words), mean and rstd.
+  struct RowIn {
+    Raw<TX, VEC> x[NCH];
+    Raw<TY, VEC> dy[NCH];
+    float mu, rs;
+  };
+  auto fetch = [&](i64 row, RowIn& in) {
+    const bool ok = row < r_end;
+    const i64 b = ok ? sample_of(row) : 0, n = ok ? row - b * N : 0;
+    in.mu = ok ? mean[row] : 0.f;
+    in.rs = ok ? rstd[row] : 0.f;
+#pragma unroll
+    for (int c = 0; c < NCH; ++c) {
+      const int d0 = (c * RT + t) * VEC;
+      if (ok && (FULL || d0 < D)) {
+        load_raw(x + b * sxb + n * sxn, d0, in.x[c]);
+        load_raw(dy + row * D, d0, in.dy[c]);
+      } else {
+        zero_raw(in.x[c]);
+        zero_raw(in.dy[c]);
+      }
+    }
+  };
+  RowIn cur, nxt;  // EARLY: the first row's loads go out before the multiplier's
+  if (PF && EARLY) fetch(r_begin + g, cur);  // no branch: rows past r_end load nothing
 
   // The multiplier m is the same for every row of the CTA unless modulation is per token.
   float m[NCH][VEC];
@@ -190,33 +219,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
   };
 
-  static_assert(!PF || VECTOR, "prefetch needs the 16-byte layout");
-  static_assert(!RM || PF, "rematerialising needs the packed row");
-  // One row's loads: x and dy packed (raw 16-byte words), mean and rstd.
-  struct RowIn {
-    Raw<TX, VEC> x[NCH];
-    Raw<TY, VEC> dy[NCH];
-    float mu, rs;
-  };
-  auto fetch = [&](i64 row, RowIn& in) {
-    const bool ok = row < r_end;
-    const i64 b = ok ? sample_of(row) : 0, n = ok ? row - b * N : 0;
-    in.mu = ok ? mean[row] : 0.f;
-    in.rs = ok ? rstd[row] : 0.f;
-#pragma unroll
-    for (int c = 0; c < NCH; ++c) {
-      const int d0 = (c * RT + t) * VEC;
-      if (ok && (FULL || d0 < D)) {
-        load_raw(x + b * sxb + n * sxn, d0, in.x[c]);
-        load_raw(dy + row * D, d0, in.dy[c]);
-      } else {
-        zero_raw(in.x[c]);
-        zero_raw(in.dy[c]);
-      }
-    }
-  };
-  RowIn cur, nxt;
-  if (PF && r_begin < r_end) fetch(r_begin + g, cur);
+  if (PF && !EARLY && r_begin < r_end) fetch(r_begin + g, cur);
 
   for (i64 row0 = r_begin; row0 < r_end; row0 += step) {  // uniform bound: barriers are safe
     const i64 row = row0 + g;

@@ -14,8 +14,8 @@ MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN
-BWD_DEFAULTS = ["1"] + ["false"] * 9
+# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY
+BWD_DEFAULTS = ["1"] + ["false"] * 10
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -133,6 +133,9 @@ class KernelConfig:
     # Round 30: bf16 dy, N = 65536, +3.5 / +7.7 / +5.0% at D = 1536 / 3072 / 5120 (90.0 / 90.4
     # / 92.0% of the copy); +1 to +2% at N = 4096; bitwise the same gradients
     bwd_lean: bool = True
+    # backward (with prefetch): the first row's loads issued before the multiplier's
+    # (kernels/adaln_bwd.cu EARLY)
+    bwd_early: bool = False
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
     # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
     # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
@@ -431,7 +434,7 @@ class KernelConfig:
         # not on the unaligned fallback: there it spills 4 bytes on sm_80 at D = 4100 (fp32 dy)
         tail.append(str(self.bwd_ilv and vector).lower())
         tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
-        tail.append(str(self.bwd_lean).lower())
+        tail += [str(self.bwd_lean).lower(), str(self.bwd_early and self.bwd_prefetch).lower()]
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
