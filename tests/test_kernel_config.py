@@ -65,8 +65,8 @@ def test_dynamic_shared_memory_variant_at_d_5120():
     assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
     assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
     name = "5120, 320, 1, 0, true, true, 2, true, true, true, true"
-    # SV, RM, round 19's ILV, round 23's dependent finalize (PDL), round 30's LEAN
-    assert c.bwd(True, True).endswith(name + ", true, true, true, true, true>")
+    # SV, RM, round 19's ILV, round 23's dependent finalize (PDL), round 30's LEAN, 32's EARLY
+    assert c.bwd(True, True).endswith(name + ", true, true, true, true, true, true>")
     f32 = KernelConfig("bf16", "float", "float", 5120, MODE_SAMPLE).variant("bwd-dyn5")
     assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
     tok = KernelConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN).variant("bwd-dyn5")
@@ -91,8 +91,8 @@ def test_three_ctas_per_sm_only_for_16_bit_rows_of_at_most_192_threads():
 
 def test_backward_names():
     lean = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    c = lean.variant("bwd-r29")  # round 30's LEAN off: the names below end before it
-    assert lean.bwd(True, True) == c.bwd(True, True)[:-1] + ", true>"
+    c = lean.variant("bwd-r29").variant("bwd-r31")  # rounds 30 and 32 off: names end before
+    assert lean.bwd(True, True) == c.bwd(True, True)[:-1] + ", true, true>"  # LEAN, EARLY
     r7 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
     r6 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
     ilv = ", false, false, false, true>"  # SV, RM off, round 19's interleaved rows (ILV) on
@@ -147,11 +147,11 @@ def test_names_keep_non_default_ones_and_zeros():
     with fp32 modulation only."""
     for D, sv_rm in ((1536, ", false, true>"), (3072, ", false, true, true>")):
         c = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE).variant("bwd-r18")
-        c = c.variant("bwd-r22").variant("bwd-r29")  # names without round 23's PDL, 30's LEAN
+        c = c.variant("bwd-r22").variant("bwd-r29").variant("bwd-r31")  # no PDL, LEAN, EARLY
         assert c.bwd(True, True).endswith(sv_rm), c.bwd(True, True)
         assert not c.bwd_remat_on(False)  # no prefetch, no packed row: nothing to recompute
     wide = KernelConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE).variant("bwd-r22")
-    wide = wide.variant("bwd-r29")
+    wide = wide.variant("bwd-r29").variant("bwd-r31")
     assert wide.bwd_svec_on(True) and wide.bwd_remat_on(True)
     old = wide.variant("bwd-r17")  # round 16's backward: neither
     assert not old.bwd_svec_on(True) and not old.bwd_remat_on(True)

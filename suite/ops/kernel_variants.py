@@ -141,8 +141,10 @@ VARIANTS: dict[str, dict] = {
     # the prefetching forward with one division per row carried with the prefetched row (-5 to
     # -16% at D = 3072, N = 4096 and at D = 5120)
     "bwd-r29": {"bwd_lean": False},
-    # round 32: the backward's first row fetched before its multiplier (kernels/adaln_bwd.cu EARLY)
-    "bwd-early": {"bwd_early": True},
+    # round 32: the backward's first row fetched before its multiplier (kernels/adaln_bwd.cu
+    # EARLY; the default since): the multiplier first, as before, what the default is measured
+    # against
+    "bwd-r31": {"bwd_early": False},
     # round 31: the pair forward loading 4 elements of 16-bit x per chunk at D <= 1536
     # (adaln_fwd_r2 LV = 4, whole-sector fp32 stores; the default since): 16-byte loads, as
     # before it, what the default is measured against
