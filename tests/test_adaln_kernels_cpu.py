@@ -331,7 +331,9 @@ def test_dependent_finalize_only_on_the_fused_row_kernel():
     argument); the D-tile dx pass, per-token modulation and variant bwd-r22 keep plain launches."""
     from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN, KernelConfig
 
-    base = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    now = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    assert now.bwd(True, True).endswith(", true, true, true>")  # PDL, then LEAN, EARLY
+    base = now.variant("bwd-r29").variant("bwd-r31")  # without rounds 30 and 32: PDL is last
     assert base.bwd(True, True).endswith(", true>") and base.bwd(False, True).endswith(", true>")
     assert base.bwd(True, False) == base.variant("bwd-r22").bwd(True, False)  # D-tile dx pass
     old = base.variant("bwd-r22")
