@@ -263,3 +263,16 @@ __device__ __forceinline__ void unpack_again(const Raw<T, N>& r, float (&f)[N]) 
     f[j] = __uint_as_float(o);
   }
 }
+
+// Programmatic dependent launch (sm_90+; no-ops when the launch is not one): the primary lets its
+// dependent launch; the dependent waits for the primary's completion and memory.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}

@@ -45,7 +45,12 @@ def base_sources(rev: str, files: list[str]) -> dict[str, str]:
             text=True,
         ).stdout
 
-    return {f: show(f) for f in files}
+    def exists(f):  # files added since rev (their code was inside another file there)
+        return not subprocess.run(
+            ["git", "cat-file", "-e", f"{rev}:kernels/{f}"], cwd=ROOT, capture_output=True
+        ).returncode
+
+    return {f: show(f) for f in files if exists(f)}
 
 
 def main(argv=None) -> int:

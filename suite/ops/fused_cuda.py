@@ -28,7 +28,7 @@ from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's publ
 
 MAX_D = 8192  # past this the row no longer fits in registers without spills
 CTYPE = {torch.float32: "float", torch.bfloat16: "bf16", torch.float16: "f16"}
-SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu"]
+SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu", "adaln_bwd_reduce.cu"]
 
 
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
