@@ -276,3 +276,24 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+
+// Flags between CTAs of different kernels (the backward's FLAGS): a release store after the
+// data it publishes, an acquire load before the data it guards.
+__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
+#if __CUDA_ARCH__ >= 700
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#else
+  __threadfence();
+  *(volatile unsigned*)p = v;
+#endif
+}
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+  unsigned v;
+#if __CUDA_ARCH__ >= 700
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+#else
+  v = *(const volatile unsigned*)p;
+  __threadfence();
+#endif
+  return v;
+}

@@ -257,6 +257,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
+    flags = _flags(idx, 2 + groups * chunks) if cfg.bwd_flags_on(accum) else None
     launch(
         func,
         (chunks, groups, 1),
@@ -279,6 +280,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
+            ptr(flags),
         ],
         smem=smem,
     )
@@ -310,8 +312,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
+    fin_flags = flags is not None  # the fused backward only (accum)
     launch(
-        _fn(cfg, "adaln_bwd_finalize", idx),
+        _fn(cfg, cfg.finalize if fin_flags else "adaln_bwd_finalize", idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,
@@ -327,11 +330,31 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             i32(D),
             i32(part_rt),
             i32(part_vec),
+            *([ptr(flags), i32(cfg.bwd_rows)] if fin_flags else []),
         ],
         # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
     )
     return dx, dsc, dsh
+
+
+_FLAGS: dict = {}  # (device, stream) -> uint32 flags of the backward's FLAGS variant
+
+
+def _flags(index: int, need: int) -> torch.Tensor:
+    """The flags the fused backward's CTAs and its finalize share (kernels/adaln_bwd.cu FLAGS):
+    [0] an epoch the finalize moves on after each call, one flag per row-kernel CTA, a done
+    counter. One buffer per stream (calls on a stream are ordered; two streams must not share
+    one), zeroed once and left consistent by every call; a larger need gets a new zeroed buffer."""
+    from suite.cuda.launch import current_stream_handle, memset32
+
+    key = (index, current_stream_handle(index))
+    buf = _FLAGS.get(key)
+    if buf is None or buf.numel() < need:
+        buf = torch.empty(max(need, 1024), dtype=torch.int32, device=f"cuda:{index}")
+        memset32(buf, 0, index)
+        _FLAGS[key] = buf
+    return buf
 
 
 @functools.cache

@@ -147,6 +147,9 @@ VARIANTS: dict[str, dict] = {
     # EARLY; the default since): the multiplier first, as before, what the default is measured
     # against
     "bwd-r31": {"bwd_early": False},
+    # round 33 (built, not yet measured): the finalize adds each row-kernel CTA's partial rows
+    # once that CTA flags them (kernels/adaln_bwd.cu FLAGS)
+    "bwd-flags": {"bwd_flags": True},
     # round 31: the pair forward loading 4 elements of 16-bit x per chunk at D <= 1536
     # (adaln_fwd_r2 LV = 4, whole-sector fp32 stores; the default since): 16-byte loads, as
     # before it, what the default is measured against
