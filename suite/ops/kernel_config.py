@@ -285,8 +285,8 @@ class KernelConfig:
     def fwd_vec(self) -> int:  # elements of x per vector load in the forward
         if self.fwd_lv is not None:
             return min(self.fwd_lv or self.vec, self.vec)
-        if self.fwd_rows_per_thread == 2:  # adaln_fwd_r2 loads 16 bytes
-            return self.vec
+        if self.fwd_rows_per_thread == 2:  # adaln_fwd_r2: threads as for 16-byte loads (its
+            return self.vec  # own load width is fwd_pair_vec)
         rt = _threads_per_row(self.D, self.vec, self.fwd_elems)
         one_row = 256 // rt <= 1
         return 4 if rt >= 32 and (self.ty != "float" or one_row) else self.vec
