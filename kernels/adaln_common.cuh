@@ -277,23 +277,14 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
-// Flags between CTAs of different kernels (the backward's FLAGS): a release store after the
-// data it publishes, an acquire load before the data it guards.
-__device__ __forceinline__ void st_release(unsigned* p, unsigned v) {
-#if __CUDA_ARCH__ >= 700
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-#else
-  __threadfence();
-  *(volatile unsigned*)p = v;
-#endif
-}
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+// A count another kernel's CTAs add to while this one polls it (the backward's READY): a
+// relaxed load at GPU scope, never served from L1; the poller's fence after it acquires.
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
   unsigned v;
 #if __CUDA_ARCH__ >= 700
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 #else
   v = *(const volatile unsigned*)p;
-  __threadfence();
 #endif
   return v;
 }

@@ -381,7 +381,7 @@ def test_variant_matches_default(name):
     exact["fwd-r26"] = (0, 1, 2)  # the bf16-y kernels are the default's
     exact["bwd-r29"] = (0, 1, 2)  # the same arithmetic, more instructions
     exact["bwd-r31"] = (0, 1, 2)  # the same arithmetic, the first row's loads later
-    exact["bwd-flags"] = (0, 1, 2)  # the same sums in the same order, read as CTAs finish
+    exact["bwd-ready"] = (0, 1, 2)  # the same sums in the same order, read once counted
     exact = exact.get(name, ())
     for i, (a, b) in enumerate(zip(out["default"], out[name])):
         if i in exact:
@@ -418,13 +418,13 @@ def test_pair_forward(dtype, out, D, B, N):
 
 
 @pytest.mark.skipif(
-    "bwd-flags" not in VARIANTS, reason="bwd-flags not in $ADAPTIVELOAD_TEST_VARIANTS"
+    "bwd-ready" not in VARIANTS, reason="bwd-ready not in $ADAPTIVELOAD_TEST_VARIANTS"
 )  # a variant not yet run on a GPU stays out of runs that did not ask for it
-def test_flags_backward_repeats_and_replays_in_a_cuda_graph():
-    """Round 33's bwd-flags: the finalize reads each row-kernel CTA's partial rows once that CTA's
-    flag carries this call's epoch, which lives in device memory and moves on after every call.
-    So repeated calls, and replays of a captured CUDA graph (which repeat the launch arguments),
-    give the default's gradients bit for bit every time."""
+def test_ready_backward_repeats_and_replays_in_a_cuda_graph():
+    """Round 33b's bwd-ready: the finalize reads the partial rows once its group's count says
+    every row-kernel CTA is done, and its last CTA zeroes the counts again. So repeated calls,
+    and replays of a captured CUDA graph (which repeat the launch arguments), give the
+    default's gradients bit for bit every time."""
     B, N, D = 2, 4099, 1536
     x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
@@ -435,7 +435,7 @@ def test_flags_backward_repeats_and_replays_in_a_cuda_graph():
         y = adaln(x, e[:, 1:2], e[:, 0:1])
         return torch.autograd.grad(y, (x, e), dy)
 
-    prev = fused_cuda.set_variant("bwd-flags")
+    prev = fused_cuda.set_variant("bwd-ready")
     try:
         for _ in range(3):
             gx, ge = step()

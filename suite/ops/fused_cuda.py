@@ -257,7 +257,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
-    flags = _flags(idx, 2 + groups * chunks) if cfg.bwd_flags_on(accum) else None
+    ready = _ready_counts(idx, groups + 1) if cfg.bwd_ready_on(accum) else None
     launch(
         func,
         (chunks, groups, 1),
@@ -280,7 +280,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
-            ptr(flags),
+            ptr(ready),
         ],
         smem=smem,
     )
@@ -312,9 +312,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    fin_flags = flags is not None  # the fused backward only (accum)
+    fin_ready = ready is not None  # the fused backward only (accum)
     launch(
-        _fn(cfg, cfg.finalize if fin_flags else "adaln_bwd_finalize", idx),
+        _fn(cfg, cfg.finalize if fin_ready else "adaln_bwd_finalize", idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,
@@ -330,7 +330,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             i32(D),
             i32(part_rt),
             i32(part_vec),
-            *([ptr(flags), i32(cfg.bwd_rows)] if fin_flags else []),
+            *([ptr(ready), i32(chunks)] if fin_ready else []),
         ],
         # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
@@ -338,22 +338,22 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     return dx, dsc, dsh
 
 
-_FLAGS: dict = {}  # (device, stream) -> uint32 flags of the backward's FLAGS variant
+_READY: dict = {}  # (device, stream) -> uint32 counts of the backward's READY variant
 
 
-def _flags(index: int, need: int) -> torch.Tensor:
-    """The flags the fused backward's CTAs and its finalize share (kernels/adaln_bwd.cu FLAGS):
-    [0] an epoch the finalize moves on after each call, one flag per row-kernel CTA, a done
-    counter. One buffer per stream (calls on a stream are ordered; two streams must not share
-    one), zeroed once and left consistent by every call; a larger need gets a new zeroed buffer."""
+def _ready_counts(index: int, need: int) -> torch.Tensor:
+    """The counts the fused backward's CTAs and its finalize share (kernels/adaln_bwd.cu READY):
+    one per group (row-kernel CTAs done), then the finalize's done count. One buffer per stream
+    (calls on a stream are ordered; two streams must not share one), zeroed once; every call's
+    finalize zeroes it again; a larger need gets a new zeroed buffer."""
     from suite.cuda.launch import current_stream_handle, memset32
 
     key = (index, current_stream_handle(index))
-    buf = _FLAGS.get(key)
+    buf = _READY.get(key)
     if buf is None or buf.numel() < need:
         buf = torch.empty(max(need, 1024), dtype=torch.int32, device=f"cuda:{index}")
         memset32(buf, 0, index)
-        _FLAGS[key] = buf
+        _READY[key] = buf
     return buf
 
 
