@@ -43,17 +43,6 @@
 // EARLY (default false; with PF): the CTA's first row is fetched before the multiplier is
 // loaded and stored to shared memory, so its DRAM latency is not paid after the multiplier's
 // (round 32: -0.4 to -0.6 us per backward at N = 4096).
-// READY (default false; ACCUM, not per token): the finalize adds the partial rows once every
-// CTA of the group has counted itself done, without waiting for the grid to complete and
-// flush. ready (a per-stream buffer of the host's, zeroed once): [group] counts the group's
-// CTAs whose partial rows are visible (every thread fences its stores, a barrier, then one
-// atomic add). With PDL the CTA lets the finalize launch at its start: one thread of each
-// finalize CTA (adaln_bwd_finalize_r) polls its group's count while the others wait at a
-// barrier, which cannot deadlock, because a dependent launches only once every CTA of this grid
-// is running. The finalize's last CTA zeroes the counts for the next call (also under CUDA-graph
-// replay). Same arithmetic, same order: bitwise the default's gradients. (Round 33's per-CTA
-// flags, polled by every finalize warp, lost 10-35% at N = 4096; likely cause: ~1,500 warps
-// polling a few L2 lines.)
 // LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
 // that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
 // column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
@@ -62,7 +51,7 @@
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
           bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false, bool LEAN = false, bool EARLY = false, bool READY = false>
+          bool PDL = false, bool LEAN = false, bool EARLY = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -70,7 +59,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
           TX* __restrict__ dx,                                       // contiguous [rows, D]
           TM* __restrict__ dscale_tok, TM* __restrict__ dshift_tok,  // MODE_TOKEN: [rows, D]
           float* __restrict__ part_scale, float* __restrict__ part_shift,  // [groups, chunks, D]
-          i64 rows_per_group, i64 N, unsigned* __restrict__ ready) {  // READY only
+          i64 rows_per_group, i64 N) {
   constexpr int VEC = 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
   __shared__ float red[ROWS][Red<RT>::SLOTS];
@@ -86,8 +75,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   const i64 r_begin = g0 + min((i64)chunk * (ILV ? ROWS : per), rows_per_group);
   const i64 r_end = g0 + (ILV ? rows_per_group : min((i64)(chunk + 1) * per, rows_per_group));
   const i64 step = ILV ? (i64)chunks * ROWS : ROWS;
-  constexpr bool RD = READY && ACCUM && MODE != MODE_TOKEN;
-  if constexpr (RD && PDL) pdl_launch_dependents();  // every CTA of ours is running
   // LEAN: every element of a padded row is a column (no tests), and a row's sample is its group
   constexpr bool FULL = LEAN && D % (VEC * RT) == 0;
   auto sample_of = [&](i64 row) -> i64 {
@@ -319,7 +306,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
     if (RM) cur = nxt;
   }
-  if constexpr (PDL && !RD) pdl_launch_dependents();
+  if constexpr (PDL) pdl_launch_dependents();
   if (!ACCUM || MODE == MODE_TOKEN) return;
 
   // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
@@ -353,10 +340,5 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         part_shift[base + k] = !in ? 0.f : SA ? sacc[P + k] : acc_h[c][j];
       }
     }
-  }
-  if constexpr (RD) {  // this CTA's partial rows are visible: count it (fence, then the add)
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) atomicAdd(ready + group, 1u);
   }
 }

@@ -54,33 +54,15 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 // A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
 // the slots k = lane, lane + 32, ... (a serial loop over hundreds of slots would be
 // latency-bound), and lane 0 adds the 32 lane sums in order.
-// READY (adaln_bwd_finalize_r): no wait for the whole row kernel; thread 0 polls the group's
-// count (as in adaln_bwd READY) until all `ctas` row-kernel CTAs of the group are counted, then
-// the CTA loads through L2 (.cg: the partial rows were written while this kernel ran). The last
-// finalize CTA to finish zeroes the counts and the done count after them for the next call.
-// COLS: positions per CTA (32 * COLS threads; a warp reads 32 / COLS slots of 4 * COLS bytes);
-// the same additions in the same order for every COLS. READY uses 8: a 256-thread CTA (~8K
-// registers) fits beside the row kernel's CTAs, so it is resident before they finish.
-template <bool READY, int COLS = 32>
-__device__ __forceinline__ void finalize(const float* __restrict__ part_scale,
-                                         const float* __restrict__ part_shift,
-                                         float* __restrict__ dscale, float* __restrict__ dshift,
-                                         i64 out_stride, float* __restrict__ table, int zero_rows,
-                                         int slots, int D, int rt, int vec,
-                                         unsigned* __restrict__ ready, unsigned ctas) {
-  __shared__ float ss[32][COLS + 1], sh[32][COLS + 1];  // +1: no bank conflicts on the columns
-  if constexpr (READY) {  // one poller: the others wait at the barrier without issuing
-    if (threadIdx.x == 0) {
-      while (ld_relaxed(ready + blockIdx.y) < ctas) __nanosleep(128);
-      __threadfence();  // after the relaxed load that saw every CTA: acquires their rows
-    }
-    __syncthreads();
-  } else {
-    pdl_wait();  // launched as a programmatic dependent (PDL): the row kernel's partial rows
-  }
-  const int tx = threadIdx.x % COLS, ty = threadIdx.x / COLS;
+extern "C" __global__ void __launch_bounds__(1024)
+adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
+                   float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
+                   float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec) {
+  __shared__ float ss[32][33], sh[32][33];  // +1 column: no bank conflicts on the column reads
+  pdl_wait();  // launched as a programmatic dependent (PDL): the row kernel's partial rows
+  const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
   const int P = (D + vec * rt - 1) / (vec * rt) * (vec * rt);
-  const int s = blockIdx.x * COLS + tx;
+  const int s = blockIdx.x * 32 + tx;
   const int c = s / (vec * rt), j = s / rt % vec, t = s % rt;
   const int d = (c * rt + t) * vec + j;
   const bool in = s < P && d < D;
@@ -91,8 +73,8 @@ __device__ __forceinline__ void finalize(const float* __restrict__ part_scale,
     const float* ph = part_shift + group * slots * (i64)P + s;
 #pragma unroll 4
     for (int k = ty; k < slots; k += 32) {
-      a += READY ? __ldcg(ps + (i64)k * P) : ps[(i64)k * P];
-      b += READY ? __ldcg(ph + (i64)k * P) : ph[(i64)k * P];
+      a += ps[(i64)k * P];
+      b += ph[(i64)k * P];
     }
   }
   ss[ty][tx] = a;
@@ -108,29 +90,4 @@ __device__ __forceinline__ void finalize(const float* __restrict__ part_scale,
     for (int r = 0; zero_rows >> r; ++r)
       if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
   }
-  if constexpr (READY) {  // the last CTA to get here zeroes the counts for the next call
-    if (threadIdx.x == 0) {
-      unsigned* done = ready + gridDim.y;
-      if (atomicAdd(done, 1u) == gridDim.x * gridDim.y - 1)  // every CTA is past its poll
-        for (unsigned k = 0; k <= gridDim.y; ++k) ready[k] = 0u;
-    }
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(1024)
-adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
-                   float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
-                   float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec) {
-  finalize<false>(part_scale, part_shift, dscale, dshift, out_stride, table, zero_rows, slots, D,
-                  rt, vec, nullptr, 0);
-}
-
-template <int COLS>
-__global__ void __launch_bounds__(32 * COLS)
-adaln_bwd_finalize_r(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
-                     float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
-                     float* __restrict__ table, int zero_rows, int slots, int D, int rt, int vec,
-                     unsigned* __restrict__ ready, unsigned ctas) {
-  finalize<true, COLS>(part_scale, part_shift, dscale, dshift, out_stride, table, zero_rows,
-                       slots, D, rt, vec, ready, ctas);
 }

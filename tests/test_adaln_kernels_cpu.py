@@ -342,23 +342,6 @@ def test_dependent_finalize_only_on_the_fused_row_kernel():
     assert tok.names() == tok.variant("bwd-r22").names()
 
 
-def test_polling_finalize_only_on_the_fused_row_kernel_of_bwd_ready():
-    """Round 33b's bwd-ready: the fused row kernel counts its CTAs (the last template argument)
-    and its finalize is adaln_bwd_finalize_r; the D-tile dx pass, per-token modulation and every
-    other configuration keep the plain finalize."""
-    from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN, KernelConfig
-
-    base = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    assert base.finalize == "adaln_bwd_finalize" and "adaln_bwd_finalize_r" not in base.names()
-    f = base.variant("bwd-ready")
-    assert f.finalize == "adaln_bwd_finalize_r<32>" and f.finalize in f.names()
-    assert base.variant("bwd-ready8").finalize == "adaln_bwd_finalize_r<8>"
-    assert f.bwd(True, True) == base.bwd(True, True)[:-1] + ", true>"
-    assert f.bwd(True, False) == base.bwd(True, False)  # the D-tile's dx pass: no count
-    tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
-    assert tok.variant("bwd-ready").names() == tok.names()
-
-
 def test_dependent_launch_config(monkeypatch):
     """Round 23's finalize launch: cuLaunchKernelEx with programmatic stream serialization on the
     current stream, the grid and block given, the typed arguments passed through; one config per

@@ -257,7 +257,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
-    ready = _ready_counts(idx, groups + 1) if cfg.bwd_ready_on(accum) else None
     launch(
         func,
         (chunks, groups, 1),
@@ -280,7 +279,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
-            ptr(ready),
         ],
         smem=smem,
     )
@@ -312,12 +310,10 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    fin_ready = ready is not None  # the fused backward only (accum)
-    cols = cfg.bwd_ready_cols if fin_ready else 32  # positions per finalize CTA
     launch(
-        _fn(cfg, cfg.finalize if fin_ready else "adaln_bwd_finalize", idx),
-        (-(-part_w // cols), groups, 1),
-        32 * cols,
+        _fn(cfg, "adaln_bwd_finalize", idx),
+        (-(-part_w // 32), groups, 1),
+        1024,
         idx,
         [
             ptr(part_s),
@@ -331,31 +327,11 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             i32(D),
             i32(part_rt),
             i32(part_vec),
-            *([ptr(ready), i32(chunks)] if fin_ready else []),
         ],
         # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
     )
     return dx, dsc, dsh
-
-
-_READY: dict = {}  # (device, stream) -> uint32 counts of the backward's READY variant
-
-
-def _ready_counts(index: int, need: int) -> torch.Tensor:
-    """The counts the fused backward's CTAs and its finalize share (kernels/adaln_bwd.cu READY):
-    one per group (row-kernel CTAs done), then the finalize's done count. One buffer per stream
-    (calls on a stream are ordered; two streams must not share one), zeroed once; every call's
-    finalize zeroes it again; a larger need gets a new zeroed buffer."""
-    from suite.cuda.launch import current_stream_handle, memset32
-
-    key = (index, current_stream_handle(index))
-    buf = _READY.get(key)
-    if buf is None or buf.numel() < need:
-        buf = torch.empty(max(need, 1024), dtype=torch.int32, device=f"cuda:{index}")
-        memset32(buf, 0, index)
-        _READY[key] = buf
-    return buf
 
 
 @functools.cache

@@ -14,8 +14,8 @@ MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY, READY
-BWD_DEFAULTS = ["1"] + ["false"] * 11
+# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY
+BWD_DEFAULTS = ["1"] + ["false"] * 10
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -137,13 +137,6 @@ class KernelConfig:
     # (kernels/adaln_bwd.cu EARLY). Round 32: -0.4 to -0.6 us per backward at N = 4096, +0.5 to
     # +1.1 points of the copy for bf16 dy at B = 1; bitwise the same gradients
     bwd_early: bool = True
-    # fused backward: the finalize adds the partial rows once its group's row CTAs have counted
-    # themselves done, not after the whole row grid (kernels/adaln_bwd.cu READY,
-    # adaln_bwd_finalize_r)
-    bwd_ready: bool = False
-    # positions per finalize CTA with bwd_ready (32 * cols threads; 32: the plain finalize's
-    # 1024-thread CTA, 8: 256 threads, small enough to be resident beside the row CTAs)
-    bwd_ready_cols: int = 32
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
     # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
     # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
@@ -443,22 +436,11 @@ class KernelConfig:
         tail.append(str(self.bwd_ilv and vector).lower())
         tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
         tail += [str(self.bwd_lean).lower(), str(self.bwd_early and self.bwd_prefetch).lower()]
-        tail.append(str(self.bwd_ready_on(accum)).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
-
-    def bwd_ready_on(self, accum: bool) -> bool:  # see bwd_ready: the fused row kernel only
-        return self.bwd_ready and accum and self.mode != MODE_TOKEN
-
-    @property
-    def finalize(self) -> str:
-        """The fused backward's finalize kernel (bwd_ready: the one that polls the counts)."""
-        if self.bwd_ready_on(True):
-            return f"adaln_bwd_finalize_r<{self.bwd_ready_cols}>"
-        return "adaln_bwd_finalize"
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
@@ -471,8 +453,6 @@ class KernelConfig:
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
             out += [self.dtile(), "adaln_bwd_finalize"]
-            if self.bwd_ready_on(True):
-                out.append(self.finalize)
         return out
 
     def variant(self, name: str) -> KernelConfig:

@@ -147,15 +147,12 @@ VARIANTS: dict[str, dict] = {
     # EARLY; the default since): the multiplier first, as before, what the default is measured
     # against
     "bwd-r31": {"bwd_early": False},
-    # round 33b (built, not yet measured): the finalize, launched at the row kernel's start,
-    # adds the partial rows once its group's row CTAs have counted themselves done
-    # (kernels/adaln_bwd.cu READY). Round 33's per-CTA flags, polled by every finalize warp,
-    # lost 10-35% at N = 4096 and were replaced by it (code at commit e586018)
-    "bwd-ready": {"bwd_ready": True},
-    # round 34 (built, not yet measured): bwd-ready with finalize CTAs of 8 positions (256
-    # threads), which fit beside the row CTAs and so wait resident instead of launching as
-    # row CTAs leave
-    "bwd-ready8": {"bwd_ready": True, "bwd_ready_cols": 8},
+    # Round 33 (lost, removed; code at commit e586018): the finalize launched at the row
+    # kernel's start, every warp acquire-polling per-CTA ready flags (3-52% slower at N = 4096,
+    # median 17%). Round 33b (lost, removed; code at 6cf28d7): one poller per finalize CTA on a
+    # per-group count, no wait for the grid's completion (0-5% slower at N = 4096, median 2%).
+    # Round 34 (lost, removed; code at 229a986): round 33b with 256-thread finalize CTAs that
+    # wait resident beside the row CTAs (0-13% slower at N = 4096, median 4%)
     # round 31: the pair forward loading 4 elements of 16-bit x per chunk at D <= 1536
     # (adaln_fwd_r2 LV = 4, whole-sector fp32 stores; the default since): 16-byte loads, as
     # before it, what the default is measured against
