@@ -9,7 +9,10 @@
 #     NCU_Y: y's dtype, default x's;
 #     NCU_COPY=1: also y = x * 1 per width, a torch elementwise kernel moving the forward's bytes;
 #     the backward's slice glue, also torch elementwise kernels, is then profiled too;
-#     NCU_STREAM=1: also tools/mixed_copy.py's bf16 -> fp32 stream kernels per width)
+#     NCU_STREAM=1: also tools/mixed_copy.py's bf16 -> fp32 stream kernels per width;
+#     NCU_CACHE=none: caches not flushed before each profiled kernel (ncu flushes by default, so a
+#     kernel reading what the previous one left in L2, as the backward's finalize does, is
+#     profiled as if from DRAM); NCU_KERNELS: a regex of kernel names instead of every adaln one)
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
@@ -19,8 +22,9 @@ NCU_N=${NCU_N:-65536}  # tokens per row block (B = 1)
 nv=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .); nw=$(echo "$WIDTHS" | tr ',' '\n' | grep -c .)
 which ncu || { echo "ncu not on the PATH"; exit 2; }
 # randn's kernels (distribution_elementwise_grid_stride_kernel) are left out by name
-KERNELS=regex:adaln${NCU_COPY:+|elementwise_kernel}${NCU_STREAM:+|stream_convert}
-timeout 420 ncu --clock-control none --kernel-name "$KERNELS" --set full -f -o "$OUT/adaln" \
+KERNELS=regex:${NCU_KERNELS:-adaln}${NCU_COPY:+|elementwise_kernel}${NCU_STREAM:+|stream_convert}
+timeout 420 ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --kernel-name "$KERNELS" \
+  --set full -f -o "$OUT/adaln" \
   python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
   ${NCU_X:+--dtype "$NCU_X"} ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} ${NCU_STREAM:+--stream} > "$OUT/ncu.log" 2>&1
 echo "ncu exit=$? ($nv variants x $nw widths x 3 kernels expected)"
