@@ -310,8 +310,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
+    layout = impl == "fused" and cfg.bwd_fin_t  # the row kernel's layout in the kernel's name
     launch(
-        _fn(cfg, "adaln_bwd_finalize", idx),
+        _fn(cfg, cfg.fin_t() if layout else "adaln_bwd_finalize", idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,
@@ -324,10 +325,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(table),
             i32(zero_rows),
             i32(slots),
-            i32(D),
-            i32(part_rt),
-            i32(part_vec),
-        ],
+        ]
+        + ([] if layout else [i32(D), i32(part_rt), i32(part_vec)]),
         # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
     )

@@ -137,6 +137,9 @@ class KernelConfig:
     # (kernels/adaln_bwd.cu EARLY). Round 32: -0.4 to -0.6 us per backward at N = 4096, +0.5 to
     # +1.1 points of the copy for bf16 dy at B = 1; bitwise the same gradients
     bwd_early: bool = True
+    # fused backward: the finalize with the row kernel's partial-row layout as template arguments
+    # (adaln_bwd_finalize_t: no integer divisions, immediate slot offsets; bitwise the same sums)
+    bwd_fin_t: bool = False
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
     # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
     # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
@@ -442,6 +445,10 @@ class KernelConfig:
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
 
+    def fin_t(self) -> str:
+        """The fused backward's finalize for this layout (bwd_fin_t)."""
+        return f"adaln_bwd_finalize_t<{self.D}, {self.bwd_rt}, {self.vec}>"
+
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
 
@@ -453,6 +460,8 @@ class KernelConfig:
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
             out += [self.dtile(), "adaln_bwd_finalize"]
+            if self.bwd_fin_t:
+                out.append(self.fin_t())
         return out
 
     def variant(self, name: str) -> KernelConfig:
