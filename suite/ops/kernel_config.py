@@ -138,8 +138,11 @@ class KernelConfig:
     # +1.1 points of the copy for bf16 dy at B = 1; bitwise the same gradients
     bwd_early: bool = True
     # fused backward: the finalize with the row kernel's partial-row layout as template arguments
-    # (adaln_bwd_finalize_t: no integer divisions, immediate slot offsets; bitwise the same sums)
-    bwd_fin_t: bool = False
+    # (adaln_bwd_finalize_t: no integer divisions, immediate slot offsets; bitwise the same sums).
+    # Round 35: -1.1 us per backward at N = 4096 (median over 18 shapes; faster at 79 of 90),
+    # -0.7 to -0.9 us above; the finalize 4.3-6.0 -> 3.7-5.2 us (profiled). The D-tile backward
+    # keeps the generic finalize (plain rows)
+    bwd_fin_t: bool = True
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
     # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
     # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->

@@ -180,8 +180,9 @@ VARIANTS: dict[str, dict] = {
     "fwd-r27": {"fwd_rpt": 1, "fwd_many_rows": None},
     "fwd-p2": {"fwd_rpt": 2, "fwd_ept": 16, "fwd_regs": 64},
     # round 35: the fused backward's finalize with the partial rows' layout as template
-    # arguments (kernels/adaln_bwd_reduce.cu FT; bitwise the same sums)
-    "bwd-fint": {"bwd_fin_t": True},
+    # arguments (kernels/adaln_bwd_reduce.cu FT; the default since, bitwise the same sums): the
+    # generic finalize before it, what the default is measured against
+    "bwd-r34": {"bwd_fin_t": False},
     # round 29 (lost, removed; code at commit 3a02174): the finalize's loads 8 or 16 slots per
     # lane at a time (+1.2 / +0.6% per backward, median over 120 shapes; up to +14% at N = 4096),
     # and at least 4 row blocks per CTA instead of 8 (396 CTAs at D = 1536, B = 1, N = 4096: no
