@@ -96,11 +96,7 @@ adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict
 // known at compile time: a position's feature without integer divisions (~100 of the ~315
 // instructions per warp above, Nsight Compute), the slot loop's addresses as one pointer and
 // immediate offsets. The same loads and the same additions in the same order: bitwise the same.
-// U (default 4): slots per unrolled step of a lane's loop (loads in flight per array), the same
-// order. TREE (default false): each warp adds one position's 32 lane sums as a fixed xor tree of
-// shuffles (5 dependent adds) instead of warp 0 adding them in order (31 per position): other
-// rounding, still deterministic.
-template <int D, int RT, int VEC, int U = 4, bool TREE = false>
+template <int D, int RT, int VEC>
 __global__ void __launch_bounds__(1024)
 adaln_bwd_finalize_t(const float* __restrict__ part_scale, const float* __restrict__ part_shift,
                      float* __restrict__ dscale, float* __restrict__ dshift, i64 out_stride,
@@ -117,7 +113,7 @@ adaln_bwd_finalize_t(const float* __restrict__ part_scale, const float* __restri
   if (in) {
     const float* ps = part_scale + (group * slots + ty) * (i64)P + s;
     const float* ph = part_shift + (group * slots + ty) * (i64)P + s;
-#pragma unroll U
+#pragma unroll 4
     for (int k = ty; k < slots; k += 32, ps += 32 * P, ph += 32 * P) {
       a += *ps;
       b += *ph;
@@ -126,23 +122,6 @@ adaln_bwd_finalize_t(const float* __restrict__ part_scale, const float* __restri
   ss[ty][tx] = a;
   sh[ty][tx] = b;
   __syncthreads();
-  if constexpr (TREE) {  // warp ty adds position ty's sums: lane l holds warp l's (no conflicts)
-    const int sw = blockIdx.x * 32 + ty;
-    const int dw = (sw / W * RT + sw % RT) * VEC + sw / RT % VEC;
-    float ta = ss[tx][ty], tb = sh[tx][ty];
-#pragma unroll
-    for (int o = 16; o; o >>= 1) {
-      ta += __shfl_xor_sync(0xffffffffu, ta, o);
-      tb += __shfl_xor_sync(0xffffffffu, tb, o);
-    }
-    if (tx == 0 && sw < P && dw < D) {
-      dscale[group * out_stride + dw] = ta;
-      dshift[group * out_stride + dw] = tb;
-      for (int r = 0; zero_rows >> r; ++r)
-        if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + dw] = 0.f;
-    }
-    return;
-  }
   if (ty == 0 && in) {
 #pragma unroll
     for (int k = 1; k < 32; ++k) {

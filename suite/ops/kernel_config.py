@@ -143,10 +143,6 @@ class KernelConfig:
     # -0.7 to -0.9 us above; the finalize 4.3-6.0 -> 3.7-5.2 us (profiled). The D-tile backward
     # keeps the generic finalize (plain rows)
     bwd_fin_t: bool = True
-    # that finalize's slots per unrolled step (loads in flight per lane and array), and its lane
-    # sums added by a shuffle tree per position instead of in order (other rounding)
-    bwd_fin_unroll: int = 4
-    bwd_fin_tree: bool = False
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
     # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
     # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
@@ -454,11 +450,7 @@ class KernelConfig:
 
     def fin_t(self) -> str:
         """The fused backward's finalize for this layout (bwd_fin_t)."""
-        tail = [str(self.bwd_fin_unroll), str(self.bwd_fin_tree).lower()]
-        return (
-            f"adaln_bwd_finalize_t<{self.D}, {self.bwd_rt}, {self.vec}"
-            f"{_trailing(tail, ['4', 'false'])}>"
-        )
+        return f"adaln_bwd_finalize_t<{self.D}, {self.bwd_rt}, {self.vec}>"
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"

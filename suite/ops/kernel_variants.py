@@ -183,10 +183,9 @@ VARIANTS: dict[str, dict] = {
     # arguments (kernels/adaln_bwd_reduce.cu FT; the default since, bitwise the same sums): the
     # generic finalize before it, what the default is measured against
     "bwd-r34": {"bwd_fin_t": False},
-    # round 36 candidates: 8 slots per step of a lane's loop (the same order: bitwise), and each
-    # position's 32 lane sums as a shuffle tree (other rounding)
-    "bwd-finu8": {"bwd_fin_unroll": 8},
-    "bwd-fintree": {"bwd_fin_tree": True},
+    # Round 36 (lost, removed; code at commit 1dced19): that finalize with 8 slots per step of a
+    # lane's loop (bitwise; 0 to +2% per backward at N <= 16384), and each position's lane sums
+    # as a shuffle tree (other rounding; +1 to +2%)
     # round 29 (lost, removed; code at commit 3a02174): the finalize's loads 8 or 16 slots per
     # lane at a time (+1.2 / +0.6% per backward, median over 120 shapes; up to +14% at N = 4096),
     # and at least 4 row blocks per CTA instead of 8 (396 CTAs at D = 1536, B = 1, N = 4096: no
