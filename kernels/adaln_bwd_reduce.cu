@@ -134,3 +134,75 @@ adaln_bwd_finalize_t(const float* __restrict__ part_scale, const float* __restri
       if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
   }
 }
+
+// LASTK (the fused row kernel's epilogue, KernelConfig.bwd_lastk): no finalize kernel. After its
+// partial rows each CTA of a group takes a ticket (fence, barrier, one atomic add to
+// counts[2 * group]); the first chunks - K leave, the last K arrivals add the group's partial
+// rows, K = min(chunks, P / 8): finalizer f owns the 8-position slices f, f + K, ... (one 32-byte
+// sector of every partial row). A finalizer first waits for the group's last ticket (thread 0
+// polls, the others wait at a barrier). It never waits on a CTA that cannot run: every CTA of the
+// group not yet arrived is running or will get the slot of one that left, because only the K
+// finalizers wait (at most K - 1 at a time), and the hardware dispatches a grid's CTAs in order,
+// so an earlier group's finalizers never hold slots a later group's CTAs need before the earlier
+// group is all dispatched (the residency caveat of round 23, much weakened: what it assumes is
+// in-order dispatch and K free slots, not the whole grid resident). The last finalizer to finish
+// zeroes the group's two counts for the next call (graph replays included). Within a slice thread
+// (q, p) adds slots q, q + Q, ... of position p (Q = T / 8), then thread (0, p) adds the Q sums in
+// order: a fixed order, other than the finalize kernel's (other rounding; dx is the same).
+template <int D, int RT, int VEC, int T>
+__device__ __forceinline__ void lastk_finalize(const float* __restrict__ part_scale,
+                                               const float* __restrict__ part_shift, i64 group,
+                                               int chunks, int slots, unsigned* __restrict__ counts,
+                                               float* __restrict__ dscale,
+                                               float* __restrict__ dshift, i64 out_stride,
+                                               float* __restrict__ table, int zero_rows) {
+  constexpr int W = VEC * RT, P = (D + W - 1) / W * W, NSL = P / 8, Q = T / 8;
+  static_assert(P % 8 == 0 && T % 32 == 0, "sector slices, whole warps");
+  __shared__ unsigned ticket_s;
+  __shared__ float ls[Q][9], lh[Q][9];
+  __threadfence();  // this thread's partial rows, visible at GPU scope before the count
+  __syncthreads();
+  if (threadIdx.x == 0) ticket_s = atomicAdd(counts + 2 * group, 1u);
+  __syncthreads();
+  const int K = min(chunks, NSL);
+  const int f = (int)ticket_s - (chunks - K);
+  if (f < 0) return;  // not among the last K arrivals
+  if (threadIdx.x == 0) {
+    while (ld_relaxed(counts + 2 * group) < (unsigned)chunks) __nanosleep(32);
+    __threadfence();  // acquire: every CTA's partial rows
+  }
+  __syncthreads();
+  const int p = threadIdx.x & 7, q = threadIdx.x >> 3;
+  const float* ps = part_scale + group * slots * (i64)P;
+  const float* ph = part_shift + group * slots * (i64)P;
+  for (int sl = f; sl < NSL; sl += K) {
+    const int s = sl * 8 + p;
+    float a = 0.f, b = 0.f;
+#pragma unroll 4
+    for (int k = q; k < slots; k += Q) {
+      a += __ldcg(ps + (i64)k * P + s);  // written by other CTAs of this grid: from L2
+      b += __ldcg(ph + (i64)k * P + s);
+    }
+    ls[q][p] = a;
+    lh[q][p] = b;
+    __syncthreads();
+    if (q == 0) {
+      for (int r = 1; r < Q; ++r) {
+        a += ls[r][p];
+        b += lh[r][p];
+      }
+      const int d = (s / W * RT + s % RT) * VEC + s / RT % VEC;
+      if (d < D) {
+        dscale[group * out_stride + d] = a;
+        dshift[group * out_stride + d] = b;
+        for (int r = 0; zero_rows >> r; ++r)
+          if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
+      }
+    }
+    __syncthreads();  // the next slice reuses ls, lh
+  }
+  if (threadIdx.x == 0 && atomicAdd(counts + 2 * group + 1, 1u) == (unsigned)K - 1) {
+    counts[2 * group] = 0;  // every finalizer has left its poll: ready for the next call
+    counts[2 * group + 1] = 0;
+  }
+}

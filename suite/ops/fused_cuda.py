@@ -257,6 +257,9 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
+    lastk = accum and cfg.bwd_lastk  # the row kernel's last CTAs add the partial rows
+    counts = _lastk_counts(idx, 2 * groups) if lastk else None
+    out_stride = dsc.stride(0) if dsc.dim() == 2 else D
     launch(
         func,
         (chunks, groups, 1),
@@ -279,10 +282,16 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
+            ptr(counts),
+            ptr(dsc if lastk else None),
+            ptr(dsh if lastk else None),
+            i64(out_stride),
+            ptr(table if lastk else None),
+            i32(zero_rows if lastk else 0),
         ],
         smem=smem,
     )
-    if tok:
+    if tok or lastk:
         return dx, dsc, dsh
     if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
         n_tiles = -(-R // DTILE_NTILE)
@@ -321,7 +330,7 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             ptr(dsc),
             ptr(dsh),
-            i64(dsc.stride(0) if dsc.dim() == 2 else D),
+            i64(out_stride),
             ptr(table),
             i32(zero_rows),
             i32(slots),
@@ -331,6 +340,25 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
     )
     return dx, dsc, dsh
+
+
+_COUNTS: dict = {}  # (device, stream) -> the LASTK backward's per-group counts
+
+
+def _lastk_counts(index: int, need: int) -> torch.Tensor:
+    """Two uint32 counts per group for KernelConfig.bwd_lastk (CTAs arrived, finalizers done):
+    one buffer per stream (calls on a stream are ordered; two streams must not share one), zeroed
+    once through the driver; every call's last finalizer zeroes its counts again; a larger need
+    gets a new buffer."""
+    from suite.cuda.launch import current_stream_handle, memset32
+
+    key = (index, current_stream_handle(index))
+    buf = _COUNTS.get(key)
+    if buf is None or buf.numel() < need:
+        buf = torch.empty(max(need, 1024), dtype=torch.int32, device=f"cuda:{index}")
+        memset32(buf, 0, index)
+        _COUNTS[key] = buf
+    return buf
 
 
 @functools.cache

@@ -183,6 +183,8 @@ VARIANTS: dict[str, dict] = {
     # arguments (kernels/adaln_bwd_reduce.cu FT; the default since, bitwise the same sums): the
     # generic finalize before it, what the default is measured against
     "bwd-r34": {"bwd_fin_t": False},
+    # round 37 candidate: no finalize kernel, the group's last K row CTAs add its partial rows
+    "bwd-lastk": {"bwd_lastk": True},
     # Round 36 (lost, removed; code at commit 1dced19): that finalize with 8 slots per step of a
     # lane's loop (bitwise; 0 to +2% per backward at N <= 16384), and each position's lane sums
     # as a shuffle tree (other rounding; +1 to +2%)
