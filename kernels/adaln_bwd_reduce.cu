@@ -45,6 +45,17 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
   }
 }
 
+// One position's gradients: dscale, dshift at feature d of the group's output row (`row`, the
+// row's offset), and zeroes at d in the table rows of the bit mask zero_rows.
+__device__ __forceinline__ void store_grads(float* __restrict__ dscale, float* __restrict__ dshift,
+                                            float* __restrict__ table, i64 row, int zero_rows,
+                                            int D, int d, float a, float b) {
+  dscale[row + d] = a;
+  dshift[row + d] = b;
+  for (int r = 0; zero_rows >> r; ++r)
+    if (zero_rows >> r & 1) table[row + (i64)r * D + d] = 0.f;
+}
+
 // out[g, d] = sum_{k < slots} part[g, k, d] in a fixed order (deterministic); out rows are
 // out_stride apart (D, or 6D when they are two rows of Wan's [B, 6, D] modulation gradient, so
 // autograd needs no slice backward: then `table` is that gradient, [groups, K, D] contiguous,
@@ -85,10 +96,7 @@ adaln_bwd_finalize(const float* __restrict__ part_scale, const float* __restrict
       a += ss[k][tx];
       b += sh[k][tx];
     }
-    dscale[group * out_stride + d] = a;
-    dshift[group * out_stride + d] = b;
-    for (int r = 0; zero_rows >> r; ++r)
-      if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
+    store_grads(dscale, dshift, table, group * out_stride, zero_rows, D, d, a, b);
   }
 }
 
@@ -128,10 +136,7 @@ adaln_bwd_finalize_t(const float* __restrict__ part_scale, const float* __restri
       a += ss[k][tx];
       b += sh[k][tx];
     }
-    dscale[group * out_stride + d] = a;
-    dshift[group * out_stride + d] = b;
-    for (int r = 0; zero_rows >> r; ++r)
-      if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
+    store_grads(dscale, dshift, table, group * out_stride, zero_rows, D, d, a, b);
   }
 }
 
@@ -192,12 +197,7 @@ __device__ __forceinline__ void lastk_finalize(const float* __restrict__ part_sc
         b += lh[r][p];
       }
       const int d = (s / W * RT + s % RT) * VEC + s / RT % VEC;
-      if (d < D) {
-        dscale[group * out_stride + d] = a;
-        dshift[group * out_stride + d] = b;
-        for (int r = 0; zero_rows >> r; ++r)
-          if (zero_rows >> r & 1) table[group * out_stride + (i64)r * D + d] = 0.f;
-      }
+      if (d < D) store_grads(dscale, dshift, table, group * out_stride, zero_rows, D, d, a, b);
     }
     __syncthreads();  // the next slice reuses ls, lh
   }
