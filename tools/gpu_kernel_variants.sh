@@ -11,7 +11,7 @@
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
 # Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
-#   [FULL_FWD=default,a] [FULL_BWD=default,b] bash tools/gpu_kernel_variants.sh
+#   [FULL_FWD=default,a] [FULL_BWD=default,b] [SMOKE=a,b] bash tools/gpu_kernel_variants.sh
 # (FULL_FWD / FULL_BWD: step 3 times those variants side by side on the full grid, one op each,
 # instead of the quick grid; SKIP_TIMINGS=1 skips step 3)
 # (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS;
@@ -53,6 +53,20 @@ print(n, "programs for", device_arch(0), f"in {time.time() - t:.1f} s")
 PY
 timeout 30 python3 tools/kernel_variants_report.py --arch sm_90 --variants "$VARIANTS" --csv "$OUT/variant_resources.csv" \
   > "$OUT/variant_resources.md" 2>&1; echo "resource report exit=$? ($OUT/variant_resources.md)"
+
+# A variant whose kernels wait on each other (bwd-lastk's finalizers poll a count) could hang the
+# GPU: one short backward per variant first, killed after 90 s, so a hang costs 90 s of the call,
+# not every phase's time-out (a process stuck in a spinning kernel may ignore SIGINT).
+# (SMOKE: the variants to smoke-test; default: all of VARIANTS when they are at most 4, else none)
+nvar=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .)
+SMOKE=${SMOKE-$([ "$nvar" -le 4 ] && echo "$VARIANTS")}
+stamp "smoke test: one small backward per variant in '${SMOKE}' (killed after 90 s)"
+for v in ${SMOKE//,/ }; do
+  timeout -s KILL 90 env ADAPTIVELOAD_ADALN_VARIANT="$v" python3 tools/bwd_timeline.py --widths 1536 \
+    --ns 4096 --reps 5 > "$OUT/smoke_$v.log" 2>&1
+  rc=$?; echo "smoke $v exit=$rc: $(grep -m1 'D= 1536' "$OUT/smoke_$v.log")"
+  [ $rc -eq 137 ] && { echo "HANG: variant $v did not finish a backward in 90 s; stopping"; exit 3; }
+done
 
 stamp "GPU tests on every variant | compute-sanitizer (parallel)"
 ( ADAPTIVELOAD_TEST_VARIANTS=$VARIANTS timeout -s INT 180 python3 -m pytest -q -rfE --durations=8 \
