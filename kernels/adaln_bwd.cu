@@ -7,7 +7,7 @@
 //   "fused":  adaln_bwd<..., ACCUM=true> on a persistent grid (chunks, groups). Each CTA walks a
 //             contiguous run of rows inside ONE group (a sample, or all rows for the affine LN),
 //             reads x and dy once, writes dx, and keeps the column sums in fp32 registers. It then
-//             writes one fp32 partial row per CTA; adaln_bwd_finalize adds the partials in a
+//             writes one fp32 partial row per CTA; adaln_bwd_finalize_t adds the partials in a
 //             fixed order. No atomics: the gradients are bitwise reproducible.
 //   "dtile":  the paper's design. adaln_bwd<..., ACCUM=false> writes dx only, then
 //             adaln_bwd_dtile re-reads x and dy on a (d_tile, n_tile) grid with each thread pinned
@@ -43,9 +43,6 @@
 // EARLY (default false; with PF): the CTA's first row is fetched before the multiplier is
 // loaded and stored to shared memory, so its DRAM latency is not paid after the multiplier's
 // (round 32: -0.4 to -0.6 us per backward at N = 4096).
-// LASTK (default false; ACCUM, not per token): no finalize kernel: the group's last K CTAs to
-// finish add its partial rows (adaln_bwd_reduce.cu lastk_finalize; counts, fin_*, out_stride,
-// table and zero_rows are its arguments, unused otherwise). Other rounding of dscale / dshift.
 // LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
 // that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
 // column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
@@ -54,7 +51,7 @@
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
           bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false, bool LEAN = false, bool EARLY = false, bool LASTK = false>
+          bool PDL = false, bool LEAN = false, bool EARLY = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -62,9 +59,7 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
           TX* __restrict__ dx,                                       // contiguous [rows, D]
           TM* __restrict__ dscale_tok, TM* __restrict__ dshift_tok,  // MODE_TOKEN: [rows, D]
           float* __restrict__ part_scale, float* __restrict__ part_shift,  // [groups, chunks, D]
-          i64 rows_per_group, i64 N, unsigned* __restrict__ counts,  // LASTK only, from here
-          float* __restrict__ fin_scale, float* __restrict__ fin_shift, i64 out_stride,
-          float* __restrict__ table, int zero_rows) {
+          i64 rows_per_group, i64 N) {
   constexpr int VEC = 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
   __shared__ float red[ROWS][Red<RT>::SLOTS];
@@ -346,8 +341,4 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       }
     }
   }
-  if constexpr (LASTK)
-    lastk_finalize<D, RT, VEC, RT * ROWS>(part_scale, part_shift, group, chunks, chunks * ROWS,
-                                          counts, fin_scale, fin_shift, out_stride, table,
-                                          zero_rows);
 }

@@ -276,15 +276,3 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-
-// A count other CTAs add to while this one polls it (the backward's LASTK): a relaxed load at
-// GPU scope, never served from L1; the poller's fence after it acquires.
-__device__ __forceinline__ unsigned ld_relaxed(const unsigned* p) {
-  unsigned v;
-#if __CUDA_ARCH__ >= 700
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-#else
-  v = *(const volatile unsigned*)p;
-#endif
-  return v;
-}

@@ -381,58 +381,12 @@ def test_variant_matches_default(name):
     exact["fwd-r26"] = (0, 1, 2)  # the bf16-y kernels are the default's
     exact["bwd-r29"] = (0, 1, 2)  # the same arithmetic, more instructions
     exact["bwd-r31"] = (0, 1, 2)  # the same arithmetic, the first row's loads later
-    exact["bwd-r34"] = (0, 1, 2)  # the finalize's layout at run time, the same additions
-    exact["bwd-lastk"] = (0, 1)  # dx the same; the partial rows added in another fixed order
     exact = exact.get(name, ())
     for i, (a, b) in enumerate(zip(out["default"], out[name])):
         if i in exact:
             assert torch.equal(a, b), (name, i)
         else:
             assert rel(a, b) < 1e-2, (name, i, rel(a, b))
-
-
-@pytest.mark.skipif(
-    "bwd-lastk" not in VARIANTS, reason="bwd-lastk not in $ADAPTIVELOAD_TEST_VARIANTS"
-)
-@pytest.mark.parametrize("B,N,D", [(2, 4099, 1536), (3, 700, 5120), (1, 20000, 3072)])
-def test_lastk_backward_repeats_and_replays_in_a_cuda_graph(B, N, D):
-    """Round 37's bwd-lastk: no finalize kernel; each group's last K row CTAs add its partial rows
-    once a count says every CTA of the group has written them, and the last of them zeroes the
-    counts. So repeated calls, and replays of a captured CUDA graph (which repeat the launch
-    arguments and the counts buffer), give the same bits every time: the first call's, which are
-    the default's within rounding (another fixed order of the same fp32 additions). D = 5120 has
-    fewer CTAs than 8-position slices (finalizers loop); N = 20000 fills a whole wave."""
-    x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
-    e = rand(B, 6, D).requires_grad_(True)
-    dy = rand(B, N, D, dtype=torch.bfloat16)
-    ref = under_variants(("default",), x, e, dy)["default"]
-
-    def step():
-        y = adaln(x, e[:, 1:2], e[:, 0:1])
-        return torch.autograd.grad(y, (x, e), dy)
-
-    prev = fused_cuda.set_variant("bwd-lastk")
-    try:
-        gx0, ge0 = step()
-        assert torch.equal(gx0, ref[1]) and rel(ge0, ref[2]) < 1e-5, rel(ge0, ref[2])
-        for _ in range(3):
-            gx, ge = step()
-            assert torch.equal(gx, gx0) and torch.equal(ge, ge0)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up off the default stream, as graph capture wants
-            step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            gx, ge = step()
-        for _ in range(3):
-            ge.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert torch.equal(gx, gx0) and torch.equal(ge, ge0)
-    finally:
-        fused_cuda.set_variant(prev)
 
 
 @pytest.mark.parametrize(

@@ -303,7 +303,7 @@ def test_dynamic_shared_memory_set_once_per_function_size_and_carveout(monkeypat
 @pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
 def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
     """The fused backward stores column (c*RT + t)*VEC + j of its partial rows at position
-    (c*VEC + j)*RT + t (coalesced); adaln_bwd_finalize's inverse must give every column < D
+    (c*VEC + j)*RT + t (coalesced); adaln_bwd_finalize_t's inverse must give every column < D
     exactly once and never read past the padded width (Python copy of both index formulas)."""
     cfg = KernelConfig(*combo, D, mode)
     rt, vec, P = cfg.bwd_rt, cfg.vec, cfg.bwd_part_width

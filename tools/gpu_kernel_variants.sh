@@ -54,7 +54,7 @@ PY
 timeout 30 python3 tools/kernel_variants_report.py --arch sm_90 --variants "$VARIANTS" --csv "$OUT/variant_resources.csv" \
   > "$OUT/variant_resources.md" 2>&1; echo "resource report exit=$? ($OUT/variant_resources.md)"
 
-# A variant whose kernels wait on each other (bwd-lastk's finalizers poll a count) could hang the
+# A variant whose kernels wait on each other (round 37's bwd-lastk: finalizers polled a count) could hang the
 # GPU: one short backward per variant first, killed after 90 s, so a hang costs 90 s of the call,
 # not every phase's time-out (a process stuck in a spinning kernel may ignore SIGINT).
 # (SMOKE: the variants to smoke-test; default: all of VARIANTS when they are at most 4, else none)

@@ -157,15 +157,6 @@ def current_stream_handle(index: int) -> int:
     return torch.cuda.current_stream(index).cuda_stream
 
 
-def memset32(t: torch.Tensor, value: int, index: int) -> None:
-    """Fill t (4-byte elements) with value on the current stream through the driver (a memset
-    compute-sanitizer's initcheck counts as initialisation, where a torch fill kernel outside
-    its kernel filter is not)."""
-    stream = driver.CUstream(current_stream_handle(index))
-    dst = driver.CUdeviceptr(t.data_ptr())
-    _check(driver.cuMemsetD32Async(dst, value, t.numel(), stream), "cuMemsetD32Async")
-
-
 @functools.cache  # one config per shape and stream (~7 us to build), never changed once built
 def _dependent_config(grid: tuple[int, int, int], block: int, smem: int, stream: int):
     c = driver.CUlaunchConfig()

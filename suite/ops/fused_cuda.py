@@ -257,9 +257,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     else:
         part_s = part_h = None
     tok = mode == MODE_TOKEN
-    lastk = accum and cfg.bwd_lastk  # the row kernel's last CTAs add the partial rows
-    counts = _lastk_counts(idx, 2 * groups) if lastk else None
-    out_stride = dsc.stride(0) if dsc.dim() == 2 else D
     launch(
         func,
         (chunks, groups, 1),
@@ -282,16 +279,10 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             i64(R),
             i64(N),
-            ptr(counts),
-            ptr(dsc if lastk else None),
-            ptr(dsh if lastk else None),
-            i64(out_stride),
-            ptr(table if lastk else None),
-            i32(zero_rows if lastk else 0),
         ],
         smem=smem,
     )
-    if tok or lastk:
+    if tok:
         return dx, dsc, dsh
     if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
         n_tiles = -(-R // DTILE_NTILE)
@@ -319,9 +310,8 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ],
         )
         slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    layout = impl == "fused" and cfg.bwd_fin_t  # the row kernel's layout in the kernel's name
     launch(
-        _fn(cfg, cfg.fin_t() if layout else "adaln_bwd_finalize", idx),
+        _fn(cfg, cfg.finalize(part_rt, part_vec), idx),
         (-(-part_w // 32), groups, 1),
         1024,
         idx,
@@ -330,35 +320,15 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             ptr(part_h),
             ptr(dsc),
             ptr(dsh),
-            i64(out_stride),
+            i64(dsc.stride(0) if dsc.dim() == 2 else D),
             ptr(table),
             i32(zero_rows),
             i32(slots),
-        ]
-        + ([] if layout else [i32(D), i32(part_rt), i32(part_vec)]),
+        ],
         # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
         dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
     )
     return dx, dsc, dsh
-
-
-_COUNTS: dict = {}  # (device, stream) -> the LASTK backward's per-group counts
-
-
-def _lastk_counts(index: int, need: int) -> torch.Tensor:
-    """Two uint32 counts per group for KernelConfig.bwd_lastk (CTAs arrived, finalizers done):
-    one buffer per stream (calls on a stream are ordered; two streams must not share one), zeroed
-    once through the driver; every call's last finalizer zeroes its counts again; a larger need
-    gets a new buffer."""
-    from suite.cuda.launch import current_stream_handle, memset32
-
-    key = (index, current_stream_handle(index))
-    buf = _COUNTS.get(key)
-    if buf is None or buf.numel() < need:
-        buf = torch.empty(max(need, 1024), dtype=torch.int32, device=f"cuda:{index}")
-        memset32(buf, 0, index)
-        _COUNTS[key] = buf
-    return buf
 
 
 @functools.cache

@@ -14,8 +14,8 @@ MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY, LASTK
-BWD_DEFAULTS = ["1"] + ["false"] * 11
+# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY
+BWD_DEFAULTS = ["1"] + ["false"] * 10
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 
 
@@ -137,15 +137,6 @@ class KernelConfig:
     # (kernels/adaln_bwd.cu EARLY). Round 32: -0.4 to -0.6 us per backward at N = 4096, +0.5 to
     # +1.1 points of the copy for bf16 dy at B = 1; bitwise the same gradients
     bwd_early: bool = True
-    # fused backward: the finalize with the row kernel's partial-row layout as template arguments
-    # (adaln_bwd_finalize_t: no integer divisions, immediate slot offsets; bitwise the same sums).
-    # Round 35: -1.1 us per backward at N = 4096 (median over 18 shapes; faster at 79 of 90),
-    # -0.7 to -0.9 us above; the finalize 4.3-6.0 -> 3.7-5.2 us (profiled). The D-tile backward
-    # keeps the generic finalize (plain rows)
-    bwd_fin_t: bool = True
-    # fused backward: no finalize kernel; the last CTAs of each group to finish add its partial
-    # rows (kernels/adaln_bwd_reduce.cu lastk_finalize; other rounding of dscale / dshift)
-    bwd_lastk: bool = False
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
     # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
     # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
@@ -445,16 +436,17 @@ class KernelConfig:
         tail.append(str(self.bwd_ilv and vector).lower())
         tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
         tail += [str(self.bwd_lean).lower(), str(self.bwd_early and self.bwd_prefetch).lower()]
-        tail.append(str(self.bwd_lastk and accum and self.mode != MODE_TOKEN).lower())
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
 
-    def fin_t(self) -> str:
-        """The fused backward's finalize for this layout (bwd_fin_t)."""
-        return f"adaln_bwd_finalize_t<{self.D}, {self.bwd_rt}, {self.vec}>"
+    def finalize(self, rt: int, vec: int) -> str:
+        """The finalize of partial rows in layout (rt, vec): the fused row kernel's (bwd_rt, vec),
+        or (1, 1) for the D-tile pass's plain rows. Round 35: the layout as template arguments,
+        -1.1 us per fused backward at N = 4096 against the run-time layout it replaced."""
+        return f"adaln_bwd_finalize_t<{self.D}, {rt}, {vec}>"
 
     def dtile(self) -> str:
         return f"adaln_bwd_dtile<{self.tx}, {self.ty}, {DTILE_TD}, {DTILE_TR}>"
@@ -466,9 +458,7 @@ class KernelConfig:
         accs = (False,) if self.mode == MODE_TOKEN else (True, False)
         out += [self.bwd(v, a) for v in (True, False) for a in accs]
         if self.mode != MODE_TOKEN:
-            out += [self.dtile(), "adaln_bwd_finalize"]
-            if self.bwd_fin_t:
-                out.append(self.fin_t())
+            out += [self.dtile(), self.finalize(1, 1), self.finalize(self.bwd_rt, self.vec)]
         return out
 
     def variant(self, name: str) -> KernelConfig:

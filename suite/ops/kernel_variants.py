@@ -179,12 +179,8 @@ VARIANTS: dict[str, dict] = {
     # (6 CTAs; spilled for bf16 y, and within 0.5% of 64 registers for fp32 y)
     "fwd-r27": {"fwd_rpt": 1, "fwd_many_rows": None},
     "fwd-p2": {"fwd_rpt": 2, "fwd_ept": 16, "fwd_regs": 64},
-    # round 35: the fused backward's finalize with the partial rows' layout as template
-    # arguments (kernels/adaln_bwd_reduce.cu FT; the default since, bitwise the same sums): the
-    # generic finalize before it, what the default is measured against
-    "bwd-r34": {"bwd_fin_t": False},
-    # round 37 candidate: no finalize kernel, the group's last K row CTAs add its partial rows
-    "bwd-lastk": {"bwd_lastk": True},
+    # Round 35 (adopted): the finalize's partial-row layout as template arguments; the generic
+    # finalize it replaced (variant bwd-r34) removed in round 37, code at commit dbaf796
     # Round 36 (lost, removed; code at commit 1dced19): that finalize with 8 slots per step of a
     # lane's loop (bitwise; 0 to +2% per backward at N <= 16384), and each position's lane sums
     # as a shuffle tree (other rounding; +1 to +2%)
