@@ -69,7 +69,7 @@ for v in ${SMOKE//,/ }; do
 done
 
 stamp "GPU tests on every variant | compute-sanitizer (parallel)"
-( ADAPTIVELOAD_TEST_VARIANTS=$VARIANTS timeout -s INT 180 python3 -m pytest -q -rfE --durations=8 \
+( ADAPTIVELOAD_TEST_VARIANTS=$VARIANTS timeout -s INT 180 python3 -m pytest -q -rfEs --durations=8 \
     -p no:cacheprovider tests/test_adaln_gpu.py > "$OUT/gpu_tests.log" 2>&1
   echo "pytest exit=$?" >> "$OUT/gpu_tests.log" ) &
 for tool in memcheck racecheck initcheck; do
