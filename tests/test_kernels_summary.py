@@ -51,3 +51,26 @@ def test_targets_count_met_shapes_and_name_the_worst():
     comp = lines[("forward faster than torch.compile of eager", "bfloat16")]
     assert "| 2 | 1 | 0.90x: bf16 y, B = 1, N = 16384" in comp
     assert not any(k[1] == "float32" for k in lines)  # no fp32-x rows in this table
+
+
+def test_misses_are_binned_by_what_a_same_size_copy_can_do():
+    """A miss against the 2 GB copy needs target / (same-size copy's % of the 2 GB copy) of a
+    copy of its own bytes: over 100% not even a copy meets it; under 95% is a kernel's gap."""
+
+    def row(op, N, pct, copy_ratio, out="bfloat16"):
+        r = _row("fused", op, N, 1536, pct, 1.0, out=out)
+        return r | dict(copy_gbps=4000.0, copy_same_gbps=4000.0 * copy_ratio)
+
+    t = pd.DataFrame(
+        [
+            row("fwd", 16384, 80.0, 0.85),  # needs 105.9%: not even a copy
+            row("fwd", 65536, 88.0, 0.92),  # needs 97.8%
+            row("fwd", 65536, 91.0, 0.92),  # meets 90%: not a miss
+            row("bwd", 4096, 60.0, 0.95),  # needs 84.2%: the kernel's gap
+            row("bwd", 4096, 85.0, 0.60),  # meets 80%
+        ]
+    )
+    table, reachable = ks.misses_table(t)
+    lines = table.splitlines()
+    assert "| fwd | 2 | 1 | 1 | 0 |" in lines and "| bwd | 1 | 0 | 0 | 1 |" in lines
+    assert list(reachable.op) == ["bwd"] and abs(reachable.need.iloc[0] - 80 / 0.95) < 1e-9

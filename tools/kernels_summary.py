@@ -132,6 +132,36 @@ def targets_table(t: pd.DataFrame) -> str:
     return "\n".join(rows)
 
 
+# What a miss of a bandwidth target (against the 2 GB copy) would need, as % of a copy of the
+# shape's own bytes: above 100% no kernel that moves those bytes can meet it (a copy cannot)
+REACH_BINS = [(100.0, "over 100%: not even a copy"), (95.0, "95-100%"), (0.0, "under 95%")]
+
+
+def misses_table(t: pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    """Each bandwidth-target miss against the 2 GB copy by op and by what it would need: the
+    target over the same-size copy's own % of the 2 GB copy (copy_same_gbps / copy_gbps).
+    Returns the count table and the misses a copy could meet at under 95% of its speed."""
+    fused = t[t.impl.isin(["fused", "fused-f32out"])].drop_duplicates(SHAPE).copy()
+    fused["target"] = np.nan
+    for _label, op, lo, hi, pct in BANDWIDTH_TARGETS:
+        sel = (fused.op == op) & (fused.N >= lo) & (fused.N <= (hi or fused.N.max()))
+        fused.loc[sel, "target"] = pct
+    m = fused[fused.pct_copy_bw < fused.target].copy()
+    m["need"] = 100 * m.target / (100 * m.copy_same_gbps / m.copy_gbps)
+    rows = [
+        "| op | misses | " + " | ".join(b for _, b in REACH_BINS) + " |",
+        "|---|---|---|---|---|",
+    ]
+    for op in ("fwd", "bwd"):
+        sel = m[m.op == op]
+        counts, lo_prev = [], np.inf
+        for lo, _ in REACH_BINS:
+            counts.append(int(((sel.need >= lo) & (sel.need < lo_prev)).sum()))
+            lo_prev = lo
+        rows.append(f"| {op} | {len(sel)} | " + " | ".join(map(str, counts)) + " |")
+    return "\n".join(rows), m[m.need < 95.0].sort_values("need")
+
+
 def pct_table(t: pd.DataFrame, col: str = "pct_copy_bw") -> str:
     """% of copy bandwidth (`col`: of the 2 GB copy, or pct_copy_same: of a copy of the same
     bytes), bf16 x, B = 1 (B = 2 in brackets), per (op, y dtype, D) and N."""
@@ -207,6 +237,20 @@ def main(argv=None) -> None:
         "\nThe kernel issue's targets, shape by shape (fused kernels, bf16 and fp32 x, B = 1, 2):\n"
     )
     print(targets_table(t))
+    if "copy_same_gbps" in t.columns and t.copy_same_gbps.notna().any():
+        table, reachable = misses_table(t)
+        print(
+            "\nThe bandwidth misses against the 2 GB copy, by the % of a same-size copy's speed"
+            " each would need:\n"
+        )
+        print(table)
+        if not reachable.empty:
+            print("\nThose a copy of the same bytes could meet at under 95% of its speed:\n")
+            for _, r in reachable.iterrows():
+                print(
+                    f"- {r.op}, {'bf16' if r['dtype'] == 'bfloat16' else 'fp32'} x, {_shape(r)}: {r.pct_copy_bw:.1f}% of the 2 GB copy,"
+                    f" {r.pct_copy_same:.1f}% of its own; needs {r.need:.1f}%"
+                )
 
 
 if __name__ == "__main__":
