@@ -35,20 +35,21 @@ def _kernels(prof) -> list[dict]:
 
 
 def _split(kernels: list[dict]) -> list[dict]:
-    """Per backward: the row kernel (adaln_bwd<...>) and the finalize that follows it."""
+    """Per backward: the row kernel (adaln_bwd<...>) and the finalize that follows it before the
+    next row kernel; a backward without one (a variant that adds its partial rows in the row
+    kernel, as round 37's did) has finalize 0 us and no gap."""
     out = []
-    for i, k in enumerate(kernels):
-        if "adaln_bwd<" not in k["name"]:
-            continue
-        fin = next((f for f in kernels[i + 1 :] if "adaln_bwd_finalize" in f["name"]), None)
-        if fin is None:
-            continue
+    rows = [i for i, k in enumerate(kernels) if "adaln_bwd<" in k["name"]]
+    for i, nxt in zip(rows, rows[1:] + [len(kernels)]):
+        k = kernels[i]
+        fin = next((f for f in kernels[i + 1 : nxt] if "adaln_bwd_finalize" in f["name"]), None)
+        end = fin["t1"] if fin else k["t1"]
         out.append(
             dict(
                 row_us=k["t1"] - k["t0"],
-                fin_us=fin["t1"] - fin["t0"],
-                gap_us=fin["t0"] - k["t1"],
-                span_us=fin["t1"] - k["t0"],
+                fin_us=fin["t1"] - fin["t0"] if fin else 0.0,
+                gap_us=fin["t0"] - k["t1"] if fin else float("nan"),
+                span_us=end - k["t0"],
             )
         )
     return out
