@@ -240,45 +240,21 @@ def test_eager_calls_skip_the_custom_op_and_compile_traces_it(monkeypatch):
 
 def test_inside_fsdp2_module_single_process():
     """The op inside an FSDP2 (fully_shard) module: forward and backward match the plain module."""
-    import os
-    import socket
-
     import torch.distributed as dist
 
     try:
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
         pytest.skip("torch.distributed.fsdp.fully_shard unavailable")
     if not dist.is_available() or dist.is_initialized():
         pytest.skip("torch.distributed unavailable or already initialized")
+    from fsdp_block import one_process_group, plain_and_sharded
 
-    class Block(torch.nn.Module):
-        def __init__(self, D):
-            super().__init__()
-            self.mod = torch.nn.Parameter(torch.randn(1, 6, D) * 0.1)
-            self.norm = AdaLN(D, out_dtype=torch.float32)
-            self.lin = torch.nn.Linear(D, D)
-
-        def forward(self, x, e):
-            e = (self.mod + e).chunk(6, dim=1)  # Wan: [B, 1, D] views of a [B, 6, D] tensor
-            return self.lin(self.norm(x, e[1], e[0]))
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=0, world_size=1)
-    try:
-        torch.manual_seed(0)
-        plain = Block(64)
-        sharded = Block(64)
-        sharded.load_state_dict(plain.state_dict())
-        fully_shard(sharded)
+    with one_process_group("gloo"):
+        plain, sharded = plain_and_sharded(64, "cpu")
         x, e = torch.randn(2, 10, 64), torch.randn(2, 6, 64)
         y1, y2 = plain(x, e), sharded(x, e)
         torch.testing.assert_close(y2, y1)
         y1.square().sum().backward()
         y2.square().sum().backward()
         torch.testing.assert_close(sharded.mod.grad.full_tensor(), plain.mod.grad)
-    finally:
-        dist.destroy_process_group()

@@ -272,39 +272,15 @@ def test_inside_fsdp2_module_nccl():
     """The op inside an FSDP2 (fully_shard) module on the GPU (NCCL, one process): the fused
     kernels run in its forward and backward (profiler: adaln kernels, no eager fallback), and
     the output and the modulation parameter's gradient match the unsharded module's."""
-    import socket
-
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
     from torch.profiler import ProfilerActivity, profile
-
-    from suite.ops import AdaLN
 
     if not dist.is_nccl_available() or dist.is_initialized():
         pytest.skip("NCCL unavailable or torch.distributed already initialized")
+    from fsdp_block import one_process_group, plain_and_sharded
 
-    class Block(torch.nn.Module):
-        def __init__(self, D):
-            super().__init__()
-            self.mod = torch.nn.Parameter(torch.randn(1, 6, D) * 0.1)
-            self.norm = AdaLN(D, out_dtype=torch.float32)
-            self.lin = torch.nn.Linear(D, D)
-
-        def forward(self, x, e):
-            e = (self.mod + e).chunk(6, dim=1)  # Wan: [B, 1, D] views of a [B, 6, D] tensor
-            return self.lin(self.norm(x, e[1], e[0]))
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
-    try:
-        torch.manual_seed(0)
-        plain = Block(1536).cuda()
-        sharded = Block(1536).cuda()
-        sharded.load_state_dict(plain.state_dict())
-        fully_shard(sharded)
+    with one_process_group("nccl", device_id=torch.device("cuda", 0)):
+        plain, sharded = plain_and_sharded(1536, "cuda")
         x, e = rand(2, 1000, 1536), rand(2, 6, 1536)
         y1 = plain(x, e)
         y1.square().sum().backward()
@@ -320,8 +296,6 @@ def test_inside_fsdp2_module_nccl():
         assert not any("native_layer_norm" in n or "layer_norm_kernel" in n.lower() for n in names)
         torch.testing.assert_close(y2, y1)
         torch.testing.assert_close(sharded.mod.grad.full_tensor(), plain.mod.grad)
-    finally:
-        dist.destroy_process_group()
 
 
 def test_torch_compile_no_graph_break_and_autocast():
