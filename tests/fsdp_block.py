@@ -26,14 +26,17 @@ class Block(torch.nn.Module):
 
 
 def plain_and_sharded(D: int, device: str) -> tuple[Block, Block]:
-    """Two blocks with the same weights; the second wrapped by FSDP2's fully_shard."""
+    """Two blocks with the same weights on `device` ("cpu" or "cuda"); the second wrapped by
+    FSDP2's fully_shard on a mesh of that device type (its default is CUDA whenever there is a
+    GPU, which moved a CPU test's block onto the GPU)."""
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
     torch.manual_seed(0)
     plain = Block(D).to(device)
     sharded = Block(D).to(device)
     sharded.load_state_dict(plain.state_dict())
-    fully_shard(sharded)
+    fully_shard(sharded, mesh=init_device_mesh(device, (1,)))
     return plain, sharded
 
 
