@@ -5,6 +5,7 @@ one real end-to-end CPU run goes through `python -m suite` in a subprocess."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -340,9 +341,11 @@ def test_help_mentions_every_option(capsys):
 
 # -- the real thing: `python -m suite reproduce --profile cpu` on this machine, in a subprocess
 def _suite(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    """`python -m suite ARGS` from the repository root, output captured."""
+    """`python -m suite ARGS` from the repository root, output captured, GPUs hidden: these
+    tests are of the no-GPU path (GPU experiments not run), on a GPU machine too."""
     cmd = [sys.executable, "-m", "suite", *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

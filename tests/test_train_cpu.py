@@ -25,6 +25,8 @@ COMMON = [
     "400",
     "--dtype",
     "fp32",
+    "--device",
+    "cpu",  # gloo on CPU even where a GPU exists (auto would take NCCL: two ranks, one GPU)
 ]
 
 

@@ -21,6 +21,8 @@ COMMON = [
     "400",
     "--dtype",
     "fp32",
+    "--device",
+    "cpu",  # gloo on CPU even where a GPU exists (auto would take NCCL: two ranks, one GPU)
 ]
 
 

@@ -22,6 +22,7 @@ def _torchrun_training(run, *extra, port_offset=0):
     env = {
         **os.environ,
         "SUITE_TRAINING_DEVICE": "cpu",
+        "CUDA_VISIBLE_DEVICES": "",  # gloo on CPU, on a GPU machine too
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",
     }
