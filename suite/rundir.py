@@ -20,6 +20,16 @@ from typing import Any
 
 import pandas as pd
 
+# pandas' default C float parser before 3.0 can be off in the last digit of a 17-digit value:
+# the same table read on the H200 image (pandas 2) and here (pandas 3) gave different floats.
+# pandas 3 parses exactly and deprecates the argument.
+_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
+def read_csv(path, **kwargs) -> pd.DataFrame:
+    """pd.read_csv that gives back exactly the floats write_table wrote, on any pandas."""
+    return pd.read_csv(path, **_EXACT_FLOATS, **kwargs)
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write `data` to `path` through a temporary file in the same folder, then rename."""
@@ -85,7 +95,7 @@ class RunDir:
         return path
 
     def read_table(self, name: str) -> pd.DataFrame:
-        return pd.read_csv(self.table_path(name))
+        return read_csv(self.table_path(name))
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every raw table of the run, by name."""
@@ -93,7 +103,7 @@ class RunDir:
             return {}
         paths = list(self.results.glob("*.csv")) + list(self.results.glob("*.csv.gz"))
         named = {p.name.removesuffix(".gz").removesuffix(".csv"): p for p in paths}
-        return {name: pd.read_csv(named[name]) for name in sorted(named)}
+        return {name: read_csv(named[name]) for name in sorted(named)}
 
     # -- experiment completion markers: an experiment is done only when its marker exists
     def done_path(self, experiment: str) -> Path:

@@ -162,13 +162,12 @@ def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
     exported from that run's costmodel_fit) through `python -m suite forecast`."""
     from pathlib import Path
 
-    import pandas as pd
-
     from suite.experiments.costmodel import model_from_fit
+    from suite.rundir import read_csv
 
     ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
     committed = CostModel.load(ref / "cost.json")
-    fit = model_from_fit(pd.read_csv(ref / "results" / "costmodel_fit.csv"))
+    fit = model_from_fit(read_csv(ref / "results" / "costmodel_fit.csv"))
     assert (committed.a, committed.b, committed.p, committed.m_mem) == (
         fit.a,
         fit.b,

@@ -25,6 +25,7 @@ from suite.balance.costmodel import (
 )
 from suite.balance.policies import POLICIES
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
+from suite.rundir import read_csv
 
 METRIC_LABELS = {
     "rank_cv": "rank CV",
@@ -163,7 +164,7 @@ def simulate_main(argv: list[str]) -> int:
                     "--latency times whole bucket batches; the global policy needs "
                     "per-sample costs (use --cost)"
                 )
-            timing = LatencyTable(pd.read_csv(a.latency))
+            timing = LatencyTable(read_csv(a.latency))
         m = simulate(buckets, pol, timing, _config(a)).metrics()
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
@@ -375,7 +376,7 @@ def _get_sweep(a) -> pd.DataFrame:
     from suite.balance.shapebench import grid, sweep, synthetic_step_fn
 
     if a.sweep:
-        df = pd.read_csv(a.sweep)
+        df = read_csv(a.sweep)
         missing = {"B", "S", "step_s"} - set(df.columns)
         if missing:
             raise ValueError(f"{a.sweep}: missing columns {sorted(missing)}; needs B, S, step_s")

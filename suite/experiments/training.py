@@ -83,7 +83,7 @@ from suite.experiments.training_common import _cost_model, _new_model
 from suite.experiments.training_emulated import _emulated_runs
 from suite.experiments.training_parts import TrainingIncomplete as TrainingIncomplete
 from suite.experiments.training_probes import _loss_runs, _maxseq
-from suite.rundir import RunContext
+from suite.rundir import RunContext, read_csv
 
 NAME = "training"
 CLAIMS = ("C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C14", "C15", "C17", "C18")
@@ -236,7 +236,7 @@ def _real_ranks(ctx, prof, corpus, budgets):
     saved = ctx.run.results / "training_parts" / f"real-{prof['name']}-w{ctx.world_size}.csv"
     if saved.exists():
         rank = int(os.environ.get("RANK", "0"))
-        real = pd.read_csv(saved) if rank == 0 else None
+        real = read_csv(saved) if rank == 0 else None
         if real is not None and "commit" in real:
             ctx.part_commits.update(real.commit.astype(str))
         return real, rank

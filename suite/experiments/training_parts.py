@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from suite.rundir import read_csv
+
 
 class TrainingIncomplete(RuntimeError):
     """Raised at the end of an invocation (`reproduce --budget`) that deferred work past its
@@ -51,7 +53,7 @@ class Parts:
         meta = json.loads(self._path(name, steps, "json").read_text())
         self.seconds += float(meta["seconds"])
         self.commits.add(str(meta.get("commit", "unknown")))
-        return pd.read_csv(self._path(name, steps, "csv"))
+        return read_csv(self._path(name, steps, "csv"))
 
     def save(self, name: str, steps: int, rows: pd.DataFrame, seconds: float) -> None:
         from suite.env import commit_label

@@ -212,13 +212,16 @@ def train(args: TrainArgs) -> Path:
                 out / "config.json", {**asdict(args), "world": d.world, "budgets": asdict(budgets)}
             )
         if args.fsdp:
+            from torch.distributed.device_mesh import init_device_mesh
             from torch.distributed.fsdp import fully_shard
 
             if not d.initialized:
                 raise RuntimeError("--fsdp needs a torchrun launch (a process group)")
+            # fully_shard's default mesh is CUDA whenever a GPU exists, whatever --device says
+            mesh = init_device_mesh(d.device.type, (d.world,))
             for block in model.blocks:
-                fully_shard(block)
-            fully_shard(model)
+                fully_shard(block, mesh=mesh)
+            fully_shard(model, mesh=mesh)
             wrapped = model
         elif d.initialized:
             ids = [d.device.index] if d.device.type == "cuda" else None
