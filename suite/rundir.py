@@ -9,7 +9,9 @@ and an experiment is finished only when its `.done.json` marker exists (written 
 
 from __future__ import annotations
 
+import functools
 import gzip
+import io
 import json
 import os
 import tempfile
@@ -18,17 +20,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-# pandas' default C float parser before 3.0 can be off in the last digit of a 17-digit value:
-# the same table read on the H200 image (pandas 2) and here (pandas 3) gave different floats.
-# pandas 3 parses exactly and deprecates the argument.
-_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+@functools.cache
+def _exact_float_option() -> dict:
+    """{} where pandas' default parser reads floats exactly (pandas 3.1 here, which deprecates
+    the option), else round_trip: the H200 image's pandas read the committed costmodel_fit.csv
+    one digit off. Probed, since pandas 2.3 and the image's 3.x both read inexactly."""
+    values = np.random.default_rng(0).lognormal(-4, 3, 256)
+    text = "v\n" + "\n".join(repr(float(v)) for v in values) + "\n"
+    exact = (pd.read_csv(io.StringIO(text))["v"].to_numpy() == values).all()
+    return {} if exact else {"float_precision": "round_trip"}
 
 
 def read_csv(path, **kwargs) -> pd.DataFrame:
     """pd.read_csv that gives back exactly the floats write_table wrote, on any pandas."""
-    return pd.read_csv(path, **_EXACT_FLOATS, **kwargs)
+    return pd.read_csv(path, **_exact_float_option(), **kwargs)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

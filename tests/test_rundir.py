@@ -86,10 +86,10 @@ def test_tables_roundtrip(tmp_path):
 
 
 def test_tables_read_back_bit_exact_floats(tmp_path):
-    """Every float comes back with all its bits, from both readers (pandas 2's default parser,
-    the H200 image's, was off in the last digit of the committed costmodel_fit.csv)."""
+    """Every float comes back with all its bits, from both readers (the default parser of the
+    H200 image's pandas, and of pandas 2.3, was off in the last digit of costmodel_fit.csv)."""
     values = np.random.default_rng(0).lognormal(-4, 3, 2000)
-    values[0] = 0.01349740586155797  # the value pandas 2 read as 0.0134974058615579
+    values[0] = 0.01349740586155797  # read there as 0.0134974058615579
     run = RunDir(tmp_path / "run")
     run.write_table("floats", pd.DataFrame({"v": values}))
     for back in (run.read_table("floats")["v"], run.tables()["floats"]["v"]):
