@@ -74,3 +74,33 @@ def test_misses_are_binned_by_what_a_same_size_copy_can_do():
     lines = table.splitlines()
     assert "| fwd | 2 | 1 | 1 | 0 |" in lines and "| bwd | 1 | 0 | 0 | 1 |" in lines
     assert list(reachable.op) == ["bwd"] and abs(reachable.need.iloc[0] - 80 / 0.95) < 1e-9
+
+
+def test_speed_targets_name_what_a_same_size_copy_would_reach():
+    """fp32 x against the Wan path: a copy of the fused op's bytes is only ~4x faster than Wan,
+    so the 10x target reads as unreachable, not as a kernel's gap."""
+    fused = _row("fused-f32out", "fwd", 65536, 1536, 95.0, 1.0, dtype="float32", out="float32")
+    fused |= dict(bytes=4e9, copy_same_gbps=4000.0)  # a copy of these bytes takes 1.0 ms
+    wan = _row("wan-eager", "fwd", 65536, 1536, 23.0, 4.2, dtype="float32", out="float32")
+    table = ks.targets_table(pd.DataFrame([fused, wan]))
+    row = next(ln for ln in table.splitlines() if ln.startswith("| forward >= 10x"))
+    assert "| 1 | 0 | 4.20x: fp32 y, B = 1, N = 65536, D = 1536 (a same-size copy: 4.20x) |" in row
+
+
+def test_beside_table_puts_every_impl_of_a_shape_in_one_row():
+    impls = ["fused", "eager", "compile-eager", "fused-f32out", "fused-dtile-f32out", "wan-eager"]
+    rows = [
+        _row(impl, "bwd", n, 1536, 10.0 * i + n / 4096, 1.0) | dict(gbps=100.0 * i + n / 4096)
+        for i, impl in enumerate(impls)
+        for n in (4096, 65536)
+    ]
+    lines = ks.beside_table(pd.DataFrame(rows), "bwd").splitlines()
+    assert lines[0].split("|")[3:-1] == [
+        " fused ", " eager ", " compile(eager) ", " fused, fp32 out ", " D-tile, fp32 out ",
+        " Wan path ", " compile(Wan) ",
+    ]  # fmt: skip
+    assert (
+        lines[2]
+        == "| 1536 | 4096 | 1 (1.0) | 101 (11.0) | 201 (21.0) | 301 (31.0) | 401 (41.0) | 501 (51.0) | - |"
+    )
+    assert lines[3].startswith("| 1536 | 65536 | 16 (16.0) |") and len(lines) == 4

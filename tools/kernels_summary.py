@@ -1,7 +1,8 @@
 """Markdown summary of a kernels experiment table (kernels.csv): % of copy bandwidth of the fused
 kernels by op, output dtype, D and N, the speedups over each baseline (geometric mean over D
 at one N, the range in brackets), and the kernel issue's targets shape by shape (how many met),
-so reports/reference/h200/KERNELS.md is generated, not typed.
+every shape's GB/s beside the baselines', so reports/reference/h200/KERNELS.md is generated,
+not typed.
 
     python tools/kernels_summary.py reports/reference/h200/kernels.csv [--n 65536]
 """
@@ -127,8 +128,46 @@ def targets_table(t: pd.DataFrame) -> str:
             w = dict(zip(SHAPE[1:], r.idxmin()))
             rows.append(
                 f"| {label} | {x} | {len(r)} | {int((r >= least).sum())} | "
-                f"{r.min():.2f}x: {_shape(w)} |"
+                f"{r.min():.2f}x: {_shape(w)}{_ceiling(sel[sel.impl == impl], b, r.idxmin())} |"
             )
+    return "\n".join(rows)
+
+
+def _ceiling(fused: pd.DataFrame, base_ms: pd.Series, shape) -> str:
+    """The speedup a copy of the shape's own bytes would have over the baseline: the most any
+    kernel moving those bytes could reach (fp32 x against the Wan path: ~4.3x, not 10x)."""
+    if "copy_same_gbps" not in fused or fused.copy_same_gbps.isna().all():
+        return ""
+    r = fused.set_index(SHAPE[1:]).loc[shape]
+    copy_ms = r["bytes"] / (r["copy_same_gbps"] * 1e9) * 1e3
+    return f" (a same-size copy: {base_ms.loc[shape] / copy_ms:.2f}x)"
+
+
+def beside_table(t: pd.DataFrame, op: str, x: str = "bfloat16", b: int = 1) -> str:
+    """GB/s (% of the 2 GB copy) of the fused kernels beside every baseline, shape by shape:
+    x's dtype out for fused, eager and its torch.compile; fp32 out (Wan's) for the rest."""
+    impls = [
+        ("fused", "fused"),
+        ("eager", "eager"),
+        ("compile(eager)", "compile-eager"),
+        ("fused, fp32 out", "fused-f32out"),
+        ("Wan path", "wan-eager"),
+        ("compile(Wan)", "compile-wan"),
+    ]
+    if op == "bwd":
+        impls.insert(4, ("D-tile, fp32 out", "fused-dtile-f32out"))
+    sel = t[(t.op == op) & (t.dtype == x) & (t.B == b)].set_index(["impl", "D", "N"])
+    rows = [
+        "| D | N | " + " | ".join(name for name, _ in impls) + " |",
+        "|---|---|" + "---|" * len(impls),
+    ]
+    for D in sorted(t.D.unique()):
+        for n in sorted(t.N.unique()):
+            cells = []
+            for _, impl in impls:
+                r = sel.loc[(impl, D, n)] if (impl, D, n) in sel.index else None
+                cells.append("-" if r is None else f"{r.gbps:.0f} ({r.pct_copy_bw:.1f})")
+            rows.append(f"| {D} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -233,6 +272,9 @@ def main(argv=None) -> None:
     print("\n" + fp32_x_line(t, a.n))
     print(f"\nSpeedups, bf16 x, B = 1, N = {a.n}, geometric mean over D:\n")
     print("\n".join(speedup_lines(t, a.n)))
+    for op, name in (("fwd", "Forward"), ("bwd", "Backward")):
+        print(f"\n{name}, bf16 x, B = 1, shape by shape: GB/s (% of the 2 GB copy)\n")
+        print(beside_table(t, op))
     print(
         "\nThe kernel issue's targets, shape by shape (fused kernels, bf16 and fp32 x, B = 1, 2):\n"
     )
