@@ -105,9 +105,10 @@ def test_reference_h200_global_policy_meets_issue_7_targets():
     metrics = pd.read_csv(REF / "metrics.csv")
     t = beyond.target_table(tables, metrics)
     # every target, the simulator's replay error with the paper's power law included in this run
-    # (9.0% at s_cross 28800; 5.5% at 47aa441 (9360), 5.4% at bae9965 (9360), 9.1% at 1e9e5e2
-    # (28800), 6.5% at f055e77 (9360), 9.2% at 603d7a6, 8.9% at bd60510, 7.7% at 6001933, 5.2% at
-    # 64bc62f, 11.4% > 10% at 2bba38c; the quadratic form 2.0%: validation/README.md)
+    # (8.2% at s_cross 32400; 9.0% at 141c38e (28800), 5.5% at 47aa441 (9360), 5.4% at bae9965
+    # (9360), 9.1% at 1e9e5e2 (28800), 6.5% at f055e77 (9360), 9.2% at 603d7a6, 8.9% at bd60510,
+    # 7.7% at 6001933 (32400), 5.2% at 64bc62f, 11.4% > 10% at 2bba38c; the quadratic form 2.0%:
+    # validation/README.md)
     assert list(t.loc[~t["met"], "key"]) == [], t
     assert t.set_index("key").loc["sim_step_error_pct_quadratic", "met"]
     pol = beyond.policy_table(tables).set_index(["policy", "ranks"])
