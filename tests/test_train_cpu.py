@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from launch_ranks import torchrun
 
 from suite.train.emulate import collective_seconds, compose_steps
 from suite.train.instrument import LOG_FIELDS
@@ -31,22 +32,10 @@ COMMON = [
 
 
 def _run(args, nproc=None, timeout=120):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     if nproc:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            str(nproc),
-            "--master-port",
-            str(29500 + os.getpid() % 1000),
-            "-m",
-            "suite.train",
-            *args,
-        ]
-    else:
-        cmd = [sys.executable, "-m", "suite.train", *args]
+        return torchrun(["-m", "suite.train", *args], nproc, 29500, timeout=timeout)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "suite.train", *args]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return p

@@ -1,12 +1,9 @@
 """The global policy in the trainer (issue 7), on CPU with gloo: gradient equality with one process,
 a two-process run that logs every rank, and the emulator's agreement with it."""
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import torch
+from launch_ranks import torchrun
 
 from suite.train.logs import read_logs, step_table
 
@@ -24,28 +21,6 @@ COMMON = [
     "--device",
     "cpu",  # gloo on CPU even where a GPU exists (auto would take NCCL: two ranks, one GPU)
 ]
-
-
-def _torchrun(args, nproc, timeout=180):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        str(nproc),
-        "--master-port",
-        str(29000 + os.getpid() % 1000),
-        *args,
-    ]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
 def _two_gloo_ranks(corpus, st, step):
@@ -130,7 +105,12 @@ def test_global_gradient_equals_one_process():
 
 def test_two_rank_gloo_global_run_logs_every_rank_and_trains(tmp_path):
     real, emu = tmp_path / "real", tmp_path / "emu"
-    _torchrun(["-m", "suite.train", *COMMON, "--policy", "global", "--out", str(real)], 2)
+    torchrun(
+        ["-m", "suite.train", *COMMON, "--policy", "global", "--out", str(real)],
+        2,
+        29000,
+        timeout=180,
+    )
     ranks = read_logs(real)
     assert sorted(ranks["rank"].unique()) == [0, 1] and len(ranks) == 2 * 3
     assert (ranks.policy == "global").all() and (ranks.world == 2).all()

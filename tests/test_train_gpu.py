@@ -78,21 +78,16 @@ def test_fused_adaln_trains_if_available():
 
 def test_fsdp_and_ddp_on_one_nccl_rank_train_alike(tmp_path):
     """`--fsdp` under torchrun on NCCL: the mesh is the GPU's, and the losses are DDP's."""
-    import os
-    import subprocess
-    import sys
-
     import numpy as np
+    from launch_ranks import torchrun
 
     from suite.train.logs import read_logs, step_table
 
     def run(out, *extra):
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1",
-               "--master-port", str(29700 + os.getpid() % 200), "-m", "suite.train",
-               "--model", "tiny", "--mix", "tiny", "--steps", "3", "--corpus-size", "400",
-               "--dtype", "fp32", "--device", "cuda", "--policy", "dual", "--out", str(out), *extra]  # fmt: skip
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        args = ["-m", "suite.train", "--model", "tiny", "--mix", "tiny", "--steps", "3",
+                "--corpus-size", "400", "--dtype", "fp32", "--device", "cuda", "--policy", "dual",
+                "--out", str(out), *extra]  # fmt: skip
+        torchrun(args, 1, 29700, timeout=180)
         return step_table(read_logs(out))
 
     ddp, fsdp = run(tmp_path / "ddp"), run(tmp_path / "fsdp", "--fsdp")

@@ -2,15 +2,13 @@
 --only training` on gloo (SUITE_TRAINING_DEVICE=cpu: the tiny model of the cpu profile)."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from launch_ranks import torchrun
 
 from suite.rundir import RunDir
 
@@ -19,21 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _torchrun_training(run, *extra, port_offset=0):
     """`torchrun --nproc-per-node 2 -m suite reproduce --profile cpu --only training` on gloo."""
-    env = {
-        **os.environ,
-        "SUITE_TRAINING_DEVICE": "cpu",
-        "CUDA_VISIBLE_DEVICES": "",  # gloo on CPU, on a GPU machine too
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(30500 + port_offset + os.getpid() % 1000),
+    env = {"SUITE_TRAINING_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}  # gloo, on a GPU machine too
+    args = [
         "-m",
         "suite",
         "reproduce",
@@ -46,7 +31,7 @@ def _torchrun_training(run, *extra, port_offset=0):
         str(run),
         *extra,
     ]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    return torchrun(args, 2, 30500 + port_offset, env=env, timeout=240, check=False)
 
 
 def _upstream_done(run):

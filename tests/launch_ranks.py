@@ -1,0 +1,27 @@
+"""One torchrun launch for the tests that start real ranks (the trainer, reproduce's training)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def torchrun(args, nproc, port, *, env=None, timeout=120, check=True):
+    """`python -m torch.distributed.run --nproc-per-node NPROC ARGS` from the repository root,
+    one thread per rank, on master port `port` + pid % 1000 (tests that launch in turn pass
+    different ports); with `check`, a failed launch fails the test with the end of its output."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
+    }
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+           "--master-port", str(port + os.getpid() % 1000), *args]  # fmt: skip
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return p
