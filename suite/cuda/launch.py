@@ -171,6 +171,54 @@ def _dependent_config(grid: tuple[int, int, int], block: int, smem: int, stream:
     return c
 
 
+class PackedArgs:
+    """Kernel arguments packed once: every argument in its own 8-byte slot of one ctypes array,
+    and the kernelParams array (void*[n]) pointing at the slots. A launch plan builds one per
+    shape; a call rewrites only the pointer slots (`slots[i] = tensor.data_ptr()`, one item
+    assignment each) and passes `address`, so a launch creates no ctypes objects. Slot values are
+    little-endian, so an int32 or float argument reads the low 4 bytes of its slot."""
+
+    __slots__ = ("slots", "params", "address")
+
+    def __init__(self, args: list):
+        n = len(args)
+        self.slots = (ctypes.c_uint64 * n)()
+        base = ctypes.addressof(self.slots)
+        self.params = (ctypes.c_void_p * n)(*(base + 8 * i for i in range(n)))
+        self.address = ctypes.addressof(self.params)
+        for i, (value, ctype) in enumerate(args):
+            ctype.from_address(base + 8 * i).value = (
+                (value or 0) if ctype is ctypes.c_void_p else value
+            )
+
+
+_SUCCESS = driver.CUresult.CUDA_SUCCESS
+
+
+def launch_packed(
+    func: int, grid: tuple[int, int, int], block: int, smem: int, stream: int, args: PackedArgs
+) -> None:
+    """cuLaunchKernel with a pre-built kernelParams array (PackedArgs) on raw `stream`; `func` is
+    the CUfunction (object or int handle). The cheap launch of a cached plan."""
+    (err,) = driver.cuLaunchKernel(
+        func, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, args.address, 0
+    )
+    if err != _SUCCESS:
+        _check((err,), "cuLaunchKernel")
+
+
+def launch_packed_dependent(func, config, args: PackedArgs) -> None:
+    """launch_packed as a programmatic dependent launch; `config` from dependent_config."""
+    (err,) = driver.cuLaunchKernelEx(config, func, args.address, 0)
+    if err != _SUCCESS:
+        _check((err,), "cuLaunchKernelEx")
+
+
+def dependent_config(grid: tuple[int, int, int], block: int, smem: int, stream: int):
+    """The launch config of a programmatic dependent launch (cached per shape and stream)."""
+    return _dependent_config(tuple(grid), block, smem, stream)
+
+
 def launch(
     func,
     grid: tuple[int, int, int],

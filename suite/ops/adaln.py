@@ -75,6 +75,7 @@ def adaln_forward(
 
 @adaln_forward.register_fake
 def _(x, scale, shift, eps, mode, out_dtype, bwd_impl):
+    _same_device(x, scale=scale, shift=shift)
     B, N, D = x.shape
     stat = x.new_empty((B, N), dtype=torch.float32)
     return x.new_empty((B, N, D), dtype=out_dtype), stat, torch.empty_like(stat)
@@ -146,38 +147,50 @@ def _op(*args):
 class _EagerAdaLNRows(torch.autograd.Function):
     """The eager op with scale and shift given as rows `si`, `hi` of one [B, K, D] tensor (Wan's
     chunked modulation): backward writes that tensor's gradient whole (zeros in the other rows),
-    so autograd runs no slice backward (two fills, two copies and an add: with the finalize
-    zeroing the other rows, 11 us less per call on the H200, docs/perf-notes.md round 22)."""
+    so autograd runs no slice backward (two fills, two copies and an add per call). `mods`: the
+    (scale, shift) views themselves, in a tuple so autograd does not track them: their gradient
+    reaches `table` through this function alone. Returns y only; the fp32 mean and rstd stay on
+    ctx (one [2, B, N] buffer on CUDA)."""
 
     @staticmethod
-    def forward(ctx, x, table, si, hi, eps, out_dtype, bwd_impl):
-        scale, shift = table[:, si], table[:, hi]
-        out = _forward_impl(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
-        _setup_context(ctx, (x, table, shift, eps, MODE_SAMPLE, out_dtype, bwd_impl), out)
-        ctx.rows = si, hi
-        return out
+    def forward(ctx, x, table, si, hi, mods, eps, out_dtype, bwd_impl):
+        scale, shift = mods
+        if _use_cuda(x):
+            from suite.ops import fused_cuda
+
+            y, ctx.stats = fused_cuda.forward_stats(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
+        else:
+            y, mean, rstd = ref.forward(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
+            ctx.stats = (mean, rstd)
+        ctx.save_for_backward(x, table)
+        ctx.scale, ctx.rows, ctx.impl = scale, (si, hi), bwd_impl
+        ctx.set_materialize_grads(False)
+        return y
 
     @staticmethod
-    def backward(ctx, dy, _dmean, _drstd):
+    def backward(ctx, dy):
         if dy is None:
-            return (None,) * 7
-        x, table, mean, rstd = ctx.saved_tensors
+            return (None,) * 8
+        x, table = ctx.saved_tensors
         si, hi = ctx.rows
         if _use_cuda(x):
             from suite.ops import fused_cuda
 
             dtable = torch.empty(table.shape, dtype=torch.float32, device=table.device)
-            x, scale = _lastdim_contig(x), table[:, si]
+            p, B, N = ctx.stats.data_ptr(), x.shape[0], x.shape[1]
             rows = (dtable, si, hi)  # the finalize writes rows si, hi and zeroes the others
             dx = fused_cuda.backward(
-                dy.contiguous(), x, scale, mean, rstd, MODE_SAMPLE, ctx.impl, rows
+                dy.contiguous(), x, ctx.scale, p, p + 4 * B * N, MODE_SAMPLE, ctx.impl, rows
             )[0]
         else:
+            mean, rstd = ctx.stats
             dtable = torch.zeros(table.shape, dtype=torch.float32)
             dx, dtable[:, si], dtable[:, hi] = ref.backward(
-                dy, x, table[:, si], mean, rstd, MODE_SAMPLE
+                dy, x, ctx.scale.reshape(x.shape[0], -1), mean, rstd, MODE_SAMPLE
             )
-        return dx, dtable.to(table.dtype), None, None, None, None, None
+        if table.dtype != torch.float32:
+            dtable = dtable.to(table.dtype)
+        return dx, dtable, None, None, None, None, None, None
 
 
 _table_gradient = [True]
@@ -230,13 +243,17 @@ def _rows_of_one_table(scale: Tensor, shift: Tensor, B: int, D: int):
 
 
 # ----------------------------------------------------------------------------- public API
-def _check(x: Tensor, out_dtype, backward: str) -> torch.dtype:
+def _check(x: Tensor, out_dtype, backward: str, eps: float = 1e-6) -> torch.dtype:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 3:
         raise ValueError(f"x must be [B, N, D], got shape {list(x.shape)}")
     if x.dtype not in DTYPES:
         raise TypeError(f"x must be float32, bfloat16 or float16, got {x.dtype}")
     if backward not in BACKWARDS:
         raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
+    if not (isinstance(eps, (int, float)) and 0 <= eps < float("inf")):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     out_dtype = x.dtype if out_dtype is None else out_dtype
     if out_dtype not in DTYPES:
         raise TypeError(f"out_dtype must be float32, bfloat16 or float16, got {out_dtype}")
@@ -245,6 +262,19 @@ def _check(x: Tensor, out_dtype, backward: str) -> torch.dtype:
 
         check_d(x.shape[-1])
     return out_dtype
+
+
+def _same_device(x: Tensor, **tensors: Tensor) -> None:
+    """Every tensor on x's device, checked before any launch: a kernel given a host pointer
+    faults (illegal address), and after that every CUDA call of the process fails."""
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device != x.device:
+            raise ValueError(
+                f"{name} is on {t.device} but x is on {x.device}: every tensor must be on "
+                f"x's device (move it with {name}.to(x.device))"
+            )
 
 
 def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int]:
@@ -263,17 +293,11 @@ def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int
     )
 
 
-def adaln(
-    x: Tensor,
-    scale: Tensor,
-    shift: Tensor,
-    eps: float = 1e-6,
-    out_dtype: torch.dtype | None = None,
-    backward: str = "fused",
-) -> Tensor:
-    """y = LayerNorm(x, eps) * (1 + scale) + shift, fused. Returns [B, N, D] in out_dtype
-    (default x's dtype; pass torch.float32 for the official Wan 2.1 numerics)."""
-    out_dtype = _check(x, out_dtype, backward)
+def _adaln_general(x, scale, shift, eps, out_dtype, backward) -> Tensor:
+    """Every check, then the op: the path of torch.compile's trace, of CPU tensors and of the
+    layouts the fast path leaves out (broadcast modulation, mismatched strides)."""
+    out_dtype = _check(x, out_dtype, backward, eps)
+    _same_device(x, scale=scale, shift=shift)
     B, N, D = x.shape
     sc, m1 = _mod_view(scale, "scale", B, N, D)
     sh, m2 = _mod_view(shift, "shift", B, N, D)
@@ -283,10 +307,92 @@ def adaln(
             f"{list(scale.shape)} {scale.dtype} and {list(shift.shape)} {shift.dtype}"
         )
     if m1 == MODE_SAMPLE and (rows := _rows_of_one_table(sc, sh, B, D)) is not None:
-        return _EagerAdaLNRows.apply(x, *rows, float(eps), out_dtype, backward)[0]
+        return _EagerAdaLNRows.apply(x, *rows, (sc, sh), float(eps), out_dtype, backward)
     if x.is_cuda and sc.stride() != sh.stride():
         sc, sh = sc.contiguous(), sh.contiguous()
     return _op(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
+
+
+# Eager calls on CUDA: what one (shapes, strides, dtypes, devices, arguments) needs, decided
+# once by _adaln_general's checks; a call then only looks it up. (out_dtype, mode, direct):
+# direct means scale and shift reach the kernel as given (no broadcast, last dim contiguous, one
+# stride set), so no views are made. Bounded like the launch plans.
+_specs: dict = {}
+
+
+def _spec(key, x, scale, shift, eps, out_dtype, backward):
+    out_dtype = _check(x, out_dtype, backward, eps)
+    _same_device(x, scale=scale, shift=shift)
+    B, N, D = x.shape
+    sc, mode = _mod_view(scale, "scale", B, N, D)
+    _, mode2 = _mod_view(shift, "shift", B, N, D)
+    direct = (
+        mode == mode2
+        and scale.dtype == shift.dtype
+        and scale.shape == shift.shape
+        and scale.stride() == shift.stride()
+        and scale.shape[0] == B
+        and (scale.stride(-1) == 1 or D == 1)
+        and (x.stride(-1) == 1 or D == 1)
+    )
+    spec = (out_dtype, mode, direct)
+    if len(_specs) >= 4096:
+        _specs.clear()
+    _specs[key] = spec
+    return spec
+
+
+def _table_rows(scale: Tensor, shift: Tensor, B: int, D: int):
+    """_rows_of_one_table for a direct call: scale and shift as given ([B, 1, D] or [B, D])."""
+    table = scale._base
+    if table is None or shift._base is not table or not _table_gradient[0]:
+        return None
+    if not (scale.requires_grad and shift.requires_grad):
+        return None
+    t0 = table.storage_offset()
+    key = (table.shape, table.stride(), table.dtype, scale.storage_offset() - t0,
+           shift.storage_offset() - t0, scale.stride(), B, D)  # fmt: skip
+    rows = _rows_cache.get(key, False)
+    if rows is False:
+        found = _rows_of_one_table(scale, shift, B, D)
+        rows = _rows_cache[key] = None if found is None else found[1:]
+    return None if rows is None else (table, *rows)
+
+
+_rows_cache: dict = {}  # (table layout, offsets) -> (si, hi) or None; a few entries per model
+
+
+def adaln(
+    x: Tensor,
+    scale: Tensor,
+    shift: Tensor,
+    eps: float = 1e-6,
+    out_dtype: torch.dtype | None = None,
+    backward: str = "fused",
+) -> Tensor:
+    """y = LayerNorm(x, eps) * (1 + scale) + shift, fused. Returns [B, N, D] in out_dtype
+    (default x's dtype; pass torch.float32 for the official Wan 2.1 numerics).
+
+    Every tensor must be on x's device (ValueError otherwise, before any launch)."""
+    if not _use_cuda(x) or torch.compiler.is_compiling():
+        return _adaln_general(x, scale, shift, eps, out_dtype, backward)
+    key = (x.shape, x.stride(), x.dtype, x.device, scale.shape, scale.stride(), scale.dtype,
+           scale.device, shift.shape, shift.stride(), shift.dtype, shift.device, out_dtype,
+           backward, eps)  # fmt: skip
+    out, mode, direct = _specs.get(key) or _spec(key, x, scale, shift, eps, out_dtype, backward)
+    if direct:
+        from suite.ops import fused_cuda
+
+        if not (
+            torch.is_grad_enabled()
+            and (x.requires_grad or scale.requires_grad or shift.requires_grad)
+        ):
+            return fused_cuda.forward_stats(x, scale, shift, eps, mode, out)[0]
+        if mode == MODE_SAMPLE:
+            rows = _table_rows(scale, shift, x.shape[0], x.shape[2])
+            if rows is not None:
+                return _EagerAdaLNRows.apply(x, *rows, (scale, shift), eps, out, backward)
+    return _adaln_general(x, scale, shift, eps, out_dtype, backward)
 
 
 def layer_norm_affine(
@@ -298,7 +404,8 @@ def layer_norm_affine(
     backward: str = "fused",
 ) -> Tensor:
     """Affine LayerNorm y = LN(x) * weight + bias with the same fused kernels (weight, bias [D])."""
-    out_dtype = _check(x, out_dtype, backward)
+    out_dtype = _check(x, out_dtype, backward, eps)
+    _same_device(x, weight=weight, bias=bias)
     D = x.shape[-1]
     if weight.shape != (D,) or bias.shape != (D,) or weight.dtype != bias.dtype:
         raise ValueError(

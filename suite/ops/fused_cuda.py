@@ -8,11 +8,13 @@ widths compiles a handful of programs once; the CUBINs are cached on disk across
 
 from __future__ import annotations
 
+import ctypes
 import functools
-import os
+from threading import get_ident
 
 import torch
 
+from suite.cuda import launch as L
 from suite.cuda.compile import Program, compile_program, read_sources
 from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
     DTILE_NTILE,
@@ -21,7 +23,6 @@ from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's publ
     MODE_AFFINE,
     MODE_SAMPLE,
     MODE_TOKEN,
-    VARIANTS,
     KernelConfig,
     all_configs,
 )
@@ -29,31 +30,6 @@ from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's publ
 MAX_D = 8192  # past this the row no longer fits in registers without spills
 CTYPE = {torch.float32: "float", torch.bfloat16: "bf16", torch.float16: "f16"}
 SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu", "adaln_bwd_reduce.cu"]
-
-
-VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
-
-
-def _check_variant(name: str) -> str:
-    if name not in VARIANTS:
-        raise ValueError(f"unknown AdaLN kernel variant {name!r}; known: {sorted(VARIANTS)}")
-    return name
-
-
-_variant = _check_variant(os.environ.get(VARIANT_ENV) or "default")
-ENV_VARIANT = _variant  # the process's choice; suite.ops.bench's plain "fused" impls use it
-
-
-def set_variant(name: str) -> str:
-    """Select the kernel variant for later calls (benchmarking only); returns the previous one.
-    A backward uses the variant selected when it runs, not the one its forward ran with."""
-    global _variant
-    prev, _variant = _variant, _check_variant(name)
-    return prev
-
-
-def get_variant() -> str:
-    return _variant
 
 
 def check_d(D: int) -> None:
@@ -102,39 +78,12 @@ def _grid_cap(func, threads: int, index: int, smem: int = 0) -> int:
 def config_for(
     x: torch.Tensor, scale: torch.Tensor, mode: int, out_dtype: torch.dtype
 ) -> KernelConfig:
-    return _config(x.dtype, scale.dtype, out_dtype, x.shape[-1], mode, _variant)
+    return _config(x.dtype, scale.dtype, out_dtype, x.shape[-1], mode)
 
 
 @functools.cache
-def _config(tx, tm, ty, D: int, mode: int, variant: str) -> KernelConfig:
-    cfg = KernelConfig(CTYPE[tx], CTYPE[tm], CTYPE[ty], D, mode)
-    return cfg if variant == "default" else cfg.variant(variant)
-
-
-# Launch plans, cached per (dtypes, D, mode, layout, variant, device): building the configuration
-# and the kernel's name expression cost ~13 us per call (tools/adaln_host_path.py --breakdown).
-@functools.cache
-def _fwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, variant: str, idx: int, many=False):
-    """many: the launch has at least fwd_many_rows rows (KernelConfig.fwd_launch)."""
-    cfg = _config(tx, tm, ty, D, mode, variant)
-    run = cfg.fwd_launch(vector, cfg.fwd_many_rows) if many else cfg
-    func = _fn(cfg, run.fwd(vector), idx)  # every such kernel is in cfg's own program
-    persistent = vector and run.fwd_prefetch and not run.fwd_pair(vector)  # one wave of CTAs
-    cap = _grid_cap(func, run.fwd_threads, idx) if persistent else 2**31 - 1
-    return func, run.fwd_threads, run.fwd_rows, cap, run.fwd_pair(vector)
-
-
-@functools.cache
-def _bwd_plan(tx, tm, ty, D: int, mode: int, vector: bool, accum: bool, variant: str, idx: int):
-    from suite.cuda.launch import use_dynamic_smem
-
-    cfg = _config(tx, tm, ty, D, mode, variant)
-    func = _fn(cfg, cfg.bwd(vector, accum), idx)
-    smem = cfg.bwd_dyn_bytes(accum)  # 0 unless the shared arrays are dynamic (bwd_dyn)
-    carve = cfg.bwd_carveout(accum)
-    if smem:
-        use_dynamic_smem(func, smem, carve)
-    return cfg, func, _grid_cap(func, cfg.bwd_threads, idx, smem), smem, carve
+def _config(tx, tm, ty, D: int, mode: int) -> KernelConfig:
+    return KernelConfig(CTYPE[tx], CTYPE[tm], CTYPE[ty], D, mode)
 
 
 def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
@@ -145,189 +94,272 @@ def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
     return 0, 0
 
 
-def forward(x, scale, shift, eps: float, mode: int, out_dtype):
-    """x [B, N, D] (last dim contiguous), scale/shift as `mode` says (last dim contiguous).
-    Returns y [B, N, D] contiguous in out_dtype, mean and rstd [B, N] fp32."""
-    from suite.cuda.launch import f32, i64, launch, ptr
+def _layout_ok(es: int, D: int, *strides: int) -> bool:
+    """16-byte vectors: D a whole number of them and every row stride keeping rows on 16 bytes
+    (pointers are checked per call: they change, the plan does not)."""
+    return D % (16 // es) == 0 and all((s * es) % 16 == 0 for s in strides)
 
-    B, N, D = x.shape
-    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
-    mean = torch.empty((B, N), dtype=torch.float32, device=x.device)
-    rstd = torch.empty((B, N), dtype=torch.float32, device=x.device)
+
+# A launch plan per (shapes, strides, dtypes, mode, device, thread): the kernel, grid and a
+# packed argument buffer whose pointer slots each call rewrites. Keyed per thread because the
+# buffer is rewritten in place between the slot writes and the launch. Bounded: a run with many
+# distinct shapes (variable sequence lengths) rebuilds plans (~0.1 ms each) rather than growing.
+_PLANS_MAX = 4096
+_fwd_plans: dict = {}
+_bwd_plans: dict = {}
+
+
+def clear_plans() -> None:
+    _fwd_plans.clear()
+    _bwd_plans.clear()
+
+
+class _Launch:
+    __slots__ = ("func", "grid", "block", "smem", "args")
+
+    def __init__(self, func, grid, block: int, smem: int, args: list):
+        from suite.cuda.launch import PackedArgs
+
+        self.func, self.grid, self.block, self.smem = func, grid, block, smem
+        self.args = PackedArgs(args)
+
+
+def _fwd_launch(cfg: KernelConfig, vector: bool, idx, B, N, D, strides, eps) -> _Launch:
+    from suite.cuda.launch import f32, i64
+
     rows = B * N
-    if rows == 0:
-        return y, mean, rstd
-    smb, smn = mod_strides(scale, mode)
-    vector = D % (16 // x.element_size()) == 0 and _aligned(
-        (x, x.stride(0), x.stride(1)), (scale, smb, smn), (shift, smb, smn), (y,)
-    )
+    run = cfg.fwd_launch(vector, rows)
+    func = _fn(cfg, run.fwd(vector), idx)  # every such kernel is in cfg's own program
+    pair = run.fwd_pair(vector)
+    persistent = vector and run.fwd_prefetch and not pair  # one wave of CTAs
+    cap = _grid_cap(func, run.fwd_threads, idx) if persistent else 2**31 - 1
+    # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
+    # CTAs finish. adaln_fwd_r2: a row group is a pair of rows of one sample (odd N: a sample's
+    # last pair is one row), so B * ceil(N / 2) pairs.
+    units = B * -(-N // 2) if pair else rows
+    grid = (min(-(-units // run.fwd_rows), cap), 1, 1)
+    sx0, sx1, smb, smn = strides
+    p = (0, ctypes.c_void_p)
+    args = [p, i64(sx0), i64(sx1), p, p, i64(smb), i64(smn), p, p, p, i64(rows), i64(N), f32(eps)]
+    return _Launch(func, grid, run.fwd_threads, 0, args)
+
+
+def _fwd_plan(key, x, scale, shift, eps, mode, out_dtype):
+    B, N, D = x.shape
     if shift.stride()[: scale.dim()] != scale.stride():
         raise ValueError(
             "scale and shift must have the same strides (e.g. both chunks of one tensor)"
         )
+    check_d(D)
     idx = x.device.index
-    many_rows = _config(x.dtype, scale.dtype, out_dtype, D, mode, _variant).fwd_many_rows
-    func, threads, groups_per_cta, cap, pair = _fwd_plan(
-        x.dtype,
-        scale.dtype,
-        out_dtype,
-        D,
-        mode,
-        vector,
-        _variant,
-        idx,
-        many_rows is not None and rows >= many_rows,
+    cfg = _config(x.dtype, scale.dtype, out_dtype, D, mode)
+    smb, smn = mod_strides(scale, mode)
+    strides = (x.stride(0), x.stride(1), smb, smn)
+    ok = _layout_ok(x.element_size(), D, x.stride(0), x.stride(1)) and _layout_ok(
+        scale.element_size(), D, smb, smn
     )
-    # One CTA per block of rows (not a grid-stride wave): at small N the hardware refills SMs as
-    # CTAs finish, instead of each CTA walking several rows one dependent load after another.
-    # The persistent (prefetching) kernel caps the grid at one wave.
-    # adaln_fwd_r2: a row group takes a pair of rows of one sample (odd N: a sample's last pair
-    # is one row), so B * ceil(N / 2) pairs
-    units = B * -(-N // 2) if pair else rows
-    grid = min(-(-units // groups_per_cta), cap)
-    launch(
-        func,
-        (grid, 1, 1),
-        threads,
-        idx,
-        [
-            ptr(x),
-            i64(x.stride(0)),
-            i64(x.stride(1)),
-            ptr(scale),
-            ptr(shift),
-            i64(smb),
-            i64(smn),
-            ptr(y),
-            ptr(mean),
-            ptr(rstd),
-            i64(rows),
-            i64(N),
-            f32(eps),
-        ],
-    )
+    scalar = _fwd_launch(cfg, False, idx, B, N, D, strides, eps)
+    vec = _fwd_launch(cfg, True, idx, B, N, D, strides, eps) if ok else None
+    plan = ((B, N, D), (B, N), idx, vec, scalar)
+    if len(_fwd_plans) >= _PLANS_MAX:
+        _fwd_plans.clear()
+    _fwd_plans[key] = plan
+    return plan
+
+
+def forward_into(
+    x, scale, shift, eps: float, mode: int, out_dtype, y, mean_ptr: int, rstd_ptr: int
+):
+    """Launch the forward writing y and the fp32 mean / rstd at the given device addresses."""
+    key = (x.shape, x.stride(), scale.stride(), shift.stride(), x.dtype, scale.dtype, out_dtype,
+           mode, x.device, eps, get_ident())  # fmt: skip
+    plan = _fwd_plans.get(key) or _fwd_plan(key, x, scale, shift, eps, mode, out_dtype)
+    xp, sp, hp, yp = x.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr()
+    run = plan[3] if plan[3] is not None and not (xp | sp | hp | yp) & 15 else plan[4]
+    a = run.args.slots
+    a[0], a[3], a[4], a[7], a[8], a[9] = xp, sp, hp, yp, mean_ptr, rstd_ptr
+    L.launch_packed(run.func, run.grid, run.block, 0, L.current_stream_handle(plan[2]), run.args)
+
+
+def forward(x, scale, shift, eps: float, mode: int, out_dtype):
+    """x [B, N, D] (last dim contiguous), scale/shift as `mode` says (last dim contiguous).
+    Returns y [B, N, D] contiguous in out_dtype, mean and rstd [B, N] fp32."""
+    B, N, D = x.shape
+    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
+    mean = torch.empty((B, N), dtype=torch.float32, device=x.device)
+    rstd = torch.empty((B, N), dtype=torch.float32, device=x.device)
+    if B * N:
+        forward_into(x, scale, shift, eps, mode, out_dtype, y, mean.data_ptr(), rstd.data_ptr())
     return y, mean, rstd
+
+
+def forward_stats(x, scale, shift, eps: float, mode: int, out_dtype):
+    """forward with mean and rstd in one fp32 [2, B, N] buffer (one allocation, no views): the
+    eager path's. Returns y and that buffer."""
+    B, N, D = x.shape
+    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
+    stats = torch.empty((2, B, N), dtype=torch.float32, device=x.device)
+    if B * N:
+        p = stats.data_ptr()
+        forward_into(x, scale, shift, eps, mode, out_dtype, y, p, p + 4 * B * N)
+    return y, stats
+
+
+class _BwdPlan:
+    __slots__ = ("idx", "shape", "part", "vec", "scalar", "fin", "dtile", "pdl", "groups", "mode",
+                 "zero_rows", "tok", "dsc_shape", "dsc_dtype")  # fmt: skip
+
+
+def _bwd_launches(cfg, vector, accum, idx, B, N, D, groups, R, strides, mode, ld, zero_rows):
+    from suite.cuda.launch import i32, i64, use_dynamic_smem
+
+    func = _fn(cfg, cfg.bwd(vector, accum), idx)
+    smem = cfg.bwd_dyn_bytes(accum)  # 0 unless the shared arrays are dynamic (bwd_dyn)
+    if smem:
+        use_dynamic_smem(func, smem, cfg.bwd_carveout(accum))
+    cap = _grid_cap(func, cfg.bwd_threads, idx, smem)
+    # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
+    # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
+    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
+    slots = chunks * cfg.bwd_rows
+    sx0, sx1, smb, smn = strides
+    p = (0, ctypes.c_void_p)
+    row = _Launch(
+        func, (chunks, groups, 1), cfg.bwd_threads, smem,
+        [p, i64(sx0), i64(sx1), p, p, i64(smb), i64(smn), p, p, p, p, p, p, p, i64(R), i64(N)],
+    )  # fmt: skip
+    part_numel = groups * slots * cfg.bwd_part_width if accum else 0
+    fin = None
+    if mode != MODE_TOKEN and accum:
+        fin = _Launch(
+            _fn(cfg, cfg.finalize(cfg.bwd_rt, cfg.vec), idx), (-(-cfg.bwd_part_width // 32), groups, 1),
+            1024, 0, [p, p, p, p, i64(ld), p, i32(zero_rows), i32(slots)],
+        )  # fmt: skip
+    return row, part_numel, fin
+
+
+def _bwd_plan(key, x, dy, scale, mode, impl, rows):
+    from suite.cuda.launch import i32, i64
+
+    B, N, D = x.shape
+    check_d(D)
+    idx = x.device.index
+    groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
+    cfg = _config(x.dtype, scale.dtype, dy.dtype, D, mode)
+    smb, smn = mod_strides(scale, mode)
+    strides = (x.stride(0), x.stride(1), smb, smn)
+    zero_rows, ld = 0, D
+    if rows is not None:
+        table, si, hi = rows
+        if not (mode == MODE_SAMPLE and table.is_contiguous() and table.dtype == torch.float32):
+            raise ValueError("rows: the gradient table must be a contiguous fp32 [B, K, D] tensor")
+        zero_rows = sum(1 << r for r in range(table.shape[1]) if r not in (si, hi))
+        ld = table.stride(0)
+    accum = impl == "fused" and mode != MODE_TOKEN
+    es = x.element_size()
+    ok = (
+        _layout_ok(es, D, x.stride(0), x.stride(1))
+        and _layout_ok(scale.element_size(), D, smb, smn)
+        and (rows is None or (ld * 4) % 16 == 0)
+    )
+    pl = _BwdPlan()
+    pl.idx, pl.shape, pl.groups, pl.mode, pl.zero_rows = idx, (B, N, D), groups, mode, zero_rows
+    pl.tok = mode == MODE_TOKEN
+    pl.dsc_shape = (B, N, D) if pl.tok else (groups, D)
+    pl.dsc_dtype = scale.dtype if pl.tok else torch.float32
+    pl.scalar = _bwd_launches(
+        cfg, False, accum, idx, B, N, D, groups, R, strides, mode, ld, zero_rows
+    )
+    pl.vec = (
+        _bwd_launches(cfg, True, accum, idx, B, N, D, groups, R, strides, mode, ld, zero_rows)
+        if ok else None
+    )  # fmt: skip
+    pl.part = None
+    # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
+    pl.pdl = cfg.bwd_pdl and impl == "fused" and _sm90(idx)
+    pl.dtile = None
+    if impl == "dtile" and not pl.tok:  # the paper's column-owned reduction: a second pass
+        n_tiles = -(-R // DTILE_NTILE)
+        p = (0, ctypes.c_void_p)
+        dt = _Launch(
+            _fn(cfg, cfg.dtile(), idx), (-(-D // DTILE_TD), n_tiles, groups), DTILE_TD * DTILE_TR,
+            0, [p, i64(x.stride(0)), i64(x.stride(1)), p, p, p, p, p, i64(R), i64(N), i32(D),
+                i32(DTILE_NTILE)],
+        )  # fmt: skip
+        fin = _Launch(
+            _fn(cfg, cfg.finalize(1, 1), idx), (-(-D // 32), groups, 1), 1024, 0,
+            [p, p, p, p, i64(ld), p, i32(zero_rows), i32(n_tiles)],
+        )  # fmt: skip
+        pl.dtile = (dt, fin, groups * n_tiles * D)
+    if len(_bwd_plans) >= _PLANS_MAX:
+        _bwd_plans.clear()
+    _bwd_plans[key] = pl
+    return pl
 
 
 def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     """Returns dx [B, N, D] in x.dtype, and fp32 dscale, dshift: [B, D] (sample), [D] (affine) or
     [B, N, D] in scale.dtype (token). `rows` = (table, si, hi): per-sample gradients written as
     rows si, hi of `table`, an uninitialised contiguous fp32 [B, K, D] (the gradient of Wan's
-    [B, 6, D] modulation); its other rows are zeroed by the same kernels."""
-    from suite.cuda.launch import i32, i64, launch, ptr, use_dynamic_smem
-
-    B, N, D = x.shape
-    dev, idx = x.device, x.device.index
-    dx = torch.empty((B, N, D), dtype=x.dtype, device=dev)
-    groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
-    table, zero_rows = None, 0  # rows: the table and its other rows' bit mask
-    if mode == MODE_TOKEN:
-        dsc = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
-        dsh = torch.empty((B, N, D), dtype=scale.dtype, device=dev)
-    elif rows is not None:
+    [B, 6, D] modulation); its other rows are zeroed by the same kernels; dscale, dshift are then
+    None. mean and rstd: tensors, or device addresses (ints)."""
+    rk = None if rows is None else (rows[0].shape, rows[1], rows[2])
+    key = (x.shape, x.stride(), scale.stride(), x.dtype, scale.dtype, dy.dtype, mode, impl,
+           x.device, rk, get_ident())  # fmt: skip
+    pl = _bwd_plans.get(key) or _bwd_plan(key, x, dy, scale, mode, impl, rows)
+    dev = x.device
+    dx = torch.empty(pl.shape, dtype=x.dtype, device=dev)
+    if rows is not None:
         table, si, hi = rows
-        assert mode == MODE_SAMPLE and table.is_contiguous() and table.dtype == torch.float32
-        dsc, dsh = table[:, si], table[:, hi]
-        zero_rows = sum(1 << r for r in range(table.shape[1]) if r not in (si, hi))
+        tp = table.data_ptr()
+        row_bytes = 4 * pl.shape[2]
+        dsc = dsh = None
+        dsc_p, dsh_p = tp + si * row_bytes, tp + hi * row_bytes
     else:
-        dsc = torch.empty((groups, D), dtype=torch.float32, device=dev)
-        dsh = torch.empty((groups, D), dtype=torch.float32, device=dev)
+        tp = 0
+        dsc = torch.empty(pl.dsc_shape, dtype=pl.dsc_dtype, device=dev)
+        dsh = torch.empty(pl.dsc_shape, dtype=pl.dsc_dtype, device=dev)
+        dsc_p, dsh_p = dsc.data_ptr(), dsh.data_ptr()
+    B, N, D = pl.shape
     if B * N == 0:
-        if table is not None:
-            table.zero_()
+        if rows is not None:
+            rows[0].zero_()
+            return dx, None, None
         return dx, dsc.zero_(), dsh.zero_()
-    smb, smn = mod_strides(scale, mode)
-    vector = D % (16 // x.element_size()) == 0 and _aligned(
-        (x, x.stride(0), x.stride(1)), (dy,), (scale, smb, smn), (dx,), (dsc,), (dsh,)
-    )
-    accum = impl == "fused" and mode != MODE_TOKEN
-    cfg, func, cap, smem, carve = _bwd_plan(
-        x.dtype, scale.dtype, dy.dtype, D, mode, vector, accum, _variant, idx
-    )
-    if smem:  # again per launch: another variant may share this kernel with another carveout
-        use_dynamic_smem(func, smem, carve)
-    # Persistent grid: about one wave of CTAs (occupancy API), split evenly over the groups, and
-    # at least 8 row blocks per CTA so the partial rows stay small next to x and dy.
-    chunks = max(1, min(-(-cap // groups), -(-R // (cfg.bwd_rows * 8))))
-    slots = chunks * cfg.bwd_rows
-    if accum:
-        part_w, part_rt, part_vec = cfg.bwd_part_width, cfg.bwd_rt, cfg.vec  # thread-major rows
-        part_s = torch.empty((groups, slots, part_w), dtype=torch.float32, device=dev)
-        part_h = torch.empty_like(part_s)
-    else:
-        part_s = part_h = None
-    tok = mode == MODE_TOKEN
-    launch(
-        func,
-        (chunks, groups, 1),
-        cfg.bwd_threads,
-        idx,
-        [
-            ptr(x),
-            i64(x.stride(0)),
-            i64(x.stride(1)),
-            ptr(dy),
-            ptr(scale),
-            i64(smb),
-            i64(smn),
-            ptr(mean),
-            ptr(rstd),
-            ptr(dx),
-            ptr(dsc if tok else None),
-            ptr(dsh if tok else None),
-            ptr(part_s),
-            ptr(part_h),
-            i64(R),
-            i64(N),
-        ],
-        smem=smem,
-    )
+    mp = mean if isinstance(mean, int) else mean.data_ptr()
+    rp = rstd if isinstance(rstd, int) else rstd.data_ptr()
+    xp, gp, sp, dxp = x.data_ptr(), dy.data_ptr(), scale.data_ptr(), dx.data_ptr()
+    aligned = not (xp | gp | sp | dxp | dsc_p | dsh_p) & 15
+    row, part_numel, fin = pl.vec if pl.vec is not None and aligned else pl.scalar
+    stream = L.current_stream_handle(pl.idx)
+    ps = ph = 0
+    if part_numel:
+        part = torch.empty(2 * part_numel, dtype=torch.float32, device=dev)
+        ps = part.data_ptr()
+        ph = ps + 4 * part_numel
+    tok = pl.tok
+    a = row.args.slots
+    a[0], a[3], a[4], a[7], a[8], a[9] = xp, gp, sp, mp, rp, dxp
+    a[10], a[11] = (dsc_p, dsh_p) if tok else (0, 0)
+    a[12], a[13] = ps, ph
+    L.launch_packed(row.func, row.grid, row.block, row.smem, stream, row.args)
     if tok:
         return dx, dsc, dsh
-    if impl == "dtile":  # the paper's column-owned reduction: a second read of x and dy
-        n_tiles = -(-R // DTILE_NTILE)
-        part_s = torch.empty((groups, n_tiles, D), dtype=torch.float32, device=dev)
-        part_h = torch.empty_like(part_s)
-        f = _fn(cfg, cfg.dtile(), idx)
-        launch(
-            f,
-            (-(-D // DTILE_TD), n_tiles, groups),
-            DTILE_TD * DTILE_TR,
-            idx,
-            [
-                ptr(x),
-                i64(x.stride(0)),
-                i64(x.stride(1)),
-                ptr(dy),
-                ptr(mean),
-                ptr(rstd),
-                ptr(part_s),
-                ptr(part_h),
-                i64(R),
-                i64(N),
-                i32(D),
-                i32(DTILE_NTILE),
-            ],
-        )
-        slots, part_w, part_rt, part_vec = n_tiles, D, 1, 1  # plain rows
-    launch(
-        _fn(cfg, cfg.finalize(part_rt, part_vec), idx),
-        (-(-part_w // 32), groups, 1),
-        1024,
-        idx,
-        [
-            ptr(part_s),
-            ptr(part_h),
-            ptr(dsc),
-            ptr(dsh),
-            i64(dsc.stride(0) if dsc.dim() == 2 else D),
-            ptr(table),
-            i32(zero_rows),
-            i32(slots),
-        ],
-        # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
-        dependent=cfg.bwd_pdl and impl == "fused" and _sm90(idx),
-    )
+    if pl.dtile is not None:
+        dt, fin, n = pl.dtile
+        part = torch.empty(2 * n, dtype=torch.float32, device=dev)
+        ps = part.data_ptr()
+        ph = ps + 4 * n
+        b = dt.args.slots
+        b[0], b[3], b[4], b[5], b[6], b[7] = xp, gp, mp, rp, ps, ph
+        L.launch_packed(dt.func, dt.grid, dt.block, 0, stream, dt.args)
+    f = fin.args.slots
+    f[0], f[1], f[2], f[3], f[5] = ps, ph, dsc_p, dsh_p, tp
+    if pl.pdl and pl.dtile is None:
+        config = L.dependent_config(fin.grid, fin.block, 0, stream)
+        L.launch_packed_dependent(fin.func, config, fin.args)
+    else:
+        L.launch_packed(fin.func, fin.grid, fin.block, 0, stream, fin.args)
     return dx, dsc, dsh
 
 

@@ -1,0 +1,249 @@
+"""Burst benchmark of the fused AdaLN op's host path: 50 back-to-back calls, per call.
+
+    python -m suite.ops.host_bench [--out DIR] [--calls 50] [--reps 30]
+
+GPU (CUDA present), bf16 x [B, N, 1536] with Wan's fp32 [B, 6, D] modulation (scale, shift =
+e[:, 1:2], e[:, 0:1]), at B x N = 8 x 1560 and 1 x 4096, forward (no grad) and forward+backward
+(autograd.grad of x and e), per impl:
+  burst_us   50 calls then synchronise, wall time per call (what a training step sees)
+  host_us    the same 50 calls enqueued behind a long GPU spin: host time per call alone
+  graph_us   the 50 calls captured in one CUDA graph and replayed: the GPU time per call
+for the op, eager (F.layer_norm + modulate), and torch.compile of that eager function.
+
+CPU (no CUDA; `--cpu` forces it): the op's CUDA host path on CPU tensors with every driver
+call stubbed (suite.ops.host_bench.stub_launches): the public function, validation cache,
+launch-plan lookup, allocations (CPU allocator, N = 8 rows so no large buffers), argument
+packing and autograd, but not the driver's cuLaunchKernel itself, the CUDA caching allocator or
+the current-stream query. A launch given (values, types) pairs is packed into ctypes objects as
+cuda-bindings would do it, so the old path pays its packing too. Writes host_path_cpu.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+SHAPES = ((8, 1560, 1536), (1, 4096, 1536))
+
+
+class _FakeDriver:
+    """cuda.bindings.driver with the launches replaced: a (values, types) kernelParams is packed
+    into ctypes objects and an array of their addresses, as cuda-bindings does before calling
+    the driver; then nothing is launched."""
+
+    def __init__(self, real):
+        self._real = real
+        self.launches = 0
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+    def _pack(self, params):
+        if isinstance(params, tuple):
+            objs = [t(v) for v, t in zip(*params)]
+            (ctypes.c_void_p * len(objs))(*(ctypes.addressof(o) for o in objs))
+        self.launches += 1
+        return (self._real.CUresult.CUDA_SUCCESS,)
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        return self._pack(params)
+
+    def cuLaunchKernelEx(self, config, f, params, extra):
+        return self._pack(params)
+
+    def cuFuncSetAttribute(self, *a):
+        return (self._real.CUresult.CUDA_SUCCESS,)
+
+
+@contextlib.contextmanager
+def stub_launches():
+    """Run the op's CUDA host path on CPU tensors: kernels are still compiled (NVRTC, cached on
+    disk) and looked up by name, but module loads, device queries, the stream and launches are
+    stubbed. Restores everything (and drops the stubbed launch plans) on exit."""
+    import importlib
+
+    from suite.cuda import launch as L
+    from suite.ops import fused_cuda as F
+
+    A = importlib.import_module("suite.ops.adaln")  # the module: suite.ops.adaln is the function
+
+    fake = _FakeDriver(L.driver)
+    saved = []
+
+    def patch(mod, name, value):
+        saved.append((mod, name, getattr(mod, name)))
+        setattr(mod, name, value)
+
+    patch(L, "driver", fake)
+    patch(L, "device_arch", lambda index=None: "sm_90")
+    patch(L, "get_function", lambda program, name, index: L.driver.CUfunction(1))
+    patch(L, "max_blocks_per_sm", lambda func, threads, smem=0: 2)
+    patch(L, "sm_count", lambda index: 132)
+    patch(L, "current_stream_handle", lambda index: 0)
+    patch(F, "_sm90", lambda index: True)
+    patch(A, "_use_cuda", lambda x: True)
+    _clear_caches(F, A)
+    try:
+        yield fake
+    finally:
+        for mod, name, value in reversed(saved):
+            setattr(mod, name, value)
+        _clear_caches(F, A)
+
+
+def _clear_caches(F, A) -> None:
+    for name in ("_fn", "_fwd_plan", "_bwd_plan", "_config"):
+        getattr(getattr(F, name, None), "cache_clear", lambda: None)()
+    getattr(F, "clear_plans", lambda: None)()
+    for name in ("_specs", "_rows_cache"):
+        getattr(A, name, {}).clear()
+
+
+def per_call_us(fn, calls: int, reps: int, sync=lambda: None, before=lambda: None) -> list[float]:
+    """`reps` bursts of `calls` calls; per-call microseconds of each burst (sync at its end)."""
+    for _ in range(3):
+        fn()
+    sync()
+    out = []
+    for _ in range(reps):
+        before()
+        t = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        sync()
+        out.append((time.perf_counter_ns() - t) / calls / 1e3)
+    return out
+
+
+def _inputs(B, N, D, device, grad: bool):
+    x = torch.randn(B, N, D, device=device, dtype=torch.bfloat16, requires_grad=grad)
+    e = torch.randn(B, 6, D, device=device, requires_grad=grad)
+    dy = torch.randn(B, N, D, device=device, dtype=torch.bfloat16)
+    return x, e, dy
+
+
+def _calls(impl, x, e, dy, grad: bool):
+    s, h = e[:, 1:2], e[:, 0:1]
+    if not grad:
+
+        def fwd():
+            with torch.no_grad():
+                impl(x, s, h)
+
+        return fwd
+
+    def fwd_bwd():
+        torch.autograd.grad(impl(x, s, h), (x, e), dy)
+
+    return fwd_bwd
+
+
+def cpu_rows(calls: int, reps: int) -> list[dict]:
+    from suite.ops import adaln
+
+    rows = []
+    with stub_launches() as fake:
+        for B, N, D in SHAPES:
+            for grad in (False, True):
+                x, e, dy = _inputs(B, 8, D, "cpu", grad)
+                fn = _calls(adaln, x, e, dy, grad)
+                n0 = fake.launches
+                fn()
+                launches = fake.launches - n0
+                us = per_call_us(fn, calls, reps)
+                rows.append(
+                    dict(
+                        shape=f"{B}x{N}x{D}",
+                        rows_measured=B * 8,
+                        op="fwd+bwd" if grad else "fwd",
+                        launches_per_call=launches,
+                        host_us_median=statistics.median(us),
+                        host_us_min=min(us),
+                        reps=reps,
+                        calls=calls,
+                    )
+                )
+    return rows
+
+
+def gpu_rows(calls: int, reps: int) -> list[dict]:
+    from suite.ops import adaln
+    from suite.ops.baselines import eager_adaln
+
+    compiled = torch.compile(eager_adaln)
+    impls = {"op": adaln, "eager": eager_adaln, "compile-eager": compiled}
+    sync = torch.cuda.synchronize
+    rows = []
+    for B, N, D in SHAPES:
+        for grad in (False, True):
+            x, e, dy = _inputs(B, N, D, "cuda", grad)
+            for name, impl in impls.items():
+                fn = _calls(impl, x, e, dy, grad)
+                burst = per_call_us(fn, calls, reps, sync)
+                spin = lambda: torch.cuda._sleep(200_000_000)  # noqa: E731  (~0.1 s ahead)
+                host = per_call_us(fn, calls, max(3, reps // 5), before=spin)
+                sync()
+                row = dict(shape=f"{B}x{N}x{D}", op="fwd+bwd" if grad else "fwd", impl=name)
+                row.update(burst_us=statistics.median(burst), host_us=statistics.median(host))
+                row["graph_us"] = _graph_us(fn, calls, reps)
+                rows.append(row)
+    return rows
+
+
+def _graph_us(fn, calls: int, reps: int) -> float | str:
+    """GPU time per call of `calls` calls replayed from one CUDA graph (events, median)."""
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+        g.replay()
+        torch.cuda.synchronize()
+        out = []
+        for _ in range(reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            b.synchronize()
+            out.append(a.elapsed_time(b) * 1e3 / calls)
+        return statistics.median(out)
+    except Exception as err:  # a capture failure is a result to report, not a crash
+        torch.cuda.synchronize()
+        return f"not run: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__)
+    ap.formatter_class = argparse.RawDescriptionHelpFormatter
+    ap.add_argument("--out", type=Path, help="folder for host_path_{gpu,cpu}.csv")
+    ap.add_argument("--calls", type=int, default=50, help="calls per burst (default 50)")
+    ap.add_argument("--reps", type=int, default=30, help="bursts per measurement (default 30)")
+    ap.add_argument("--cpu", action="store_true", help="the stubbed CPU measurement even with CUDA")
+    a = ap.parse_args(argv)
+    import pandas as pd
+
+    gpu = torch.cuda.is_available() and not a.cpu
+    rows = gpu_rows(a.calls, a.reps) if gpu else cpu_rows(a.calls, a.reps)
+    df = pd.DataFrame(rows)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        df.to_csv(a.out / f"host_path_{'gpu' if gpu else 'cpu'}.csv", index=False)
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(df.round(2).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
