@@ -31,7 +31,7 @@ BACKWARDS = ("fused", "dtile")
 
 
 def _use_cuda(x: Tensor) -> bool:
-    return x.is_cuda
+    return isinstance(x, Tensor) and x.is_cuda
 
 
 def _lastdim_contig(t: Tensor) -> Tensor:
@@ -281,6 +281,7 @@ def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int
     """[B, D] / [1, D] / [B, 1, D] -> per-sample [B, D] view; [B, N, D] / [1, N, D] -> per token."""
     if t.dtype not in DTYPES:
         raise TypeError(f"{name} must be float32, bfloat16 or float16, got {t.dtype}")
+    given = list(t.shape)
     if t.dim() == 3 and t.shape[1] == 1:
         t = t.squeeze(1)  # a view whose backward is a view: t[:, 0] would cost 2 kernels each
     if t.dim() == 2 and t.shape[-1] == D and t.shape[0] in (1, B):
@@ -288,8 +289,7 @@ def _mod_view(t: Tensor, name: str, B: int, N: int, D: int) -> tuple[Tensor, int
     if t.dim() == 3 and t.shape[1:] == (N, D) and t.shape[0] in (1, B):
         return (t if t.shape[0] == B else t.expand(B, N, D)), MODE_TOKEN
     raise ValueError(
-        f"{name} must be [B, D], [B, 1, D] or [B, N, D] with B={B}, N={N}, D={D}; "
-        f"got {list(t.shape)}"
+        f"{name} must be [B, D], [B, 1, D] or [B, N, D] with B={B}, N={N}, D={D}; got {given}"
     )
 
 
@@ -376,9 +376,12 @@ def adaln(
     Every tensor must be on x's device (ValueError otherwise, before any launch)."""
     if not _use_cuda(x) or torch.compiler.is_compiling():
         return _adaln_general(x, scale, shift, eps, out_dtype, backward)
-    key = (x.shape, x.stride(), x.dtype, x.device, scale.shape, scale.stride(), scale.dtype,
-           scale.device, shift.shape, shift.stride(), shift.dtype, shift.device, out_dtype,
-           backward, eps)  # fmt: skip
+    try:
+        key = (x.shape, x.stride(), x.dtype, x.device, scale.shape, scale.stride(), scale.dtype,
+               scale.device, shift.shape, shift.stride(), shift.dtype, shift.device, out_dtype,
+               backward, eps)  # fmt: skip
+    except AttributeError:  # not tensors: the general path says which argument
+        return _adaln_general(x, scale, shift, eps, out_dtype, backward)
     out, mode, direct = _specs.get(key) or _spec(key, x, scale, shift, eps, out_dtype, backward)
     if direct:
         from suite.ops import fused_cuda

@@ -25,6 +25,7 @@ import contextlib
 import ctypes
 import statistics
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -40,11 +41,14 @@ class _FakeDriver:
     def __init__(self, real):
         self._real = real
         self.launches = 0
+        self.log: list[tuple] = []  # (function handle, grid, block, kernelParams) per launch
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    def _pack(self, params):
+    def _pack(self, params, f=None, grid=None, block=None):
+        if len(self.log) < 64:
+            self.log.append((int(f) if f is not None else None, grid, block, params))
         if isinstance(params, tuple):
             objs = [t(v) for v, t in zip(*params)]
             (ctypes.c_void_p * len(objs))(*(ctypes.addressof(o) for o in objs))
@@ -52,13 +56,25 @@ class _FakeDriver:
         return (self._real.CUresult.CUDA_SUCCESS,)
 
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        return self._pack(params)
+        return self._pack(params, f, (gx, gy, gz), bx)
 
     def cuLaunchKernelEx(self, config, f, params, extra):
-        return self._pack(params)
+        grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
+        return self._pack(params, f, grid, config.blockDimX)
 
     def cuFuncSetAttribute(self, *a):
         return (self._real.CUresult.CUDA_SUCCESS,)
+
+
+def function_id(name: str) -> int:
+    """The stub's CUfunction handle for kernel name expression `name` (distinct per name)."""
+    return zlib.crc32(name.encode()) | 1
+
+
+def kernel_args(params: int, n: int) -> list[int]:
+    """The n 8-byte argument slots a packed kernelParams address points at (stub launches)."""
+    ptrs = (ctypes.c_void_p * n).from_address(params)
+    return [ctypes.c_uint64.from_address(p).value for p in ptrs]
 
 
 @contextlib.contextmanager
@@ -82,7 +98,7 @@ def stub_launches():
 
     patch(L, "driver", fake)
     patch(L, "device_arch", lambda index=None: "sm_90")
-    patch(L, "get_function", lambda program, name, index: L.driver.CUfunction(1))
+    patch(L, "get_function", lambda program, name, index: L.driver.CUfunction(function_id(name)))
     patch(L, "max_blocks_per_sm", lambda func, threads, smem=0: 2)
     patch(L, "sm_count", lambda index: 132)
     patch(L, "current_stream_handle", lambda index: 0)
@@ -121,6 +137,29 @@ def per_call_us(fn, calls: int, reps: int, sync=lambda: None, before=lambda: Non
     return out
 
 
+class _Floor(torch.autograd.Function):
+    """The host floor of any autograd op of this signature: y allocated, nothing computed, and
+    a backward that allocates dx and the [B, 6, D] gradient. Its fwd+bwd burst is mostly
+    torch.autograd.grad's own cost (engine start, graph walk), paid once per backward call."""
+
+    @staticmethod
+    def forward(ctx, x, table):
+        ctx.shapes = x.shape, table.shape
+        return torch.empty_like(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        xs, ts = ctx.shapes
+        return torch.empty(xs, dtype=dy.dtype, device=dy.device), dy.new_empty(
+            ts, dtype=torch.float32
+        )
+
+
+def autograd_floor(x, scale, shift):
+    """_Floor on the table scale and shift are views of (Wan's e)."""
+    return _Floor.apply(x, scale._base if scale._base is not None else scale)
+
+
 def _inputs(B, N, D, device, grad: bool):
     x = torch.randn(B, N, D, device=device, dtype=torch.bfloat16, requires_grad=grad)
     e = torch.randn(B, 6, D, device=device, requires_grad=grad)
@@ -152,23 +191,25 @@ def cpu_rows(calls: int, reps: int) -> list[dict]:
         for B, N, D in SHAPES:
             for grad in (False, True):
                 x, e, dy = _inputs(B, 8, D, "cpu", grad)
-                fn = _calls(adaln, x, e, dy, grad)
-                n0 = fake.launches
-                fn()
-                launches = fake.launches - n0
-                us = per_call_us(fn, calls, reps)
-                rows.append(
-                    dict(
-                        shape=f"{B}x{N}x{D}",
-                        rows_measured=B * 8,
-                        op="fwd+bwd" if grad else "fwd",
-                        launches_per_call=launches,
-                        host_us_median=statistics.median(us),
-                        host_us_min=min(us),
-                        reps=reps,
-                        calls=calls,
+                for name, impl in (("op", adaln), ("autograd-floor", autograd_floor)):
+                    fn = _calls(impl, x, e, dy, grad)
+                    n0 = fake.launches
+                    fn()
+                    launches = fake.launches - n0
+                    us = per_call_us(fn, calls, reps)
+                    rows.append(
+                        dict(
+                            shape=f"{B}x{N}x{D}",
+                            rows_measured=B * 8,
+                            op="fwd+bwd" if grad else "fwd",
+                            impl=name,
+                            launches_per_call=launches,
+                            host_us_median=statistics.median(us),
+                            host_us_min=min(us),
+                            reps=reps,
+                            calls=calls,
+                        )
                     )
-                )
     return rows
 
 
@@ -177,7 +218,12 @@ def gpu_rows(calls: int, reps: int) -> list[dict]:
     from suite.ops.baselines import eager_adaln
 
     compiled = torch.compile(eager_adaln)
-    impls = {"op": adaln, "eager": eager_adaln, "compile-eager": compiled}
+    impls = {
+        "op": adaln,
+        "eager": eager_adaln,
+        "compile-eager": compiled,
+        "autograd-floor": autograd_floor,
+    }
     sync = torch.cuda.synchronize
     rows = []
     for B, N, D in SHAPES:

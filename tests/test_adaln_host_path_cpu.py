@@ -1,0 +1,148 @@
+"""CPU tests of the fused AdaLN op's input validation and of its CUDA host path, run on CPU
+tensors with the driver stubbed (suite.ops.host_bench.stub_launches): what each launch would be
+given (kernel, grid, argument slots), that plans are reused and rewritten per call, and that
+every bad input raises before any launch."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import torch
+
+from suite.ops import adaln, fused_cuda, host_bench, layer_norm_affine
+from suite.ops.kernel_config import MODE_SAMPLE, KernelConfig
+
+B, N, D = 2, 6, 1536
+
+
+def _wan(grad=False, dtype=torch.bfloat16):
+    x = torch.randn(B, N, D, dtype=dtype, requires_grad=grad)
+    e = torch.randn(B, 6, D, requires_grad=grad)
+    return x, e, e[:, 1:2], e[:, 0:1]
+
+
+@pytest.fixture
+def stub():
+    with host_bench.stub_launches() as fake:
+        yield fake
+
+
+# ------------------------------------------------------------------------- device mismatches
+@pytest.mark.parametrize("which", ["scale", "shift"])
+def test_modulation_on_another_device_raises_naming_both(which):
+    x = torch.empty(B, N, D, device="meta")  # x off the CPU: the reference path's checks
+    s, h = torch.randn(B, D), torch.randn(B, D)
+    s, h = (s, h.to("meta")) if which == "scale" else (s.to("meta"), h)
+    with pytest.raises(ValueError, match=rf"{which} is on cpu but x is on meta"):
+        adaln(x, s, h)
+
+
+def test_cpu_modulation_with_device_x_raises_before_any_launch(stub):
+    """The CUDA path (stubbed): a host-pointer modulation is refused before a kernel sees it."""
+    x = torch.randn(B, N, D, dtype=torch.bfloat16)
+    e = torch.randn(B, 6, D, device="meta")
+    with pytest.raises(ValueError, match=r"scale is on meta but x is on cpu"):
+        adaln(x, e[:, 1:2], e[:, 0:1])
+    assert stub.launches == 0
+    adaln(x, torch.randn(B, D), torch.randn(B, D))  # the same call with good tensors launches
+    assert stub.launches == 1
+    with pytest.raises(ValueError, match=r"shift is on meta"):  # a cached signature still checks
+        adaln(x, torch.randn(B, D), torch.randn(B, D, device="meta"))
+    assert stub.launches == 1
+
+
+def test_affine_weight_on_another_device():
+    x = torch.randn(B, N, 64)
+    with pytest.raises(ValueError, match=r"bias is on meta but x is on cpu"):
+        layer_norm_affine(x, torch.ones(64), torch.zeros(64, device="meta"))
+
+
+@pytest.mark.parametrize(
+    "call,err,match",
+    [
+        (lambda x, s, h: adaln(x, s, h, eps=-1.0), ValueError, "eps must be a finite number"),
+        (lambda x, s, h: adaln(x, s, h, eps=float("nan")), ValueError, "eps must be"),
+        (lambda x, s, h: adaln(x.tolist(), s, h), TypeError, "x must be a torch.Tensor"),
+        (lambda x, s, h: adaln(x, s.tolist(), h), TypeError, "scale must be a torch.Tensor"),
+        (lambda x, s, h: adaln(x, s.int(), h.int()), TypeError, "scale must be float32"),
+        (lambda x, s, h: adaln(x, s, h, out_dtype=torch.int8), TypeError, "out_dtype must be"),
+        (lambda x, s, h: adaln(x, s[..., :5], h), ValueError, r"got \[2, 1, 5\]"),
+        (lambda x, s, h: adaln(x, torch.ones(3, D), h), ValueError, r"with B=2, N=6, D=1536"),
+    ],
+)
+def test_bad_arguments(call, err, match):
+    x, _, s, h = _wan()
+    with pytest.raises(err, match=match):
+        call(x, s, h)
+
+
+def test_bad_arguments_raise_on_the_cuda_path_too(stub):
+    x, _, s, h = _wan()
+    with pytest.raises(ValueError, match="fused AdaLN supports 1 <= D <= 8192"):
+        adaln(torch.randn(1, 2, 8200), torch.randn(1, 8200), torch.randn(1, 8200))
+    with pytest.raises(TypeError, match="x must be float32"):
+        adaln(x.double(), s, h)
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        adaln(x, s, h.squeeze(1)[:, None, :].expand(B, N, D))
+    assert stub.launches == 0
+
+
+# ------------------------------------------------------------------------- the launch itself
+def _fwd_args(fake):
+    f, grid, block, params = fake.log[-1]
+    return f, grid, block, host_bench.kernel_args(params, 13)
+
+
+def test_forward_launch_arguments_and_plan_reuse(stub):
+    x, e, s, h = _wan()
+    y = adaln(x, s, h)
+    cfg = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+    f, grid, block, a = _fwd_args(stub)
+    assert f == host_bench.function_id(cfg.fwd_launch(True, B * N).fwd(True))
+    assert block == cfg.fwd_threads and grid[0] >= 1
+    assert a[0] == x.data_ptr() and a[3] == s.data_ptr() and a[4] == h.data_ptr()
+    assert a[1:3] == [N * D, D] and a[5:7] == [6 * D, 0]  # x strides; e's row stride, per sample
+    assert a[7] == y.data_ptr() and a[10:12] == [B * N, N]
+    assert a[9] - a[8] == 4 * B * N  # mean and rstd: one [2, B, N] buffer
+    assert struct.unpack("<f", struct.pack("<I", a[12] & 0xFFFFFFFF))[0] == pytest.approx(1e-6)
+    plans = len(fused_cuda._fwd_plans)
+    x2, _, s2, h2 = _wan()
+    y2 = adaln(x2, s2, h2)  # same signature: the plan is reused, its pointer slots rewritten
+    assert len(fused_cuda._fwd_plans) == plans
+    a2 = _fwd_args(stub)[3]
+    assert (a2[0], a2[3], a2[7]) == (x2.data_ptr(), s2.data_ptr(), y2.data_ptr())
+
+
+def test_misaligned_x_takes_the_scalar_kernel(stub):
+    x = torch.randn(B * N * D + 1, dtype=torch.bfloat16)[1:].view(B, N, D)  # 2 bytes off
+    e = torch.randn(B, 6, D)
+    adaln(x, e[:, 1:2], e[:, 0:1])
+    cfg = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+    assert stub.log[-1][0] == host_bench.function_id(cfg.fwd(False))
+
+
+def test_backward_writes_the_table_rows(stub):
+    x, e, s, h = _wan(grad=True)
+    y = adaln(x, s, h)
+    stub.log.clear()
+    dx, de = torch.autograd.grad(y, (x, e), torch.randn_like(y))
+    assert de.shape == e.shape and de.dtype == torch.float32 and dx.shape == x.shape
+    (row_f, _, _, row_p), (fin_f, _, fin_block, fin_p) = stub.log
+    cfg = KernelConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
+    assert row_f == host_bench.function_id(cfg.bwd(True, True))
+    assert fin_f == host_bench.function_id(cfg.finalize(cfg.bwd_rt, cfg.vec))
+    r = host_bench.kernel_args(row_p, 16)
+    assert r[0] == x.data_ptr() and r[4] == s.data_ptr() and r[9] == dx.data_ptr()
+    fa = host_bench.kernel_args(fin_p, 8)
+    # the finalize writes scale's row (1) and shift's row (0) of de, zeroes rows 2..5
+    assert fa[2] == de.data_ptr() + 4 * D and fa[3] == de.data_ptr() and fa[5] == de.data_ptr()
+    assert fa[4] == 6 * D and fa[6] == 0b111100
+
+
+def test_no_grad_and_grad_calls_take_their_paths(stub):
+    x, e, s, h = _wan(grad=True)
+    with torch.no_grad():
+        assert adaln(x, s, h).grad_fn is None
+    assert type(adaln(x, s, h).grad_fn).__name__ == "_EagerAdaLNRowsBackward"
+    assert stub.launches == 2
