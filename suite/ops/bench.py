@@ -1,5 +1,5 @@
-"""Timing harness for the AdaLN op and its baselines (used by suite.experiments.kernels and by
-tools/gpu_kernel_variants.sh through `python -m suite.ops.bench`).
+"""Timing harness for the AdaLN op and its baselines (used by suite.experiments.kernels and by the
+tuning lab's variant sweep, lab/variant_sweep.py).
 
 Each timed repetition: flush L2 by writing a 512 MB buffer, spin the GPU (torch.cuda._sleep) so
 the host has queued the timed call before the GPU gets there, then time the call alone between
@@ -11,8 +11,8 @@ enqueue time is recorded and a repetition whose host time exceeded the spin is c
 (reports/reference/h200, commit 75c22db) used a fixed 0.3 ms spin, which hid the forward's host
 overhead but not the custom-op backward's at N <= 16384.
 
-Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out", optionally with a
-kernel variant "fused@round1" (suite.ops.kernel_variants.VARIANTS); "fused-slices", the fused op
+Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out" (lab/variant_sweep.py adds
+kernel variants, "fused@round1"); "fused-slices", the fused op
 with e's gradient through autograd's slice backward (before round 22); the baselines "eager",
 "wan-eager", "compile-eager", "compile-wan".
 """
@@ -25,7 +25,6 @@ import math
 import statistics
 import time
 
-import pandas as pd
 import torch
 
 from suite.ops import adaln
@@ -54,18 +53,11 @@ def _impl(name: str, static: bool = False):
         "fused-dtile-f32out": {"out_dtype": torch.float32, "backward": "dtile"},
         "fused-slices": {},
     }
-    base_name, _, variant = name.partition("@")
-    if base_name in fused:
-        from suite.ops import fused_cuda
-
-        kw = fused[base_name]
-        v = variant or fused_cuda.ENV_VARIANT  # plain "fused": the process's variant (default)
+    if name in fused:
+        kw = fused[name]
 
         def run(x, e):
-            # Selected on every call: a backward uses the variant current when it runs, and the
-            # timed backward follows the forward (setup) of the same impl.
-            fused_cuda.set_variant(v)
-            with slice_gradients() if base_name == "fused-slices" else contextlib.nullcontext():
+            with slice_gradients() if name == "fused-slices" else contextlib.nullcontext():
                 return adaln(x, e[:, 1:2], e[:, 0:1], **kw)
 
         return run
@@ -311,118 +303,3 @@ def measure(
         if empty_cache:
             torch.cuda.empty_cache()
     return raw, rows
-
-
-# ----------------------------------------------------------------------------- variant sweep
-BASELINES = {"bfloat16": ("eager", "compile-eager"), "float32": ("wan-eager", "compile-wan")}
-HOST_PATHS = {"fused-slices": "slices"}  # the same kernels, another autograd path: a table column
-
-
-def variant_table(rows) -> pd.DataFrame:
-    """Per (op, dtype, B, D, N, output dtype): % of copy bandwidth of the default fused kernel
-    and of each variant ("fused@v"), the best variant, its speedup over the default and over the
-    baselines with the same output semantics (bf16 out: eager, compile-eager; fp32 out: the Wan
-    path and its torch.compile). `rows` are summary_row dicts (or a DataFrame of them)."""
-    t = pd.DataFrame(rows)
-    t = t[t.impl.str.startswith("fused") & ~t.impl.str.contains("dtile")].copy()
-    t["variant"] = t.impl.map(lambda n: n.partition("@")[2] or HOST_PATHS.get(n, "default"))
-    # fp32 x: "fused" and "fused-f32out" are the same op (fp32 out); keep the plain one
-    t = t.sort_values("impl", key=lambda s: s.str.contains("f32out"), kind="stable")
-    t = t.drop_duplicates(["op", "dtype", "B", "D", "N", "out_dtype", "variant"])
-    keys = ["op", "dtype", "B", "D", "N", "out_dtype"]
-    base = pd.DataFrame(rows)
-    out = []
-    for k, g in t.groupby(keys, sort=True):
-        rec = dict(zip(keys, k))
-        by = g.set_index("variant")
-        for v in by.index:
-            rec[v] = round(float(by.loc[v, "pct_copy_bw"]), 1)
-        best = by.ms_median.idxmin()
-        rec["best"] = best
-        if "default" in by.index:
-            rec["best_x_default"] = round(by.ms_median["default"] / by.ms_median[best], 3)
-        sem = "float32" if rec["out_dtype"] == "float32" else "bfloat16"
-        for b in BASELINES[sem]:
-            sel = base[
-                (base.impl == b)
-                & (base.op == rec["op"])
-                & (base.dtype == rec["dtype"])
-                & (base.B == rec["B"])
-                & (base.D == rec["D"])
-                & (base.N == rec["N"])
-            ]
-            if not sel.empty:
-                rec[f"x_{b}"] = round(float(sel.ms_median.iloc[0]) / by.ms_median[best], 2)
-        hb = int(g.host_bound_reps.sum()) if "host_bound_reps" in g else 0
-        rec["host_bound_reps"] = hb
-        out.append(rec)
-    return pd.DataFrame(out)
-
-
-def variant_impls(op: str, variants) -> list[str]:
-    """The fused impls a variant sweep times for `op`: default and each variant that changes the
-    op's kernel (a field fwd_*/bwd_* in VARIANTS; unknown names by their prefix), bf16 and fp32
-    output."""
-    from suite.ops.fused_cuda import VARIANTS
-
-    def changes(v: str) -> bool:
-        fields = VARIANTS.get(v)
-        return v.startswith(op) if fields is None else any(k.startswith(op) for k in fields)
-
-    vs = [v for v in variants if v != "default" and changes(v)]
-    return [f"{f}{'@' + v if v else ''}" for f in ("fused", "fused-f32out") for v in ["", *vs]]
-
-
-def main(argv=None) -> None:
-    """python -m suite.ops.bench --out DIR [--variants a,b] [--reps 30]: the quick grid (plus bf16
-    N = 16384) for every kernel variant against the default fused kernel and the baselines;
-    writes DIR/variants_timings.csv and DIR/variants_samples.csv and prints the table last.
-    --profile full|reference takes the kernels experiment's grid instead, --widths and --ops
-    narrow it (a variant that matters at some shapes only, measured at all of them)."""
-    import argparse
-    from pathlib import Path
-
-    from suite.experiments.kernels import WAN_WIDTHS, grid
-    from suite.ops.fused_cuda import VARIANTS
-
-    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--baselines", default="eager,wan-eager,compile-eager,compile-wan")
-    ap.add_argument("--profile", choices=("quick", "reference", "full"), default="quick")
-    ap.add_argument("--widths", default="", help="only these D, e.g. 3072 (default: all)")
-    ap.add_argument("--ops", default="fwd,bwd", help="fwd, bwd or both")
-    a = ap.parse_args(argv)
-    variants = [v for v in a.variants.split(",") if v]
-    for v in variants:
-        if v not in VARIANTS:
-            raise SystemExit(f"unknown variant {v!r}; known: {sorted(VARIANTS)}")
-    shapes = grid(a.profile)
-    if a.profile == "quick":
-        shapes += [(1, 16384, D, "bfloat16") for D in WAN_WIDTHS]
-    widths = {int(w) for w in a.widths.split(",") if w}
-    shapes = [s for s in shapes if not widths or s[2] in widths]
-    ops = {o for o in a.ops.split(",") if o}
-    if not shapes or not ops <= {"fwd", "bwd"} or not ops:
-        raise SystemExit(f"nothing to time: --widths {a.widths!r}, --ops {a.ops!r} (fwd, bwd)")
-    base = [b for b in a.baselines.split(",") if b]
-    fwd = variant_impls("fwd", variants) + base if "fwd" in ops else []
-    bwd = variant_impls("bwd", variants) + base if "bwd" in ops else []
-    raw, rows = measure(shapes, fwd, bwd, a.reps)
-    a.out.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_csv(a.out / "variants_timings.csv", index=False)
-    pd.DataFrame(raw).to_csv(a.out / "variants_samples.csv", index=False)
-    tab = variant_table(rows)
-    tab.to_csv(a.out / "variants_table.csv", index=False)
-    pd.set_option("display.width", 250)
-    pd.set_option("display.max_columns", 40)
-    print(
-        "% of copy bandwidth (fwd) / of the byte floor (bwd) per kernel variant; best_x_default ="
-    )
-    print("median-time speedup of the best variant over the default; x_<baseline> = best vs that")
-    print(tab.to_string(index=False))
-
-
-if __name__ == "__main__":
-    main()

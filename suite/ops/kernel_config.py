@@ -1,14 +1,12 @@
 """Which fused AdaLN kernels run: the kernel configuration of one NVRTC program (dtypes, D, mode
-and the design fields the H200 measurements chose) and the C++ name expressions it instantiates;
-the benchmark variants are in suite/ops/kernel_variants.py. No CUDA here:
+and the design fields the H200 measurements chose) and the C++ name expressions it instantiates
+(the tuning lab's variants of these fields: lab/kernel_variants.py). No CUDA here:
 suite/ops/fused_cuda.py builds and launches them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
-from suite.ops.kernel_variants import VARIANTS
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 # The kernels' template defaults after their fixed arguments (names drop trailing defaults):
@@ -460,10 +458,6 @@ class KernelConfig:
         if self.mode != MODE_TOKEN:
             out += [self.dtile(), self.finalize(1, 1), self.finalize(self.bwd_rt, self.vec)]
         return out
-
-    def variant(self, name: str) -> KernelConfig:
-        """This configuration with the fields of benchmark variant `name` (see VARIANTS)."""
-        return replace(self, **VARIANTS[name])
 
 
 def all_configs(widths=(64, 1000, 1536, 3072, 4100, 5120, 8192)) -> list[KernelConfig]:

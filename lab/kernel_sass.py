@@ -72,12 +72,13 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="print every instruction")
     a = ap.parse_args(argv)
 
+    from lab.variants import variant_config
     from suite.cuda.compile import compile_program, read_sources, resources
     from suite.ops.fused_cuda import SOURCES, KernelConfig
 
     tx, tm, ty = a.dtypes.split(",")
     cfg = KernelConfig(tx, tm, ty, a.D, a.mode)
-    cfg = cfg if a.variant == "default" else cfg.variant(a.variant)
+    cfg = cfg if a.variant == "default" else variant_config(cfg, a.variant)
     names = [n for n in dict.fromkeys(cfg.names()) if a.kernel in n]
     if not names:
         raise SystemExit(f"no kernel of {cfg} contains {a.kernel!r}")

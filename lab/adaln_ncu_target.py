@@ -36,12 +36,13 @@ def main(argv=None) -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("adaln_ncu_target.py: needs a CUDA GPU (torch sees none)")
-    from suite.ops import adaln, fused_cuda
+    from lab.variants import set_variant
+    from suite.ops import adaln
 
     dt = getattr(torch, a.dtype)
     ydt = getattr(torch, a.out_dtype or a.dtype)
     for variant in a.variants.split(","):
-        fused_cuda.set_variant(variant)
+        set_variant(variant)
         for D in (int(d) for d in a.widths.split(",")):
             x = torch.randn(1, a.n, D, device="cuda", dtype=dt, requires_grad=True)
             mod = torch.randn(1, 6, D, device="cuda")
@@ -60,7 +61,7 @@ def main(argv=None) -> None:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location(
-            "mixed_copy", Path(__file__).resolve().parent / "mixed_copy.py"
+            "mixed_copy", Path(__file__).resolve().parent.parent / "tools" / "mixed_copy.py"
         )
         mixed_copy = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mixed_copy)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 spec = importlib.util.spec_from_file_location(
-    "kernel_sass", Path(__file__).resolve().parent.parent / "tools" / "kernel_sass.py"
+    "kernel_sass", Path(__file__).resolve().parent.parent / "kernel_sass.py"
 )
 kernel_sass = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kernel_sass)

@@ -5,7 +5,7 @@ import math
 from pathlib import Path
 
 _spec = importlib.util.spec_from_file_location(
-    "bwd_timeline", Path(__file__).resolve().parent.parent / "tools" / "bwd_timeline.py"
+    "bwd_timeline", Path(__file__).resolve().parent.parent / "bwd_timeline.py"
 )
 bt = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bt)

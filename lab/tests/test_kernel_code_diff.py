@@ -7,7 +7,7 @@ from pathlib import Path
 from suite.cuda.compile import compile_program
 
 _spec = importlib.util.spec_from_file_location(
-    "kernel_code_diff", Path(__file__).resolve().parent.parent / "tools" / "kernel_code_diff.py"
+    "kernel_code_diff", Path(__file__).resolve().parent.parent / "kernel_code_diff.py"
 )
 kcd = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kcd)

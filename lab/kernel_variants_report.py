@@ -14,9 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lab import kernel_model as km  # noqa: E402
+from lab.kernel_variants import VARIANTS  # noqa: E402
+from lab.variants import variant_config  # noqa: E402
 from suite.cuda.compile import resources  # noqa: E402
-from suite.ops import kernel_model as km  # noqa: E402
-from suite.ops.fused_cuda import VARIANTS, KernelConfig, build  # noqa: E402
+from suite.ops.fused_cuda import KernelConfig, build  # noqa: E402
 
 REF = ROOT / "reports" / "reference" / "h200" / "kernels.csv"
 SIZE = {"bf16": 2, "f16": 2, "float": 4}
@@ -48,7 +50,7 @@ def report(
             base = KernelConfig(tx, tm, ty, D, 0)
             stats = {}
             for v in variants or VARIANTS:
-                prog_cfg = base.variant(v)
+                prog_cfg = variant_config(base, v)
                 res = resources(build(prog_cfg, arch))
                 for op in ("fwd", "bwd"):
                     if v != "default" and not any(k.startswith(op) for k in VARIANTS[v]):
