@@ -6,13 +6,11 @@ op runs, so an output element the kernel forgot to write shows up as NaN.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
 
-from suite.ops import adaln, fused_cuda, layer_norm_affine
+from suite.ops import adaln, layer_norm_affine
 
 pytestmark = [
     pytest.mark.gpu,
@@ -21,25 +19,6 @@ pytestmark = [
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 GTOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 _seed = [1000]
-# Kernel variants (benchmark-only, docs/perf-notes.md): the correctness tests below run on each.
-# $ADAPTIVELOAD_TEST_VARIANTS=name,name narrows the set (default: every variant).
-VARIANTS = [
-    v
-    for v in (os.environ.get("ADAPTIVELOAD_TEST_VARIANTS") or ",".join(fused_cuda.VARIANTS)).split(
-        ","
-    )
-    if v
-]
-
-
-@pytest.fixture(params=VARIANTS)
-def variant(request):
-    """Run the test with kernel variant `request.param` selected, then restore the previous one."""
-    prev = fused_cuda.set_variant(request.param)
-    try:
-        yield request.param
-    finally:
-        fused_cuda.set_variant(prev)
 
 
 def rel(a, b) -> float:
@@ -60,23 +39,6 @@ def rand(*shape, dtype=torch.float32, scale=1.0, offset=0.0):
     _seed[0] += 1
     g = torch.Generator(device="cuda").manual_seed(_seed[0])
     return (torch.randn(*shape, generator=g, device="cuda") * scale + offset).to(dtype)
-
-
-def under_variants(variants, x, e, dy, out_dtype=None, poison_bytes=0) -> dict:
-    """Per kernel variant: y and the gradients of x and of Wan's [B, 6, D] modulation e (scale
-    and shift as [B, 1, D] chunks of it), each run with that variant selected (after poisoning
-    poison_bytes of freed memory, when given)."""
-    out = {}
-    for v in variants:
-        prev = fused_cuda.set_variant(v)
-        try:
-            if poison_bytes:
-                poison(poison_bytes)
-            y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out_dtype)
-            out[v] = (y.detach(), *torch.autograd.grad(y, (x, e), dy))
-        finally:
-            fused_cuda.set_variant(prev)
-    return out
 
 
 def ref64(x, scale, shift, eps=1e-6, affine=False):
@@ -125,7 +87,7 @@ DS = [64, 1000, 1536, 3072, 4100, 5120, 8192]
         (torch.bfloat16, torch.float32, torch.float32),
     ],
 )
-def test_per_sample_widths(D, dtype, mod, out, variant):
+def test_per_sample_widths(D, dtype, mod, out):
     B, N = 2, 37  # odd N: no tile divides it
     x = rand(B, N, D, dtype=dtype, scale=2.0, offset=0.5)
     check(x, rand(B, D, dtype=mod, scale=0.5), rand(B, D, dtype=mod), out_dtype=out)
@@ -135,7 +97,7 @@ def test_per_sample_widths(D, dtype, mod, out, variant):
 
 
 @pytest.mark.parametrize("D", [64, 1000, 1536, 5120])
-def test_rows_with_a_large_mean_keep_fp32_precision(D, variant):
+def test_rows_with_a_large_mean_keep_fp32_precision(D):
     """Mean 300, spread 1: E[x^2] - mean^2 in fp32 would be off by ~3e-3 relative; the two-pass
     statistics stay near fp32 resolution at that offset (ulp(300) / 1 ~ 3e-5: torch's own fp32
     layer_norm is no closer)."""
@@ -148,7 +110,7 @@ def test_rows_with_a_large_mean_keep_fp32_precision(D, variant):
 
 @pytest.mark.parametrize("D", [1000, 1536, 3072])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_per_token_and_affine(D, dtype, variant):
+def test_per_token_and_affine(D, dtype):
     B, N = 2, 21
     x = rand(B, N, D, dtype=dtype)
     check(x, rand(B, N, D, dtype=dtype, scale=0.5), rand(B, N, D, dtype=dtype))
@@ -158,12 +120,12 @@ def test_per_token_and_affine(D, dtype, variant):
 
 @pytest.mark.parametrize("N", [1, 3, 4096])
 @pytest.mark.parametrize("B", [1, 3])
-def test_sequence_lengths_and_batch(N, B, variant):
+def test_sequence_lengths_and_batch(N, B):
     D = 1536
     check(rand(B, N, D, dtype=torch.bfloat16), rand(B, D, scale=0.5), rand(B, D))
 
 
-def test_n_75600_wan_720p(variant):
+def test_n_75600_wan_720p():
     B, N, D = 1, 75600, 5120
     check(
         rand(B, N, D, dtype=torch.bfloat16),
@@ -173,7 +135,7 @@ def test_n_75600_wan_720p(variant):
     )
 
 
-def test_noncontiguous_x_and_wan_strided_modulation(variant):
+def test_noncontiguous_x_and_wan_strided_modulation():
     B, N, D = 3, 50, 1536
     x = rand(N, B, D, dtype=torch.bfloat16).transpose(0, 1)  # [B, N, D] with row stride B*D
     e = rand(B, 6, D)
@@ -186,7 +148,7 @@ def test_noncontiguous_x_and_wan_strided_modulation(variant):
 
 @pytest.mark.parametrize("backward", ["fused", "dtile"])
 @pytest.mark.parametrize("D", [1000, 1536, 3072])
-def test_modulation_table_rows_match_separate_tensors(D, backward, variant):
+def test_modulation_table_rows_match_separate_tensors(D, backward):
     """scale and shift as rows of Wan's [B, 6, D] e: the finalize writes e's gradient rows
     directly and zeroes the others (2 kernels per backward, not 7 with the slice backward),
     bitwise equal to the same op on separate [B, D] tensors."""
@@ -214,7 +176,7 @@ def test_modulation_table_rows_match_separate_tensors(D, backward, variant):
 
 
 @pytest.mark.parametrize("D", [1536, 1000])
-def test_misaligned_pointers_fall_back(D, variant):
+def test_misaligned_pointers_fall_back(D):
     B, N = 2, 19
     xb = rand(B * N * D + 1, dtype=torch.bfloat16)
     x = xb[1:].view(B, N, D)  # 2-byte offset: not 16-byte aligned
@@ -222,7 +184,7 @@ def test_misaligned_pointers_fall_back(D, variant):
     check(x, mb[1 : 1 + B * D].view(B, D), mb[1 + B * D :].view(B, D))
 
 
-def test_nan_inf_propagate(variant):
+def test_nan_inf_propagate():
     B, N, D = 2, 8, 1536
     x = rand(B, N, D)
     x[0, 3, 7] = float("nan")
@@ -255,7 +217,7 @@ def test_more_than_2_31_elements():
 
 
 @pytest.mark.parametrize("backward", ["fused", "dtile"])
-def test_gradients_bitwise_deterministic(backward, variant):
+def test_gradients_bitwise_deterministic(backward):
     B, N, D = 2, 5000, 1536
     x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
     e = rand(B, 6, D).requires_grad_(True)
@@ -324,124 +286,3 @@ def test_unsupported_inputs_raise():
         adaln(x, rand(1, 10000), rand(1, 10000))
     with pytest.raises(TypeError, match="float32, bfloat16 or float16"):
         adaln(rand(1, 4, 64).double(), rand(1, 64), rand(1, 64))
-
-
-@pytest.mark.parametrize("D", [3072, 5120])
-def test_remat_is_bitwise(D):
-    """Round 17's backward (x-hat and dy recomputed from the packed row, shared words) at the
-    widths where it is the default: the same additions in the same order as bwd-r17's, so
-    bitwise the same dx, dscale and dshift."""
-    x = rand(2, 300, D, dtype=torch.bfloat16).requires_grad_(True)
-    e = rand(2, 6, D).requires_grad_(True)
-    dy = rand(2, 300, D, dtype=torch.bfloat16)
-    out = under_variants(("default", "bwd-r17"), x, e, dy)
-    for i, (a, b) in enumerate(zip(out["default"], out["bwd-r17"])):
-        assert torch.equal(a, b), (D, i)
-
-
-@pytest.mark.parametrize("B,N", [(1, 49152), (2, 24577)])
-def test_many_rows_forward_at_d_3072(B, N):
-    """Launches of >= fwd_many_rows rows at D = 3072 (bf16, fp32 per-sample modulation) run
-    another forward (round 21: two warps per row; round 28: two rows per row group): every row
-    written (poisoned output), y against float64, mean and rstd feeding the backward; the same
-    rows through the one-kernel rule (fwd-r20) agree."""
-    x = rand(B, N, 3072, dtype=torch.bfloat16)
-    e = rand(B, 6, 3072)
-    check(x, e[:, 1], e[:, 0])
-    prev = fused_cuda.set_variant("fwd-r20")
-    try:
-        old = adaln(x, e[:, 1], e[:, 0])
-    finally:
-        fused_cuda.set_variant(prev)
-    assert not torch.equal(adaln(x, e[:, 1], e[:, 0]), old)  # another kernel ran (another order)
-    assert rel(adaln(x, e[:, 1], e[:, 0]), old) < 1e-2
-
-
-@pytest.mark.parametrize("D", [1536, 5120])
-@pytest.mark.parametrize("B,N", [(1, 4099), (3, 1000)])
-def test_interleaved_rows_cover_every_row(B, N, D):
-    """Round 19's interleaved row order (the default) against the contiguous runs before it:
-    every row written once, at row counts that leave the last block of a CTA (and, at B = 3, of
-    a sample) partial; y and dx bitwise the same, the sums within rounding."""
-    x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
-    e = rand(B, 6, D).requires_grad_(True)
-    dy = rand(B, N, D, dtype=torch.bfloat16)
-    out = under_variants(("default", "fwd-r18", "bwd-r18"), x, e, dy)
-    ref = out["default"]
-    for v in ("fwd-r18", "bwd-r18"):
-        assert torch.equal(out[v][0], ref[0]) and torch.equal(out[v][1], ref[1]), v
-        assert rel(out[v][2], ref[2]) < 1e-5, (v, rel(out[v][2], ref[2]))
-
-
-@pytest.mark.parametrize("D", [1536, 3072])
-@pytest.mark.parametrize("B,N", [(1, 1), (2, 777)])
-def test_fp32_out_forward_under_40_registers_is_bitwise(B, N, D):
-    """Round 27: the fp32-out forward under a 40-register cap (the default at D = 3072: the same
-    code, 8 CTAs per SM) writes every output (poisoned first) with bitwise the values of the
-    64-register kernel before it (fwd-r26)."""
-    x = rand(B, N, D, dtype=torch.bfloat16)
-    e = rand(B, 6, D)
-    ref = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=torch.float32)
-    prev = fused_cuda.set_variant("fwd-r26")
-    try:
-        poison(4 * B * N * D)
-        y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=torch.float32)
-    finally:
-        fused_cuda.set_variant(prev)
-    assert torch.equal(y, ref), rel(y, ref)
-
-
-@pytest.mark.parametrize("name", [v for v in VARIANTS if v != "default"])
-def test_variant_matches_default(name):
-    """Variants that keep each row's additions in the same order give bitwise the default's rows:
-    fwd-pfm (same kernel, modulation in registers) y and every gradient; bwd-sm2 y and dx (another
-    occupancy splits the rows over other CTAs, so dscale/dshift partials differ by rounding).
-    fwd-named, fwd-v4: the default's kernel for this bf16-y case. round1 agrees within rounding (it loads 8
-    elements per thread, so each thread adds its part of the row in another order)."""
-    B, N, D = 2, 300, 1536
-    x = rand(B, N, D, dtype=torch.bfloat16).requires_grad_(True)
-    e = rand(B, 6, D).requires_grad_(True)
-    dy = rand(B, N, D, dtype=torch.bfloat16)
-    out = under_variants(("default", name), x, e, dy)
-    exact = {"fwd-pfm": (0, 1, 2), "fwd-named": (0, 1, 2), "fwd-v4": (0, 1, 2), "bwd-sm2": (0, 1)}
-    exact["bwd-r14"] = (0, 1, 2)  # the same additions through scalar shared words
-    exact["bwd-r17"] = (0, 1, 2)  # the default's kernel at D = 1536 (test_remat_is_bitwise)
-    exact["fwd-r18"] = (0, 1, 2)  # rows in another order, each row the same kernel
-    exact["bwd-r18"] = (0, 1)  # dx the same; a CTA's column sums cover other rows
-    exact["bwd-r22"] = (0, 1, 2)  # the same kernels, the finalize launched after the row kernel
-    exact["fwd-r26"] = (0, 1, 2)  # the bf16-y kernels are the default's
-    exact["bwd-r29"] = (0, 1, 2)  # the same arithmetic, more instructions
-    exact["bwd-r31"] = (0, 1, 2)  # the same arithmetic, the first row's loads later
-    exact = exact.get(name, ())
-    for i, (a, b) in enumerate(zip(out["default"], out[name])):
-        if i in exact:
-            assert torch.equal(a, b), (name, i)
-        else:
-            assert rel(a, b) < 1e-2, (name, i, rel(a, b))
-
-
-@pytest.mark.parametrize(
-    "dtype,out,D,B,N",
-    [
-        (torch.float32, None, 1536, 3, 777),  # the default for fp32 x at D = 1536
-        (torch.float32, None, 1536, 1, 1),
-        (torch.bfloat16, None, 1536, 1, 16385),  # bf16 y at >= 16384 rows (fwd_many)
-        (torch.bfloat16, None, 3072, 3, 5463),
-        (torch.bfloat16, torch.float32, 1536, 3, 5463),  # fp32 y at >= 16384 rows (fwd_many)
-    ],
-)
-def test_pair_forward(dtype, out, D, B, N):
-    """Round 28: two rows of one sample per row group (adaln_fwd_r2). Odd N leaves each sample's
-    last pair one row, and B = 3 puts pairs of several samples in one CTA: every output written
-    (poisoned first), y within rounding of the one-row kernels (fwd-r27), mean and rstd through
-    dx and the modulation's gradient too (1e-5, or 1e-4 for 16-bit tensors, where a 1e-8
-    difference in fp32 flips the rounding of a few elements), and y against float64."""
-    x = rand(B, N, D, dtype=dtype).requires_grad_(True)
-    e = rand(B, 6, D).requires_grad_(True)
-    dy = rand(B, N, D, dtype=out or dtype)
-    res = under_variants(("fwd-p2", "fwd-r27"), x, e, dy, out, poison_bytes=4 * B * N * D)
-    assert torch.isfinite(res["fwd-p2"][0]).all()
-    for i, (a, b) in enumerate(zip(res["fwd-p2"], res["fwd-r27"])):  # 16-bit: an ulp flips
-        assert rel(a, b) < (1e-5 if a.dtype == torch.float32 else 1e-4), (i, rel(a, b))
-    ref = ref64(x.detach(), e[:, 1].detach(), e[:, 0].detach())
-    assert rel(res["fwd-p2"][0], ref) < TOL[res["fwd-p2"][0].dtype]

@@ -1,4 +1,4 @@
-"""CPU tests of the fused AdaLN kernels without a GPU: every configuration and variant compiles
+"""CPU tests of the fused AdaLN kernels without a GPU: every shipped configuration compiles
 with NVRTC for sm_80 / sm_90 without spills, the configuration rules name the measured defaults,
 and the launch helpers (occupancy, dynamic shared memory, partial-row layout) behave."""
 
@@ -9,7 +9,6 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
-import torch
 
 from suite.cuda.compile import CompileError, compile_program, kernel_source_dir
 from suite.ops.fused_cuda import KernelConfig, build
@@ -23,30 +22,16 @@ OTHER = [
     ("bf16", "bf16", "bf16"),
     ("f16", "float", "f16"),  # f16 x with fp32 modulation: round 14's words spilled 8 bytes there
 ]
-VARIANTS = [
+CONFIGS = [
     (c, D, m) for c in COMBOS for D in (64, 1000, 1536, 4100, 5120, 8192) for m in (0, 1, 2)
 ] + [(c, D, m) for c in OTHER for D in (1536, 4100) for m in (0, 1, 2)]
 
 
-def _variant_names(combo, D, mode) -> list[str]:
-    """Every kernel of every benchmark variant of one configuration: one NVRTC program."""
-    from suite.ops.fused_cuda import VARIANTS
-
-    base = KernelConfig(*combo, D, mode)
-    return sorted({n for v in VARIANTS for n in base.variant(v).names()})
-
-
 def _compile_quietly(job) -> None:
     """One program into the on-disk cache; a failure is left for its own test to report."""
-    from suite.cuda.compile import read_sources
-    from suite.ops.fused_cuda import SOURCES
-
     kind, args = job
     try:
-        if kind == "config":
-            build(KernelConfig(*args[0], *args[1:3]), args[3])
-        else:
-            compile_program(MAIN, read_sources(SOURCES), _variant_names(*args), "sm_90")
+        build(KernelConfig(*args[0], *args[1:3]), args[3])
     except Exception:  # noqa: BLE001 - the test that builds it shows the error and its log
         pass
 
@@ -61,8 +46,6 @@ def _compiled_in_parallel(request):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if item.originalname == "test_nvrtc_compiles_without_spills":
             jobs.append(("config", (params["combo"], params["D"], params["mode"], params["arch"])))
-        elif item.originalname == "test_nvrtc_variants_compile_without_spills":
-            jobs.append(("variants", (params["combo"], params["D"], params["mode"])))
     workers = min(len(jobs), os.cpu_count() or 1)
     if workers > 1:
         with ProcessPoolExecutor(workers) as ex:
@@ -70,7 +53,7 @@ def _compiled_in_parallel(request):
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("combo,D,mode", VARIANTS, ids=lambda v: str(v))
+@pytest.mark.parametrize("combo,D,mode", CONFIGS, ids=lambda v: str(v))
 def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
     cfg = KernelConfig(*combo, D, mode)
     prog = build(cfg, arch)
@@ -82,9 +65,7 @@ def test_nvrtc_compiles_without_spills(arch, combo, D, mode):
     assert all(f == ("0", "0", "0") for f in frames), prog.log
 
 
-# Benchmark variants (suite.ops.fused_cuda.VARIANTS): all of them in one NVRTC program per
-# (dtypes, D, mode), so CI pays one compile (cached on disk) per case, not one per variant.
-VARIANT_CASES = [
+WIDE_CASES = [
     (("bf16", "float", "bf16"), 1536, 0),
     (("bf16", "float", "float"), 5120, 0),
     (("bf16", "float", "float"), 1536, 0),
@@ -97,74 +78,6 @@ VARIANT_CASES = [
     (("f16", "f16", "f16"), 4100, 2),
     (("bf16", "float", "bf16"), 8192, 0),
 ]
-
-
-@pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
-def test_nvrtc_variants_compile_without_spills(combo, D, mode):
-    from suite.cuda.compile import read_sources, resources
-    from suite.ops.fused_cuda import SOURCES
-
-    names = _variant_names(combo, D, mode)
-    prog = compile_program(MAIN, read_sources(SOURCES), names, "sm_90")
-    res = resources(prog)
-    if not res:  # a cache entry written without ptxas -v: recompile to get the report
-        prog = compile_program(MAIN, read_sources(SOURCES), names, "sm_90", use_cache=False)
-        res = resources(prog)
-    assert set(res) == set(names), prog.log
-    for name, r in res.items():
-        assert (r["stack"], r["spill_stores"], r["spill_loads"]) == (0, 0, 0), (name, r)
-        assert 0 < r["registers"] <= 255, (name, r)
-
-
-def test_round9_backward_rules():
-    """Round 9's defaults: fp32 dy beside 16-bit x at D = 5120 (one row of 320 threads) takes
-    bwd-sm2's kernel; the dynamic-shared backward (bf16 dy there) sizes its carveout to 2 CTAs;
-    bwd-r8 keeps round 8's kernels for the side-by-side measurement."""
-    f32 = KernelConfig("bf16", "float", "float", 5120, 0)
-    assert f32.bwd_sm2_on and f32.bwd(True, True) == f32.variant("bwd-sm2").bwd(True, True)
-    assert f32.bwd_ctas == 2 and f32.bwd_sacc_on and not f32.bwd_prefetch
-    old = f32.variant("bwd-r8")
-    assert not old.bwd_sm2_on and old.bwd_prefetch and old.bwd_ctas == 1
-    # not where it measured slower: D <= 3072 (several CTAs already), fp32 x, per token
-    for other in (
-        KernelConfig("bf16", "float", "float", 3072, 0),
-        KernelConfig("float", "float", "float", 5120, 0),
-        KernelConfig("bf16", "float", "float", 5120, 1),
-        KernelConfig("bf16", "float", "bf16", 5120, 0),
-    ):
-        assert not other.bwd_sm2_on, other
-    b16 = KernelConfig("bf16", "float", "bf16", 5120, 0)
-    assert b16.bwd_dyn_on and b16.bwd_carveout(True) == 54
-    assert b16.variant("bwd-r8").bwd_carveout(True) == 100
-    assert b16.variant("bwd-r8").bwd(True, True) == b16.bwd(True, True)  # same kernel
-
-
-def test_variant_selection_env_and_setter(monkeypatch):
-    import importlib
-
-    from suite.ops import fused_cuda
-
-    x, s = torch.zeros(1, 2, 1536, dtype=torch.bfloat16), torch.zeros(1, 1536)
-    prev = fused_cuda.set_variant("round1")
-    try:
-        cfg = fused_cuda.config_for(x, s, 0, torch.bfloat16)
-        assert cfg.fwd_pf is False and not cfg.bwd_pf and cfg.bwd_ept == 16
-        assert fused_cuda.set_variant("default") == "round1"
-        assert fused_cuda.config_for(x, s, 0, torch.bfloat16) == KernelConfig(
-            "bf16", "float", "bf16", 1536, 0
-        )
-        with pytest.raises(ValueError, match="unknown AdaLN kernel variant"):
-            fused_cuda.set_variant("nope")
-    finally:
-        fused_cuda.set_variant(prev)
-    monkeypatch.setenv(fused_cuda.VARIANT_ENV, "bwd-sm2")
-    try:
-        mod = importlib.reload(fused_cuda)
-        assert mod.get_variant() == "bwd-sm2"
-    finally:
-        monkeypatch.delenv(fused_cuda.VARIANT_ENV)
-        importlib.reload(fused_cuda)
-    assert fused_cuda.get_variant() == "default"
 
 
 def test_ptxas_resource_report_parser():
@@ -183,24 +96,6 @@ def test_ptxas_resource_report_parser():
     r = resources(p)
     assert r["k"] == dict(stack=8, spill_stores=4, spill_loads=12, registers=96, smem=41040)
     assert r["j"]["registers"] == 40 and r["j"]["smem"] == 0 and "gone" not in r
-
-
-def test_occupancy_and_bytes_in_flight_model():
-    from suite.ops import kernel_model as km
-
-    # the default bf16 forward at D = 1536: 56 registers, 192 threads -> 6 CTAs, 36 warps
-    occ = km.occupancy(56, 192)
-    assert (occ.ctas, occ.warps, occ.limit) == (6, 36, "registers")
-    assert km.bytes_in_flight(occ, km.bytes_per_thread("fwd", 16, 8, 2, 2)) == 36 * 32 * 32
-    assert km.occupancy(128, 192).warps == 12  # the default bf16 backward
-    assert km.occupancy(16, 1024) == km.Occupancy(2, 64, "threads")
-    assert km.occupancy(32, 64, smem=40 * 1024).limit == "smem"
-    assert km.bytes_per_thread("fwd", 8, 8, 2, 2, rif=2) == 32
-    assert km.bytes_per_thread("bwd", 16, 8, 2, 4) == 96
-    assert km.predict_fraction(0.5, 100, 150) == 0.75
-    assert km.predict_fraction(0.7, 100, 200) == km.CAP
-    with pytest.raises(ValueError):
-        km.bytes_per_thread("both", 16, 8, 2, 2)
 
 
 def test_compile_error_carries_log_and_cache_recovers(tmp_path, monkeypatch):
@@ -267,8 +162,8 @@ def test_occupancy_is_asked_once_per_function_and_block(monkeypatch):
 def test_dynamic_shared_memory_set_once_per_function_size_and_carveout(monkeypatch):
     """bwd_dyn kernels: the function's dynamic shared memory limit is set to the launch's size
     (the driver refuses the launch otherwise) and its carveout preference, once per (function,
-    size, carveout); a variant sharing the kernel with another carveout sets it again, and
-    switching back sets it back (variants are timed side by side in one process)."""
+    size, carveout); another carveout for the same function sets it again, and switching back
+    sets it back."""
     from cuda.bindings import driver
 
     from suite.cuda import launch
@@ -300,7 +195,7 @@ def test_dynamic_shared_memory_set_once_per_function_size_and_carveout(monkeypat
     assert calls == expected + both(11, 61440, 100)
 
 
-@pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("combo,D,mode", WIDE_CASES, ids=lambda v: str(v))
 def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
     """The fused backward stores column (c*RT + t)*VEC + j of its partial rows at position
     (c*VEC + j)*RT + t (coalesced); adaln_bwd_finalize_t's inverse must give every column < D
@@ -324,22 +219,6 @@ def test_partial_rows_thread_major_layout_round_trips(combo, D, mode):
         if d < D:
             read[d] = s
     assert sorted(read) == list(range(D))
-
-
-def test_dependent_finalize_only_on_the_fused_row_kernel():
-    """Round 23: the fused row kernel lets its finalize launch early (PDL, the last template
-    argument); the D-tile dx pass, per-token modulation and variant bwd-r22 keep plain launches."""
-    from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN, KernelConfig
-
-    now = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    assert now.bwd(True, True).endswith(", true, true, true>")  # PDL, then LEAN, EARLY
-    base = now.variant("bwd-r29").variant("bwd-r31")  # without rounds 30 and 32: PDL is last
-    assert base.bwd(True, True).endswith(", true>") and base.bwd(False, True).endswith(", true>")
-    assert base.bwd(True, False) == base.variant("bwd-r22").bwd(True, False)  # D-tile dx pass
-    old = base.variant("bwd-r22")
-    assert not old.bwd_pdl and old.bwd(True, True) == base.bwd(True, True)[: -len(", true>")] + ">"
-    tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
-    assert tok.names() == tok.variant("bwd-r22").names()
 
 
 def test_dependent_launch_config(monkeypatch):
