@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The fused AdaLN op's thin host path on one H200 (issue 32 items 1, 2, 6), in one device call
+# of about 5 minutes: NVRTC prebuild of the shipped configurations, the GPU tests
+# (tests/test_adaln_gpu.py, tests/test_adaln_host_path_gpu.py: hold-out cases, CPU modulation
+# refused with CUDA alive after, fast path == general path, graphs, compile), the burst
+# benchmark (suite.ops.host_bench: op / eager / compile-of-eager / autograd floor, fwd and
+# fwd+bwd at 8x1560x1536 and 1x4096x1536 bf16; burst, host-only and CUDA-graph us per call) and
+# the bandwidth check (suite.ops.bandwidth_check: bf16 fwd and bwd at N = 65536 / 75600,
+# D = 1536 / 3072 / 5120, % of a measured copy, target >= 90%).
+#   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> bash tools/gpu_ophost.sh
+# Writes under $OUT: env.txt, tests.log, junit.xml, host_path_gpu.csv, host_bench.log,
+# bandwidth.csv, bandwidth.log; prints a short table last.
+set -uo pipefail
+OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
+T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || echo "wheel install failed"
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1
+
+stamp "environment" | tee "$OUT/env.txt"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv
+  python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
+'nvrtc', nvrtc.nvrtcVersion()[1:])"
+  echo "commit ${SUITE_GIT_SHA:-unknown}"; lscpu | grep -m1 "Model name"; } 2>&1 | tee -a "$OUT/env.txt"
+
+stamp "NVRTC prebuild"
+timeout 150 python3 -c "
+import time; t=time.time()
+from suite.ops.fused_cuda import prebuild, all_configs
+from suite.cuda.launch import device_arch
+n = prebuild(all_configs(), device_arch(0), workers=15)
+print(n, 'programs for', device_arch(0), f'in {time.time()-t:.1f} s')" 2>&1 | tail -3
+
+stamp "GPU tests"
+timeout 170 python3 -m pytest -q -p no:cacheprovider -rfEs --junitxml="$OUT/junit.xml" \
+  tests/test_adaln_gpu.py tests/test_adaln_host_path_gpu.py > "$OUT/tests.log" 2>&1
+trc=$?
+tail -15 "$OUT/tests.log"
+
+stamp "burst benchmark"
+timeout 150 python3 -m suite.ops.host_bench --out "$OUT" --reps 30 > "$OUT/host_bench.log" 2>&1
+hrc=$?
+tail -20 "$OUT/host_bench.log"
+
+stamp "bandwidth check"
+timeout 90 python3 -m suite.ops.bandwidth_check --out "$OUT" --reps 15 > "$OUT/bandwidth.log" 2>&1
+brc=$?
+
+stamp "summary"
+echo "tests: $(grep -Eo '[0-9]+ (passed|failed|skipped|error)[a-z]*' "$OUT/tests.log" | tr '\n' ' ') (rc $trc)"
+python3 - "$OUT" <<'EOF'
+import sys
+from pathlib import Path
+import pandas as pd
+out = Path(sys.argv[1])
+p = out / "host_path_gpu.csv"
+if p.exists():
+    t = pd.read_csv(p)
+    piv = t.pivot_table(index=["shape", "op"], columns="impl", values="burst_us", aggfunc="first")
+    print("burst us per call (50 back-to-back calls):")
+    print(piv.round(1).to_string())
+    op = t[t.impl == "op"].set_index(["shape", "op"])
+    print("op: host-only us per call, CUDA-graph us per call:")
+    print(op[["host_us", "graph_us"]].to_string())
+    if "eager" in piv:
+        print("eager burst / op burst:")
+        print((piv["eager"] / piv["op"]).round(2).to_string())
+else:
+    print("burst benchmark: no results (see host_bench.log)")
+p = out / "bandwidth.csv"
+if p.exists():
+    b = pd.read_csv(p)
+    print("bandwidth, % of copy (target >= 90):")
+    print(b.pivot_table(index=["op", "N"], columns="D", values="pct_copy").round(1).to_string())
+else:
+    print("bandwidth check: no results (see bandwidth.log)")
+EOF
+echo "rc: tests $trc, host_bench $hrc, bandwidth $brc; $(( $(date +%s) - T0 )) s total"
