@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (one H200, < 8 minutes) for the fused AdaLN kernel variants
-# (suite/ops/fused_cuda.py VARIANTS, predictions in docs/perf-notes.md "Next measurements"):
+# (lab/kernel_variants.py, predictions in docs/perf-notes.md "Next measurements"):
 #   1. NVRTC prebuild, in parallel, of every configuration the tests, sanitizers and timings use,
 #      for every variant; ptxas resource report of the variants (registers, spills, occupancy);
 #   2. at the same time: the GPU tests on every variant | compute-sanitizer memcheck, racecheck,
@@ -11,17 +11,17 @@
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
 # Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
-#   [FULL_FWD=default,a] [FULL_BWD=default,b] [SMOKE=a,b] bash tools/gpu_kernel_variants.sh
+#   [FULL_FWD=default,a] [FULL_BWD=default,b] [SMOKE=a,b] bash lab/gpu_kernel_variants.sh
 # (FULL_FWD / FULL_BWD: step 3 times those variants side by side on the full grid, one op each,
 # instead of the quick grid; SKIP_TIMINGS=1 skips step 3)
-# (VARIANTS narrows every phase to those variants; default: all of suite/ops/fused_cuda.VARIANTS;
+# (VARIANTS narrows every phase to those variants; default: all of lab/kernel_variants.VARIANTS;
 # KERNELS_PROFILE also runs the kernels experiment on that grid before the variant timings)
 set -o pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
 T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
 # sanitizer order: the new shared-memory backward first, so a time-out still covers it
-ALL=$(python3 -c "from suite.ops.fused_cuda import VARIANTS; print(','.join(VARIANTS))")
+ALL=$(python3 -c "from lab.kernel_variants import VARIANTS; print(','.join(VARIANTS))")
 export VARIANTS=${VARIANTS:-$ALL}
 SAN_VARIANTS=$VARIANTS
 
@@ -39,7 +39,9 @@ timeout 90 python3 - <<'PY'
 import os, time
 t = time.time()
 from suite.cuda.launch import device_arch
-from suite.ops.fused_cuda import VARIANTS, KernelConfig, all_configs, prebuild
+from lab.kernel_variants import VARIANTS
+from lab.variants import variant_config
+from suite.ops.fused_cuda import KernelConfig, all_configs, prebuild
 # what tests/test_adaln_gpu.py and tools/adaln_sanitize.py --small run on each variant
 used = [(("bf16", "float", "bf16"), 0), (("float", "float", "float"), 0),
         (("bf16", "float", "float"), 0), (("bf16", "bf16", "bf16"), 1), (("f16", "f16", "f16"), 1),
@@ -47,11 +49,11 @@ used = [(("bf16", "float", "bf16"), 0), (("float", "float", "float"), 0),
         (("f16", "float", "f16"), 2), (("float", "float", "float"), 2)]
 base = [KernelConfig(*c, D, m) for c, m in used for D in (64, 1000, 1536, 3072, 4100, 5120, 8192)]
 names = os.environ["VARIANTS"].split(",")
-cfgs = set(all_configs()) | {c.variant(v) for c in base for v in names}
+cfgs = set(all_configs()) | {variant_config(c, v) for c in base for v in names}
 n = prebuild(sorted(cfgs, key=str), device_arch(0), workers=16)
 print(n, "programs for", device_arch(0), f"in {time.time() - t:.1f} s")
 PY
-timeout 30 python3 tools/kernel_variants_report.py --arch sm_90 --variants "$VARIANTS" --csv "$OUT/variant_resources.csv" \
+timeout 30 python3 lab/kernel_variants_report.py --arch sm_90 --variants "$VARIANTS" --csv "$OUT/variant_resources.csv" \
   > "$OUT/variant_resources.md" 2>&1; echo "resource report exit=$? ($OUT/variant_resources.md)"
 
 # A variant whose kernels wait on each other (round 37's bwd-lastk: finalizers polled a count) could hang the
@@ -62,7 +64,7 @@ nvar=$(echo "$VARIANTS" | tr ',' '\n' | grep -c .)
 SMOKE=${SMOKE-$([ "$nvar" -le 4 ] && echo "$VARIANTS")}
 stamp "smoke test: one small backward per variant in '${SMOKE}' (killed after 90 s)"
 for v in ${SMOKE//,/ }; do
-  timeout -s KILL 90 env ADAPTIVELOAD_ADALN_VARIANT="$v" python3 tools/bwd_timeline.py --widths 1536 \
+  timeout -s KILL 90 env ADAPTIVELOAD_ADALN_VARIANT="$v" python3 lab/bwd_timeline.py --widths 1536 \
     --ns 4096 --reps 5 > "$OUT/smoke_$v.log" 2>&1
   rc=$?; echo "smoke $v exit=$rc: $(grep -m1 'D= 1536' "$OUT/smoke_$v.log")"
   [ $rc -eq 137 ] && { echo "HANG: variant $v did not finish a backward in 90 s; stopping"; exit 3; }
@@ -70,7 +72,7 @@ done
 
 stamp "GPU tests on every variant | compute-sanitizer (parallel)"
 ( ADAPTIVELOAD_TEST_VARIANTS=$VARIANTS timeout -s INT 180 python3 -m pytest -q -rfEs --durations=8 \
-    -p no:cacheprovider tests/test_adaln_gpu.py > "$OUT/gpu_tests.log" 2>&1
+    -p no:cacheprovider tests/test_adaln_gpu.py lab/tests/test_variants_gpu.py > "$OUT/gpu_tests.log" 2>&1
   echo "pytest exit=$?" >> "$OUT/gpu_tests.log" ) &
 for tool in memcheck racecheck initcheck; do
   ( timeout -s INT 170 compute-sanitizer --tool $tool --kernel-name kns=adaln \
@@ -100,13 +102,13 @@ elif [ -n "${FULL_FWD:-}${FULL_BWD:-}" ]; then  # side by side on the full grid,
     list=$([ $op = fwd ] && echo "${FULL_FWD:-}" || echo "${FULL_BWD:-}")
     [ -n "$list" ] || continue
     stamp "timings: $op on the full grid, $list"
-    timeout 240 python3 -m suite.ops.bench --out "$OUT/full_$op" --variants "$list" --profile full \
+    timeout 240 python3 -m lab.variant_sweep --out "$OUT/full_$op" --variants "$list" --profile full \
       --ops $op --baselines "" > "$OUT/full_$op.log" 2>&1
     echo "bench $op exit=$?"; tail -n 45 "$OUT/full_$op.log"
   done
 else
   stamp "timings: variants vs default and baselines (quick grid + bf16 N=16384)"
-  timeout 200 python3 -m suite.ops.bench --out "$OUT" --reps 30 --variants "$VARIANTS" > "$OUT/variants_bench.log" 2>&1
+  timeout 200 python3 -m lab.variant_sweep --out "$OUT" --reps 30 --variants "$VARIANTS" > "$OUT/variants_bench.log" 2>&1
   echo "bench exit=$?"
   grep -E "copy bandwidth|failed|HOST-BOUND" "$OUT/variants_bench.log" | head -20
 fi

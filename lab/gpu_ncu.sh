@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Nsight Compute on the fused AdaLN kernels (one H200; the Firecracker runtime reads the hardware
-# counters, KINDS.md): every launch of tools/adaln_ncu_target.py (per variant and width: forward,
+# counters, KINDS.md): every launch of lab/adaln_ncu_target.py (per variant and width: forward,
 # backward, finalize), the full section set, clocks left alone (METHOD.md). Writes
 # $OUT/adaln.ncu-rep.tgz, $OUT/details.txt (every section, every kernel), $OUT/raw.csv (every
 # metric) and prints the speed-of-light and warp-stall lines last.
 #   usage (device tool): OUT=$OUT [VARIANTS=default,round1] [WIDTHS=1536,3072,5120] [NCU_N=65536] \
-#     [NCU_X=float32] [NCU_Y=float32] [NCU_COPY=1] bash tools/gpu_ncu.sh  (NCU_X: x's dtype, bf16;
+#     [NCU_X=float32] [NCU_Y=float32] [NCU_COPY=1] bash lab/gpu_ncu.sh  (NCU_X: x's dtype, bf16;
 #     NCU_Y: y's dtype, default x's;
 #     NCU_COPY=1: also y = x * 1 per width, a torch elementwise kernel moving the forward's bytes;
 #     the backward's slice glue, also torch elementwise kernels, is then profiled too;
@@ -25,7 +25,7 @@ which ncu || { echo "ncu not on the PATH"; exit 2; }
 KERNELS=regex:${NCU_KERNELS:-adaln}${NCU_COPY:+|elementwise_kernel}${NCU_STREAM:+|stream_convert}
 timeout 420 ncu --clock-control none --cache-control "${NCU_CACHE:-all}" --kernel-name "$KERNELS" \
   --set full -f -o "$OUT/adaln" \
-  python3 tools/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
+  python3 lab/adaln_ncu_target.py --variants "$VARIANTS" --widths "$WIDTHS" --n "$NCU_N" \
   ${NCU_X:+--dtype "$NCU_X"} ${NCU_Y:+--out-dtype "$NCU_Y"} ${NCU_COPY:+--copy} ${NCU_STREAM:+--stream} > "$OUT/ncu.log" 2>&1
 echo "ncu exit=$? ($nv variants x $nw widths x 3 kernels expected)"
 tail -5 "$OUT/ncu.log"

@@ -5,6 +5,8 @@ with enough rows for the row-count rule's kernel (KernelConfig.fwd_many).
 
     python tools/adaln_sanitize.py [--variants default,round1,...|all] [--small]
 
+(variants other than the shipped default come from the tuning lab, lab/variants.py)
+
 Every input (x, modulation, dy) is made on the host and copied to the device (cudaMemcpy), never
 written by a torch kernel: initcheck then tracks it as initialized even when it instruments only
 our kernels (--kernel-name kns=adaln). In the 2026-12-01 run, inputs filled by torch's randn/.to
@@ -22,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from suite.ops import adaln, fused_cuda, layer_norm_affine  # noqa: E402
+from suite.ops import adaln, layer_norm_affine  # noqa: E402
 
 CASES = [
     (2, 37, 1536, torch.bfloat16),
@@ -31,7 +33,7 @@ CASES = [
     (1, 17, 4100, torch.bfloat16),
     (1, 3, 8192, torch.float32),
 ]
-# configurations tools/gpu_kernel_variants.sh prebuilds; fp32 x at D = 1536 with odd N: the pair
+# configurations lab/gpu_kernel_variants.sh prebuilds; fp32 x at D = 1536 with odd N: the pair
 # forward (adaln_fwd_r2) with a one-row pair per sample
 SMALL = [CASES[0], CASES[1], CASES[3], (2, 37, 1536, torch.float32)]
 # a forward with enough rows for KernelConfig.fwd_many's kernel (D = 3072, >= 16384 rows)
@@ -79,15 +81,21 @@ def main(argv=None) -> None:
     ap.add_argument("--variants", default="default", help="comma list of variants, or 'all'")
     ap.add_argument("--small", action="store_true", help="3 cases instead of 5")
     a = ap.parse_args(argv)
-    names = list(fused_cuda.VARIANTS) if a.variants == "all" else a.variants.split(",")
+    names = a.variants.split(",")
+    select = lambda v: None  # noqa: E731  (the shipped kernels: no lab needed)
+    if names != ["default"]:  # the tuning lab's variants (lab/variants.py)
+        from lab.kernel_variants import VARIANTS
+        from lab.variants import set_variant as select
+
+        names = list(VARIANTS) if a.variants == "all" else names
     g = torch.Generator().manual_seed(0)
     for v in names:
-        fused_cuda.set_variant(v)
+        select(v)
         run_cases(SMALL if a.small else CASES, g)
         run_many_rows(g)
         torch.cuda.synchronize()
         print(f"sanitize cases done: variant {v}", flush=True)
-    fused_cuda.set_variant("default")
+    select("default")
 
 
 if __name__ == "__main__":

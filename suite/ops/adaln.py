@@ -14,6 +14,11 @@ so torch.compile traces it without a graph break; eager calls skip the custom-op
 an autograd.Function with the same formula. Autograd saves only x, the modulation and fp32
 mean/rstd per row. On CUDA it runs the NVRTC kernels (suite/ops/fused_cuda.py); anywhere
 else it runs suite/ops/reference.py, the same arithmetic in eager torch.
+
+Eager CUDA calls take a thin host path: the checks run once per call signature (shapes,
+strides, dtypes, devices, arguments; _specs), launches reuse a cached plan with a packed
+argument buffer (fused_cuda), a call without grad skips autograd, and Wan's table rows reach
+the kernel without views. Every tensor must be on x's device: a ValueError before any launch.
 """
 
 from __future__ import annotations
@@ -122,10 +127,10 @@ adaln_forward.register_autograd(
 
 
 class _EagerAdaLN(torch.autograd.Function):
-    """The same op and autograd formula without the custom-op dispatch layers, which cost ~50 us
-    of host time per call on the H200 node (tools/adaln_host_path.py --breakdown). Eager calls
-    take this path; under torch.compile the public functions call adaln_forward, which the
-    compiler traces as one node."""
+    """The same op and autograd formula without the custom-op dispatch layers (their Python
+    layers cost more host time than the kernel takes at small N: docs/perf-notes.md, "The op's
+    host path"). Eager calls with grad take this path (or _EagerAdaLNRows); under torch.compile
+    the public functions call adaln_forward, which the compiler traces as one node."""
 
     @staticmethod
     def forward(ctx, x, scale, shift, eps, mode, out_dtype, bwd_impl):
@@ -199,7 +204,7 @@ _table_gradient = [True]
 @contextlib.contextmanager
 def slice_gradients():
     """Benchmark switch: inside it, scale and shift rows of one table take autograd's slice
-    backward, as before round 22 (docs/perf-notes.md); suite.ops.bench's `fused-slices` impl."""
+    backward (the general path) instead of _EagerAdaLNRows; suite.ops.bench's `fused-slices`."""
     prev, _table_gradient[0] = _table_gradient[0], False
     try:
         yield
