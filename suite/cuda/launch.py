@@ -92,17 +92,14 @@ def max_blocks_per_sm(func, threads: int, smem: int = 0) -> int:
     )
 
 
-# (dynamic shared bytes, carveout) last set per function: variants that compile to the same
-# kernel (same CUfunction) but want another carveout share it, so launches check, and the driver
-# is called only on a change
+# (dynamic shared bytes, carveout) last set per function: the driver is called only on a change
 _dynamic_smem: dict[int, tuple[int, int]] = {}
 
 
 def use_dynamic_smem(func, nbytes: int, carveout: int = 100) -> None:
     """Let `func` launch with `nbytes` of dynamic shared memory, set whatever the size: the
     driver's default limit is 48 KB less the kernel's static shared memory, so 48 KB of dynamic
-    beside 128 static bytes is refused without it (CUDA_ERROR_INVALID_VALUE: bwd-dyn5 at
-    D = 1000, round 8); `carveout`: the % of the SM's unified L1 / shared memory preferred as
+    beside 128 static bytes is refused without it (CUDA_ERROR_INVALID_VALUE); `carveout`: the % of the SM's unified L1 / shared memory preferred as
     shared memory (100: all of it, so several such CTAs fit on an SM; the rest stays L1)."""
     if _dynamic_smem.get(int(func)) == (nbytes, carveout):
         return

@@ -13,7 +13,7 @@ overhead but not the custom-op backward's at N <= 16384.
 
 Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out" (lab/variant_sweep.py adds
 kernel variants, "fused@round1"); "fused-slices", the fused op
-with e's gradient through autograd's slice backward (before round 22); the baselines "eager",
+with e's gradient through autograd's slice backward (the general path); the baselines "eager",
 "wan-eager", "compile-eager", "compile-wan".
 """
 
