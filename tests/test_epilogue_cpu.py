@@ -63,7 +63,9 @@ CASES = [
 @pytest.mark.parametrize("gate,mod,affine", CASES)
 def test_residual_norm_matches_float64(dtype, gate, mod, affine):
     x, y, ops = _inputs(dtype, gate, mod, affine)
-    x_new, normed = residual_norm(x, y, ops["gate"], **{k: v for k, v in ops.items() if k != "gate"})
+    x_new, normed = residual_norm(
+        x, y, ops["gate"], **{k: v for k, v in ops.items() if k != "gate"}
+    )
     xn64, n64 = _chain64(x, y, ops)
     assert x_new.dtype == dtype and normed.dtype == dtype
     assert rel(x_new, xn64) < TOL[dtype] / 3 and rel(normed, n64) < TOL[dtype]

@@ -250,8 +250,10 @@ def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags:
         on = flags & bit and flags & tok
         return torch.empty((B, N, D) if on else (0,), dtype=torch.float32, device=dev)
 
-    dgate, dscale, dshift = grad("gate", GATE, GATE_TOK), grad("scale", MOD, MOD_TOK), grad(
-        "shift", MOD, MOD_TOK
+    dgate, dscale, dshift = (
+        grad("gate", GATE, GATE_TOK),
+        grad("scale", MOD, MOD_TOK),
+        grad("shift", MOD, MOD_TOK),
     )
     dweight, dbias = grad("weight", 0, 0), grad("bias", 0, 0)
     out = dx, dy, dgate, dscale, dshift, dweight, dbias
