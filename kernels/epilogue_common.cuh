@@ -1,0 +1,79 @@
+// Fused block epilogues (suite/ops/epilogue.py): a gated residual add fused with the next
+// LayerNorm (optional affine and modulation), and RMSNorm. One row per CTA at a time: RT threads
+// hold the row in registers, NCH chunks of VEC elements per thread (chunk c of thread t covers
+// columns (c * RT + t) * VEC ..), so every tensor is read once and written once.
+//
+// Which operands exist is a compile-time flag set F: absent operands cost no registers and no
+// loads. Per-sample operands (gate, scale, shift: one row per sample) are loaded once per CTA,
+// since a CTA walks rows of one sample; per-token ones once per row.
+// Kernels declare __launch_bounds__(RT, 1): with (RT) alone ptxas held two per-token backwards
+// (sm_90) at 32 and 48 registers and spilled; with the 1 it keeps them in registers.
+#pragma once
+#include "adaln_common.cuh"
+
+#define EP_GATE 1       // x_new = x + y * gate (else x + y)
+#define EP_GATE_TOK 2   // gate is [B, N, D] (else one row per sample)
+#define EP_MOD 4        // normed = ... * (1 + scale) + shift
+#define EP_MOD_TOK 8    // scale/shift are [B, N, D]
+#define EP_WEIGHT 16    // affine weight [D] (LayerNorm or RMSNorm)
+#define EP_BIAS 32      // affine bias [D]
+#define EP_RESID 64     // the residual add (residual_norm); without it x is normalised directly
+#define EP_RMS 128      // RMSNorm: no mean, rstd = 1 / sqrt(mean(x^2) + eps)
+
+template <int F, int BIT> struct Has { static constexpr bool v = (F & BIT) != 0; };
+
+// Which per-thread column accumulators a backward needs (sums over rows): slot order in the
+// partial rows is gate, scale, shift, weight, bias, each present only if reduced.
+template <int F> struct Slots {
+  static constexpr int G = ((F & EP_GATE) && !(F & EP_GATE_TOK)) ? 1 : 0;
+  static constexpr int M = ((F & EP_MOD) && !(F & EP_MOD_TOK)) ? 2 : 0;
+  static constexpr int W = (F & EP_WEIGHT) ? 1 : 0;
+  static constexpr int B = (F & EP_BIAS) ? 1 : 0;
+  static constexpr int Q = G + M + W + B;
+  static constexpr int GATE = 0, SCALE = G, SHIFT = G + 1, WEIGHT = G + M, BIAS = G + M + W;
+};
+
+// v[c] <- p[columns of chunk c of thread t], as fp32; columns past D read 0. VECTOR: the host
+// proved D % VEC == 0 and 16-byte alignment of p and its row strides.
+template <bool VECTOR, typename T, int D, int RT, int NCH, int VEC>
+__device__ __forceinline__ void load_row(const T* __restrict__ p, int t, float (&v)[NCH][VEC]) {
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+    if (d0 < D) {
+      load_f32<VECTOR>(p, d0, D, v[c]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;
+    }
+  }
+}
+
+template <bool VECTOR, typename T, int D, int RT, int NCH, int VEC>
+__device__ __forceinline__ void store_row(T* __restrict__ p, int t, const float (&v)[NCH][VEC]) {
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+    if (d0 < D) store_f32<VECTOR>(p, d0, D, v[c]);
+  }
+}
+
+template <int NCH, int VEC>
+__device__ __forceinline__ void zero_row(float (&v)[NCH][VEC]) {
+#pragma unroll
+  for (int c = 0; c < NCH; ++c)
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;
+}
+
+// Rows n0 .. n1 of sample blockIdx.y that this CTA walks (grid: chunks x B), rows_per_cta each.
+struct Span {
+  i64 b, n0, n1;
+};
+__device__ __forceinline__ Span cta_span(i64 N, i64 rows_per_cta) {
+  Span s;
+  s.b = blockIdx.y;
+  s.n0 = (i64)blockIdx.x * rows_per_cta;
+  s.n1 = s.n0 + rows_per_cta < N ? s.n0 + rows_per_cta : N;
+  return s;
+}

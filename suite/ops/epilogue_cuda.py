@@ -1,0 +1,317 @@
+"""The CUDA side of the fused epilogues (kernels/epilogue_*.cu): launch configurations, NVRTC
+programs and launches.
+
+One NVRTC program per `EpilogueConfig` (x dtype, output dtype, D, operand flags, vector or
+scalar loads) holds its forward, backward and the finalize of the column sums; a model compiles
+a handful of them once (the CUBINs are cached on disk across processes).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from suite.cuda.compile import Program, compile_program, read_sources
+
+SOURCES = ["adaln_common.cuh", "epilogue_common.cuh", "epilogue_fwd.cu", "epilogue_bwd.cu"]
+MAIN = '#include "epilogue_fwd.cu"\n#include "epilogue_bwd.cu"\n'
+CTYPE = {torch.float32: "float", torch.bfloat16: "bf16"}
+MAX_D = 8192  # RT <= 1024 threads x 8 elements: the row stays in registers
+
+# Operand flags (kernels/epilogue_common.cuh): which operands a call has, compile-time.
+GATE, GATE_TOK, MOD, MOD_TOK, WEIGHT, BIAS, RESID, RMS = (1 << i for i in range(8))
+ELEMS = 8  # elements of the row per thread (registers: one 16-byte load of bf16 x)
+MAX_THREADS = 1024
+MIN_ROWS_PER_CTA = 8  # backward: partial rows stay small beside x and dy
+
+
+@dataclass(frozen=True)
+class EpilogueConfig:
+    """One compiled configuration. tx/to: C types of x and of the normalised output."""
+
+    tx: str
+    to: str
+    D: int
+    flags: int
+    vector: bool
+
+    @property
+    def vec(self) -> int:
+        return 16 // (4 if self.tx == "float" else 2)
+
+    @property
+    def threads(self) -> int:
+        """Threads per row (one row per CTA at a time): ELEMS elements each in whole warps, or
+        twice that past MAX_THREADS threads. (16 elements per thread at D = 5120 took 168
+        registers in the backward: one CTA of 10 warps per SM, against 20 warps with 8.)"""
+        vecs = -(-self.D // self.vec)
+        per_thread = max(1, ELEMS // self.vec)
+        while -(-vecs // per_thread) > MAX_THREADS:
+            per_thread *= 2
+        return 32 * -(-vecs // (32 * per_thread))
+
+    def _targs(self) -> str:
+        v = "true" if self.vector else "false"
+        return f"{self.tx}, {self.to}, {self.D}, {self.threads}, {self.flags}, {v}"
+
+    def fwd(self) -> str:
+        return f"epilogue_fwd<{self._targs()}>"
+
+    def bwd(self) -> str:
+        return f"epilogue_bwd<{self._targs()}>"
+
+    def names(self) -> list[str]:
+        return [self.fwd(), self.bwd(), "epilogue_finalize"]
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """The column sums the backward reduces, in the kernel's slot order."""
+        f = self.flags
+        out = ["gate"] if f & GATE and not f & GATE_TOK else []
+        out += ["scale", "shift"] if f & MOD and not f & MOD_TOK else []
+        out += ["weight"] if f & WEIGHT else []
+        return tuple(out + (["bias"] if f & BIAS else []))
+
+
+# The configurations the ops ship (the CPU compile test builds each for sm_80 and sm_90): Wan's
+# three epilogues (gated residual + modulated LN, residual + affine LN, per-token Wan 2.2
+# modulation) and the qk RMSNorm, at Wan's widths and a generic odd one, bf16 and fp32 x.
+WAN_FLAGS = {
+    "gate+mod": RESID | GATE | MOD,
+    "affine": RESID | WEIGHT | BIAS,
+    "plain+mod": RESID | MOD,
+    "tok": RESID | GATE | GATE_TOK | MOD | MOD_TOK,
+    "rms": RMS | WEIGHT,
+}
+# Every operand at once (gate, modulation and affine): correct, not in Wan's block, and its
+# backward spills at D = 5120 (640 threads leave ptxas 96 registers for five column sums).
+ALL_FLAGS = RESID | GATE | MOD | WEIGHT | BIAS
+
+
+def shipped_configs() -> list[EpilogueConfig]:
+    out = []
+    for tx in ("bf16", "float"):
+        for D in (1536, 3072, 5120, 1000, 1001):
+            for flags in WAN_FLAGS.values():
+                out.append(EpilogueConfig(tx, tx, D, flags, D % (16 // _size(tx)) == 0))
+    return out
+
+
+def _size(ctype: str) -> int:
+    return 4 if ctype == "float" else 2
+
+
+def check_d(D: int) -> None:
+    if not 1 <= D <= MAX_D:
+        raise ValueError(
+            f"the fused epilogues support 1 <= D <= {MAX_D} (the row is held in registers), "
+            f"got D={D}"
+        )
+
+
+def build(cfg: EpilogueConfig, arch: str, use_cache: bool = True) -> Program:
+    """Compile the kernels of `cfg` for `arch` (NVRTC only: works without a GPU)."""
+    check_d(cfg.D)
+    return compile_program(MAIN, read_sources(SOURCES), cfg.names(), arch, use_cache=use_cache)
+
+
+@functools.cache
+def _fn(cfg: EpilogueConfig, name: str, index: int):
+    from suite.cuda.launch import device_arch, get_function
+
+    return get_function(build(cfg, device_arch(index)), name, index)
+
+
+@functools.cache
+def _ctas_per_wave(cfg: EpilogueConfig, index: int) -> int:
+    from suite.cuda.launch import max_blocks_per_sm, sm_count
+
+    f = _fn(cfg, cfg.bwd(), index)
+    return sm_count(index) * max(1, max_blocks_per_sm(f, cfg.threads))
+
+
+def _aligned(*pairs) -> bool:
+    """Every (tensor or None, element strides...) starts on 16 bytes and its strides keep it."""
+    for t, *strides in pairs:
+        if t is None:
+            continue
+        es = t.element_size()
+        if t.data_ptr() % 16 or any((s * es) % 16 for s in strides):
+            return False
+    return True
+
+
+def _strides(t: torch.Tensor | None) -> tuple[int, int]:
+    """(batch, token) element strides of a [B, 1 or N, D] operand; 0 for a broadcast token."""
+    if t is None:
+        return 0, 0
+    return t.stride(0), (t.stride(1) if t.shape[1] > 1 else 0)
+
+
+def config(x, y, gate, scale, weight, bias, out_dtype, flags: int, *rows) -> EpilogueConfig:
+    """The configuration of one call: vector loads when D is a whole number of 16-byte words and
+    every operand (and the contiguous [B, N, D] tensors in `rows`) keeps 16-byte alignment."""
+    vec = 16 // x.element_size()
+    vector = x.shape[-1] % vec == 0 and _aligned(
+        (x, x.stride(0), x.stride(1)),
+        (y, *(() if y is None else (y.stride(0), y.stride(1)))),
+        (gate, *_strides(gate)),
+        (scale, *_strides(scale)),
+        (weight,),
+        (bias,),
+        *((t,) for t in rows),
+    )
+    return EpilogueConfig(CTYPE[x.dtype], CTYPE[out_dtype], x.shape[-1], flags, vector)
+
+
+def _rows_per_cta(N: int, B: int, wave: int) -> int:
+    """Rows per CTA: about one wave of CTAs over the batch, at least MIN_ROWS_PER_CTA rows each
+    (per-sample operands are loaded once per CTA; partial sums are one row per CTA)."""
+    chunks = max(1, min(-(-wave // B), -(-N // MIN_ROWS_PER_CTA)))
+    return -(-N // chunks)
+
+
+def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags: int):
+    """x, y [B, N, D] (last dim contiguous); gate/scale/shift fp32 [B, 1 or N, D] (scale and
+    shift with the same strides); weight/bias fp32 [D]. Returns x_new (RESID; else an empty
+    tensor), normed [B, N, D] contiguous, mean (LayerNorm; else empty) and rstd [B, N] fp32."""
+    from suite.cuda.launch import f32, i64, launch, ptr
+
+    B, N, D = x.shape
+    dev = x.device
+    resid, rms = bool(flags & RESID), bool(flags & RMS)
+    x_new = torch.empty((B, N, D) if resid else (0,), dtype=x.dtype, device=dev)
+    out = torch.empty((B, N, D), dtype=out_dtype, device=dev)
+    mean = torch.empty((0,) if rms else (B, N), dtype=torch.float32, device=dev)
+    rstd = torch.empty((B, N), dtype=torch.float32, device=dev)
+    if B * N == 0:
+        return x_new, out, mean, rstd
+    cfg = config(x, y, gate, scale, weight, bias, out_dtype, flags)
+    idx = dev.index
+    rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, idx))
+    (sgb, sgn), (smb, smn) = _strides(gate), _strides(scale)
+    syb, syn = (y.stride(0), y.stride(1)) if y is not None else (0, 0)
+    launch(
+        _fn(cfg, cfg.fwd(), idx),
+        (-(-N // rpc), B, 1),
+        cfg.threads,
+        idx,
+        [
+            ptr(x),
+            i64(x.stride(0)),
+            i64(x.stride(1)),
+            ptr(y),
+            i64(syb),
+            i64(syn),
+            ptr(gate),
+            i64(sgb),
+            i64(sgn),
+            ptr(scale),
+            ptr(shift),
+            i64(smb),
+            i64(smn),
+            ptr(weight),
+            ptr(bias),
+            ptr(x_new if resid else None),
+            ptr(out),
+            ptr(None if rms else mean),
+            ptr(rstd),
+            i64(N),
+            i64(rpc),
+            f32(eps),
+        ],
+    )
+    return x_new, out, mean, rstd
+
+
+def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags: int):
+    """Gradients of forward(): (dx, dy, dgate, dscale, dshift, dweight, dbias), each its own
+    tensor (empty where the operand is absent; dy empty without RESID). dgate/dscale/dshift fp32
+    [B, N, D] per token, [B, D] per sample; dweight/dbias fp32 [D]. d_xnew, d_out and xs
+    contiguous [B, N, D]."""
+    from suite.cuda.launch import i32, i64, launch, ptr
+
+    B, N, D = xs.shape
+    dev = xs.device
+    idx = dev.index
+    resid = bool(flags & RESID)
+    dx = torch.empty((B, N, D), dtype=xs.dtype, device=dev)
+    dy = torch.empty((B, N, D) if resid else (0,), dtype=xs.dtype, device=dev)
+    cfg = config(xs, y, gate, scale, weight, bias, d_out.dtype, flags, d_out, d_xnew)
+    shape = {"gate": (B, D), "scale": (B, D), "shift": (B, D), "weight": (D,), "bias": (D,)}
+    alloc = torch.zeros if B * N == 0 else torch.empty  # the finalize writes every column
+    sums = {k: alloc(shape[k], dtype=torch.float32, device=dev) for k in cfg.slots}
+
+    def grad(name: str, bit: int, tok: int) -> torch.Tensor:  # a distinct tensor each
+        if name in sums:
+            return sums[name]
+        on = flags & bit and flags & tok
+        return torch.empty((B, N, D) if on else (0,), dtype=torch.float32, device=dev)
+
+    dgate, dscale, dshift = (
+        grad("gate", GATE, GATE_TOK),
+        grad("scale", MOD, MOD_TOK),
+        grad("shift", MOD, MOD_TOK),
+    )
+    dweight, dbias = grad("weight", 0, 0), grad("bias", 0, 0)
+    out = dx, dy, dgate, dscale, dshift, dweight, dbias
+    if B * N == 0:
+        return out
+    rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, idx))
+    chunks = -(-N // rpc)
+    Q = len(cfg.slots)
+    part = torch.empty((B, chunks, Q, D) if Q else (0,), dtype=torch.float32, device=dev)
+    (sgb, sgn), (smb, smn) = _strides(gate), _strides(scale)
+    syb, syn = (y.stride(0), y.stride(1)) if y is not None else (0, 0)
+    tok = [t if t.dim() == 3 else None for t in (dgate, dscale, dshift)]
+    launch(
+        _fn(cfg, cfg.bwd(), idx),
+        (chunks, B, 1),
+        cfg.threads,
+        idx,
+        [
+            ptr(xs),
+            ptr(y),
+            i64(syb),
+            i64(syn),
+            ptr(gate),
+            i64(sgb),
+            i64(sgn),
+            ptr(scale),
+            i64(smb),
+            i64(smn),
+            ptr(weight),
+            ptr(bias),
+            ptr(mean if mean.numel() else None),
+            ptr(rstd),
+            ptr(d_xnew if resid else None),
+            ptr(d_out),
+            ptr(dx),
+            ptr(dy if resid else None),
+            *(ptr(t) for t in tok),
+            ptr(part if Q else None),
+            i64(N),
+            i64(rpc),
+        ],
+    )
+    if Q:
+        outs = [sums[k] for k in cfg.slots] + [None] * (5 - Q)
+        sum_b = sum(1 << q for q, k in enumerate(cfg.slots) if k in ("weight", "bias"))
+        launch(
+            _fn(cfg, "epilogue_finalize", idx),
+            (-(-D // 128), Q, B),
+            128,
+            idx,
+            [ptr(part), *(ptr(o) for o in outs), i32(B), i32(chunks), i32(Q), i32(D), i32(sum_b)],
+        )
+    return out
+
+
+def prebuild(configs: list[EpilogueConfig], arch: str, workers: int = 8) -> int:
+    """Fill the on-disk CUBIN cache for `configs` in parallel processes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers) as ex:
+        return len(list(ex.map(build, configs, [arch] * len(configs))))

@@ -1,0 +1,239 @@
+"""CPU tests of the fused epilogue ops (suite/ops/epilogue.py): the eager reference against a
+float64 autograd chain and against diffusers' own ops, argument validation, the registered
+custom ops (torch.library.opcheck) and torch.compile without graph breaks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from suite.ops import epilogue_reference as ref
+from suite.ops.epilogue import residual_norm, residual_norm_op, rms_norm, rms_norm_op
+
+TOL = {torch.float32: 2e-5, torch.bfloat16: 1.5e-2}
+B, N, D = 2, 7, 48
+
+
+def rel(a, b) -> float:
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def _inputs(dtype, gate, mod, affine, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def r(*shape, dt=torch.float32, s=1.0):
+        return (torch.randn(*shape, generator=g) * s).to(dt).requires_grad_()
+
+    shape = {"none": None, "sample": (B, 1, D), "token": (B, N, D)}
+    x, y = r(B, N, D, dt=dtype), r(B, N, D, dt=dtype)
+    ops = {
+        "gate": r(*shape[gate], s=0.5) if shape[gate] else None,
+        "scale": r(*shape[mod], s=0.3) if shape[mod] else None,
+        "shift": r(*shape[mod], s=0.3) if shape[mod] else None,
+        "weight": r(D, s=0.5) if affine else None,
+        "bias": r(D, s=0.5) if affine else None,
+    }
+    return x, y, ops
+
+
+def _chain64(x, y, ops, eps=1e-6):
+    """The block's arithmetic in float64 (rounding of x_new treated as identity, as autograd
+    treats a cast)."""
+    d = {k: (v.double() if v is not None else None) for k, v in ops.items()}
+    xn = x.double() + y.double() * (d["gate"] if d["gate"] is not None else 1.0)
+    n = F.layer_norm(xn, (D,), d["weight"], d["bias"], eps)
+    if d["scale"] is not None:
+        n = n * (1 + d["scale"]) + d["shift"]
+    return xn, n
+
+
+CASES = [
+    ("sample", "sample", False),  # attn1 residual into a modulated norm (Wan 2.1)
+    ("sample", "none", True),  # attn1 residual into norm2 (affine, cross_attn_norm)
+    ("none", "sample", False),  # attn2 residual into norm3 + modulation
+    ("token", "token", False),  # Wan 2.2's per-token modulation
+    ("none", "none", False),
+    ("sample", "sample", True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("gate,mod,affine", CASES)
+def test_residual_norm_matches_float64(dtype, gate, mod, affine):
+    x, y, ops = _inputs(dtype, gate, mod, affine)
+    x_new, normed = residual_norm(
+        x, y, ops["gate"], **{k: v for k, v in ops.items() if k != "gate"}
+    )
+    xn64, n64 = _chain64(x, y, ops)
+    assert x_new.dtype == dtype and normed.dtype == dtype
+    assert rel(x_new, xn64) < TOL[dtype] / 3 and rel(normed, n64) < TOL[dtype]
+    gx, gn = torch.randn_like(xn64), torch.randn_like(n64)
+    (x_new.double() * gx + normed.double() * gn).sum().backward()
+    leaves = {"x": x, "y": y, **{k: v for k, v in ops.items() if v is not None}}
+    want = torch.autograd.grad((xn64 * gx + n64 * gn).sum(), list(leaves.values()))
+    for (name, t), w in zip(leaves.items(), want):
+        assert t.grad is not None and t.grad.shape == t.shape, name
+        assert rel(t.grad, w) < 4 * TOL[dtype], (name, rel(t.grad, w))
+
+
+def test_residual_norm_matches_diffusers_block_ops():
+    """Against WanTransformerBlock's own expressions in bf16 (diffusers' rounding points)."""
+    x, y, ops = _inputs(torch.bfloat16, "sample", "sample", False, seed=3)
+    e = ops
+    ours = residual_norm(x, y, e["gate"], scale=e["scale"], shift=e["shift"])
+    theirs = ref.diffusers_residual_norm(x, y, e["gate"], e["scale"], e["shift"], None, None)
+    assert torch.equal(ours[0], theirs[0])  # x_new: one fp32 FMA vs mul+add, same bf16 here
+    assert rel(ours[1], theirs[1]) < 1e-2
+
+
+def test_strided_rows_of_one_modulation_table():
+    """gate/scale/shift as rows of Wan's [B, 6, D] table: the gradient lands in those rows."""
+    x, y, _ = _inputs(torch.float32, "none", "none", False)
+    e = torch.randn(B, 6, D, requires_grad=True)
+    x_new, n = residual_norm(x, y, e[:, 2:3], scale=e[:, 1:2], shift=e[:, 0:1])
+    r = torch.randn(B, N, D)
+    (x_new.sum() + (n * r).sum()).backward()
+    assert e.grad[:, 3:].abs().max() == 0 and e.grad[:, :3].abs().min() > 0
+    e2 = e.detach().clone().requires_grad_()
+    xn64, n64 = _chain64(x, y, {"gate": e2[:, 2:3], "scale": e2[:, 1:2], "shift": e2[:, 0:1],
+                                "weight": None, "bias": None})  # fmt: skip
+    (xn64.sum() + (n64 * r).sum()).backward()
+    assert rel(e.grad, e2.grad) < 1e-5
+
+
+def test_batch_one_operand_broadcasts_and_sums_its_gradient():
+    x, y, _ = _inputs(torch.float32, "none", "none", False)
+    gate = torch.randn(1, 1, D, requires_grad=True)
+    x_new, n = residual_norm(x, y, gate)
+    r = torch.randn(B, N, D)  # sum(n^2) would be ~constant: no gradient to compare
+    (n * r).sum().backward()
+    g64 = gate.detach().double().requires_grad_()
+    _, n64 = _chain64(x, y, {"gate": g64, "scale": None, "shift": None, "weight": None,
+                             "bias": None})  # fmt: skip
+    (n64 * r).sum().backward()
+    assert gate.grad.shape == (1, 1, D) and rel(gate.grad, g64.grad) < 1e-5
+
+
+def test_out_dtype_float32_from_bf16():
+    x, y, ops = _inputs(torch.bfloat16, "sample", "sample", False)
+    x_new, n = residual_norm(x, y, ops["gate"], scale=ops["scale"], shift=ops["shift"],
+                             out_dtype=torch.float32)  # fmt: skip
+    assert x_new.dtype == torch.bfloat16 and n.dtype == torch.float32
+    _, n64 = _chain64(x, y, ops)
+    assert rel(n, n64) < 5e-3  # only x_new's rounding left
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_rms_norm_is_torch_rmsnorm(dtype):
+    x = torch.randn(3, 5, 4, 32).to(dtype).requires_grad_()
+    w = torch.randn(32, requires_grad=True)
+    yv = rms_norm(x, w)
+    want = F.rms_norm(x.detach(), (32,), w.detach(), 1e-6)
+    assert yv.dtype == dtype and yv.shape == x.shape
+    assert torch.equal(yv, want)  # the same fp32 arithmetic, one rounding
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    gy = torch.randn(x.shape, dtype=torch.float64)
+    (yv.double() * gy).sum().backward()
+    (F.rms_norm(x64, (32,), w64, 1e-6) * gy).sum().backward()
+    assert rel(x.grad, x64.grad) < 4 * TOL[dtype] and rel(w.grad, w64.grad) < 4 * TOL[dtype]
+
+
+def test_rms_norm_bf16_weight_used_in_fp32():
+    x, w = torch.randn(4, 64), torch.randn(64).bfloat16()
+    assert torch.equal(rms_norm(x, w), F.rms_norm(x, (64,), w.float(), 1e-6))
+
+
+# ----------------------------------------------------------------------------- validation
+def _x():
+    return torch.randn(B, N, D, dtype=torch.bfloat16)
+
+
+@pytest.mark.parametrize(
+    "kwargs,err,match",
+    [
+        (dict(x=torch.randn(N, D)), ValueError, r"x must be \[B, N, D\]"),
+        (dict(x=torch.randn(B, N, D).half()), TypeError, "x must be float32 or bfloat16"),
+        (dict(y=torch.randn(B, N, D)), ValueError, "y must match x"),
+        (dict(y=torch.randn(B, N + 1, D).bfloat16()), ValueError, "y must match x"),
+        (dict(gate=torch.randn(B, 1, D + 1)), ValueError, r"gate must be \[B, D\]"),
+        (dict(gate=torch.randn(B, 3, D)), ValueError, "N=7"),
+        (dict(gate=torch.ones(B, 1, D, dtype=torch.int32)), TypeError, "gate must be float32"),
+        (dict(scale=torch.randn(B, 1, D)), ValueError, "scale and shift come together"),
+        (dict(scale=torch.randn(B, 1, D), shift=torch.randn(B, N, D)), ValueError, "one shape"),
+        (dict(weight=torch.randn(D, 1)), ValueError, r"weight must be \[D\]"),
+        (dict(bias=torch.randn(D + 1)), ValueError, r"bias must be \[D\]"),
+        (dict(out_dtype=torch.float16), TypeError, "out_dtype must be"),
+        (dict(y="nope"), TypeError, "y must be a torch.Tensor"),
+    ],
+)
+def test_residual_norm_argument_errors(kwargs, err, match):
+    args = dict(x=_x(), y=_x(), gate=None)
+    args.update(kwargs)
+    x, y, gate = args.pop("x"), args.pop("y"), args.pop("gate")
+    with pytest.raises(err, match=match):
+        residual_norm(x, y, gate, **args)
+
+
+@pytest.mark.parametrize("name", ["y", "gate", "scale", "weight"])
+def test_every_operand_on_x_device(name):
+    """An operand on another device than x is a ValueError naming it and both devices (a CPU
+    operand beside a CUDA x would otherwise hand the kernel a host pointer)."""
+    x = torch.empty(B, N, D, dtype=torch.bfloat16, device="meta")
+    args = dict(y=torch.empty_like(x))
+    other = {
+        "y": torch.randn(B, N, D).bfloat16(),
+        "gate": torch.randn(B, 1, D),
+        "scale": torch.randn(B, 1, D),
+        "weight": torch.randn(D),
+    }
+    args[name] = other[name]
+    if name == "scale":
+        args["shift"] = torch.empty(B, 1, D, device="meta")
+    y = args.pop("y")
+    with pytest.raises(ValueError, match=rf"{name} is on cpu but x is on meta"):
+        residual_norm(x, y, **args)
+
+
+def test_rms_norm_argument_errors():
+    with pytest.raises(TypeError, match="x must be float32 or bfloat16"):
+        rms_norm(torch.randn(4, 8).half(), torch.randn(8))
+    with pytest.raises(ValueError, match=r"weight must be \[D\] = \[8\]"):
+        rms_norm(torch.randn(4, 8), torch.randn(7))
+    with pytest.raises(ValueError, match="weight is on cpu but x is on meta"):
+        rms_norm(torch.empty(4, 8, device="meta"), torch.randn(8))
+    with pytest.raises(TypeError, match="weight must be a torch.Tensor"):
+        rms_norm(torch.randn(4, 8), None)
+
+
+# ----------------------------------------------------------------------------- custom ops
+def test_opcheck_custom_ops():
+    x, y, ops = _inputs(torch.float32, "sample", "sample", False)
+    g, s, h = (ops[k].detach().expand(B, 1, D) for k in ("gate", "scale", "shift"))
+    args = (x.detach(), y.detach(), g, s, h, None, None, 1e-6, torch.float32)
+    torch.library.opcheck(residual_norm_op, args)
+    w = torch.randn(D)
+    torch.library.opcheck(rms_norm_op, (x.detach(), w, 1e-6))
+
+
+def test_torch_compile_fullgraph_forward_and_backward():
+    x, y, ops = _inputs(torch.float32, "sample", "sample", True)
+
+    def block(x, y, gate, scale, shift, weight, bias, q, wq):
+        x1, n1 = residual_norm(x, y, gate, weight=weight, bias=bias)
+        x2, n2 = residual_norm(x1, n1, scale=scale, shift=shift)
+        return x2, n2, rms_norm(q, wq)
+
+    q, wq = torch.randn(B, N, D, requires_grad=True), torch.randn(D, requires_grad=True)
+    args = (x, y, *ops.values(), q, wq)
+    torch._dynamo.reset()
+    compiled = torch.compile(block, fullgraph=True, backend="aot_eager")
+    outs_c, outs_e = compiled(*args), block(*args)
+    for a, b in zip(outs_c, outs_e):
+        assert torch.equal(a, b)
+    leaves = [t for t in args if t is not None]
+    gc = torch.autograd.grad(sum(o.square().sum() for o in outs_c), leaves)
+    ge = torch.autograd.grad(sum(o.square().sum() for o in outs_e), leaves)
+    for a, b in zip(gc, ge):
+        assert torch.allclose(a, b, rtol=1e-6, atol=1e-6)
