@@ -49,6 +49,7 @@ REGISTRY: dict[str, str] = {
     "kernels": "suite.experiments.kernels",  # C11, C12 (GB/s, speedups)
     "opmemory": "suite.experiments.opmemory",  # C13 saved bytes, C16 kernels per call
     "training": "suite.experiments.training",  # C1/C2 on steps, C5-C10, C14, C15, C17, C18
+    "e2e": "suite.experiments.e2e",  # C17 alternatives: diffusers Wan step, fused ops vs compile
 }
 
 

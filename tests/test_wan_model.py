@@ -1,0 +1,76 @@
+"""suite.model.wan: diffusers' WanTransformer3DModel from the Wan 2.1 configs, cast as diffusers'
+loading casts, and one training step (CPU, tiny config; the big configs on the meta device)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from suite.data.geometry import tokens
+from suite.model.wan import build_wan, get_wan_config, latent_shape, step_inputs, train_step
+
+
+def test_wan21_configs():
+    small, big = get_wan_config("wan-1.3b"), get_wan_config("wan-14b")
+    assert (small.dim, small.num_attention_heads, small.ffn_dim, small.num_layers) == (
+        1536, 12, 8960, 30,
+    )  # fmt: skip
+    assert (big.dim, big.num_attention_heads, big.ffn_dim, big.num_layers) == (5120, 40, 13824, 40)
+    for c in (small, big):
+        assert (c.text_dim, c.freq_dim, c.in_channels, c.patch_size) == (4096, 256, 16, (1, 2, 2))
+        assert c.eps == 1e-6 and c.cross_attn_norm and c.qk_norm == "rms_norm_across_heads"
+    assert get_wan_config("wan-1.3b", layers=4).num_layers == 4
+
+
+def test_wan_1_3b_parameter_count_on_meta():
+    m = build_wan("wan-1.3b", device="meta")
+    n = sum(p.numel() for p in m.parameters())
+    assert 1.3e9 < n < 1.5e9  # Wan 2.1 T2V 1.3B: 1.42e9 with the text and time embedders
+    assert len(m.blocks) == 30 and m.blocks[0].ffn.net[2].in_features == 8960
+
+
+@pytest.mark.parametrize(
+    "frames,height,width,S", [(81, 480, 832, 32760), (81, 720, 1280, 75600), (1, 480, 832, 1560)]
+)
+def test_latents_give_the_token_count(frames, height, width, S):
+    shape = latent_shape(1, frames, height, width)
+    assert shape[:2] == (1, 16) and shape[2] * (shape[3] // 2) * (shape[4] // 2) == S
+    assert tokens(height, width, frames) == S
+
+
+def test_bad_arguments_name_themselves():
+    with pytest.raises(ValueError, match="name must be one of"):
+        get_wan_config("wan-7b")
+    with pytest.raises(ValueError, match="layers must be a positive integer"):
+        get_wan_config("tiny", layers=0)
+    with pytest.raises(ValueError, match="frames must be 1 \\+ 4k"):
+        latent_shape(1, 80, 480, 832)
+    with pytest.raises(ValueError, match="batch must be a positive integer"):
+        latent_shape(0, 81, 480, 832)
+    with pytest.raises(ValueError, match="dtype must be"):
+        build_wan("tiny", dtype=torch.int8)
+
+
+def test_cast_keeps_diffusers_fp32_modules():
+    m = build_wan("tiny", dtype=torch.bfloat16)
+    keep = set(m._keep_in_fp32_modules)
+    for name, p in m.named_parameters():
+        want = torch.float32 if keep & set(name.split(".")) else torch.bfloat16
+        assert p.dtype == want, name
+    assert m.blocks[0].norm2.weight.dtype == torch.float32
+    assert m.blocks[0].attn1.to_q.weight.dtype == torch.bfloat16
+    assert m.rope.freqs_cos.dtype != torch.bfloat16  # non-persistent RoPE tables left as built
+
+
+def test_train_step_fills_every_gradient_with_checkpointing():
+    m = build_wan("tiny", layers=3, dtype=torch.bfloat16, checkpointing=True)
+    assert m.gradient_checkpointing and len(m.blocks) == 3
+    inputs = step_inputs(m, batch=2, frames=5, height=32, width=48)
+    assert inputs["hidden_states"].shape == (2, 16, 2, 4, 6)
+    assert inputs["encoder_hidden_states"].shape == (2, 512, 24)
+    loss = train_step(m, inputs)
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters())
+    g0 = m.blocks[0].attn1.to_q.weight.grad.clone()
+    assert torch.equal(train_step(m, inputs), loss)  # deterministic, grads reset not summed
+    assert torch.equal(m.blocks[0].attn1.to_q.weight.grad, g0)
