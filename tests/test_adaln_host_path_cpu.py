@@ -146,3 +146,40 @@ def test_no_grad_and_grad_calls_take_their_paths(stub):
         assert adaln(x, s, h).grad_fn is None
     assert type(adaln(x, s, h).grad_fn).__name__ == "_EagerAdaLNRowsBackward"
     assert stub.launches == 2
+
+
+@pytest.mark.parametrize("B0,N0", [(0, 6), (2, 0)])
+def test_empty_inputs_launch_nothing(stub, B0, N0):
+    x = torch.randn(B0, N0, D, dtype=torch.bfloat16, requires_grad=True)
+    e = torch.randn(B0, 6, D, requires_grad=True)
+    y = adaln(x, e[:, 1:2], e[:, 0:1])
+    dx, de = torch.autograd.grad(y, (x, e), torch.ones_like(y))
+    assert y.shape == x.shape and dx.shape == x.shape and de.shape == e.shape
+    assert stub.launches == 0 and not de.any()
+
+
+@pytest.mark.parametrize(
+    "case,launches",
+    [("token", 2), ("sample-separate", 3), ("affine", 3), ("dtile-rows", 4), ("broadcast", 3)],
+)
+def test_every_backward_layout_launches_its_kernels(stub, case, launches):
+    """The general path's layouts through the stubbed launches: the right number of launches
+    (forward, row kernel, D-tile pass, finalize) and gradients shaped like their inputs."""
+    x = torch.randn(B, N, D, dtype=torch.bfloat16, requires_grad=True)
+    if case == "token":
+        s, h = torch.randn(B, N, D, requires_grad=True), torch.randn(B, N, D, requires_grad=True)
+    elif case == "broadcast":
+        s, h = torch.randn(1, D, requires_grad=True), torch.randn(1, D, requires_grad=True)
+    else:
+        s, h = torch.randn(B, 1, D, requires_grad=True), torch.randn(B, 1, D, requires_grad=True)
+    if case == "affine":
+        w, b = torch.ones(D, requires_grad=True), torch.zeros(D, requires_grad=True)
+        y, ins = layer_norm_affine(x, w, b), (x, w, b)
+    elif case == "dtile-rows":
+        e = torch.randn(B, 6, D, requires_grad=True)
+        y, ins = adaln(x, e[:, 1:2], e[:, 0:1], backward="dtile"), (x, e)
+    else:
+        y, ins = adaln(x, s, h), (x, s, h)
+    grads = torch.autograd.grad(y, ins, torch.ones_like(y))
+    assert [g.shape for g in grads] == [t.shape for t in ins]
+    assert stub.launches == launches

@@ -44,7 +44,7 @@ trc=$?
 tail -15 "$OUT/tests.log"
 
 stamp "burst benchmark"
-timeout 150 python3 -m suite.ops.host_bench --out "$OUT" --reps 30 > "$OUT/host_bench.log" 2>&1
+timeout 200 python3 -m suite.ops.host_bench --out "$OUT" --reps 20 > "$OUT/host_bench.log" 2>&1
 hrc=$?
 tail -20 "$OUT/host_bench.log"
 

@@ -303,16 +303,29 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
     rows si, hi of `table`, an uninitialised contiguous fp32 [B, K, D] (the gradient of Wan's
     [B, 6, D] modulation); its other rows are zeroed by the same kernels; dscale, dshift are then
     None. mean and rstd: tensors, or device addresses (ints)."""
+    B, N, D = x.shape
+    dev = x.device
+    if B * N == 0:  # nothing to launch (and no plan: its grid divides by B)
+        dx = torch.empty((B, N, D), dtype=x.dtype, device=dev)
+        if rows is not None:
+            rows[0].zero_()
+            return dx, None, None
+        shape = (B, N, D) if mode == MODE_TOKEN else (1 if mode == MODE_AFFINE else B, D)
+        dtype = scale.dtype if mode == MODE_TOKEN else torch.float32
+        return (
+            dx,
+            torch.zeros(shape, dtype=dtype, device=dev),
+            torch.zeros(shape, dtype=dtype, device=dev),
+        )
     rk = None if rows is None else (rows[0].shape, rows[1], rows[2])
     key = (x.shape, x.stride(), scale.stride(), x.dtype, scale.dtype, dy.dtype, mode, impl,
-           x.device, rk, get_ident())  # fmt: skip
+           dev, rk, get_ident())  # fmt: skip
     pl = _bwd_plans.get(key) or _bwd_plan(key, x, dy, scale, mode, impl, rows)
-    dev = x.device
     dx = torch.empty(pl.shape, dtype=x.dtype, device=dev)
     if rows is not None:
         table, si, hi = rows
         tp = table.data_ptr()
-        row_bytes = 4 * pl.shape[2]
+        row_bytes = 4 * D
         dsc = dsh = None
         dsc_p, dsh_p = tp + si * row_bytes, tp + hi * row_bytes
     else:
@@ -320,12 +333,6 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         dsc = torch.empty(pl.dsc_shape, dtype=pl.dsc_dtype, device=dev)
         dsh = torch.empty(pl.dsc_shape, dtype=pl.dsc_dtype, device=dev)
         dsc_p, dsh_p = dsc.data_ptr(), dsh.data_ptr()
-    B, N, D = pl.shape
-    if B * N == 0:
-        if rows is not None:
-            rows[0].zero_()
-            return dx, None, None
-        return dx, dsc.zero_(), dsh.zero_()
     mp = mean if isinstance(mean, int) else mean.data_ptr()
     rp = rstd if isinstance(rstd, int) else rstd.data_ptr()
     xp, gp, sp, dxp = x.data_ptr(), dy.data_ptr(), scale.data_ptr(), dx.data_ptr()

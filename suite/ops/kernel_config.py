@@ -39,117 +39,92 @@ def _trailing(args: list[str], defaults: list[str], keep: int = 0) -> str:
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """One NVRTC program. The fields after `mode` select the row kernels' design; their defaults
-    are the fastest measured on the H200 (docs/perf-notes.md, round 2 of 2026-12-01)."""
+    """One NVRTC program: the dtypes, D and mode, and the design fields that select its row
+    kernels (defaults: the shipped rules; tests/test_kernel_config.py pins what they produce)."""
 
     tx: str  # C++ element types: "float" | "bf16" | "f16"
     tm: str
     ty: str
     D: int
     mode: int
-    # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32). None: 48 where a
-    # row per warp (shuffles only, no barrier) measured faster, i.e. bf16 y with 1024 < D <= 1536
-    # (+4% at D = 1536, round 5); at D = 3072 (two warps per row) it lost 4% at N <= 16384.
+    # Design fields. None = the shipped rule (the property named beside it), which picks the
+    # design the H200 measured fastest for that (dtype, D, mode); the measurements behind each
+    # rule are in docs/perf-notes.md (the "round" sections). Explicit values exist for the
+    # tuning lab (lab/kernel_variants.py); the shipped op never sets them.
+    #
+    # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32). None: 48 (a
+    # row per warp: shuffles only, no barrier) for bf16 y at 1024 < D <= 1536 (fwd_warp_row)
     fwd_ept: int | None = None
-    # forward: persistent with the next row prefetched (aligned rows). None: where it measured
-    # faster, i.e. 16-bit y (+2-14% at N = 65536); fp32 y ran 2-7% slower with it.
+    # forward: persistent, the next row prefetched (aligned rows). None: 16-bit y only
     fwd_pf: bool | None = None
     fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    # forward: register cap per thread (0: ptxas chooses). None: 64, or 128 for the row-per-warp
-    # forward (2 CTAs of 8 warps per SM; uncapped ptxas takes 187)
+    # forward: register cap per thread (0: ptxas chooses). None: fwd_cap (64; 128 for the
+    # row-per-warp forward, 2 CTAs of 8 warps per SM)
     fwd_regs: int | None = None
-    # forward, fp32 y from 16-bit x with per-sample fp32 modulation at one row per CTA of 192 threads
-    # (the non-persistent kernel at 2816 < D <= 3072): its register cap where fwd_regs is None.
-    # Round 27: at 40 (no spills; 8 CTAs per SM against 5 at 64) D = 3072 went 90.5 -> 95.1% of
-    # the copy at B = 1, N = 65536; the same cap at D = 1536 (2 rows of 96 threads) lost 17
-    # points; per-token modulation's unaligned kernel spills 40 bytes at 40, 16-bit modulation 8-12
+    # forward, fp32 y from 16-bit x with per-sample fp32 modulation, one row per CTA of 192
+    # threads (2816 < D <= 3072): its cap where fwd_regs is None (40: no spills, 8 CTAs per SM;
+    # 16-bit or per-token modulation spills at 40, so not there)
     fwd_f32y_regs: int = 40
     # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
-    # modulation loads whole 16-byte words, coalesced: half the L1 sectors. None: 4 where it
-    # measured faster (round 4): 16-bit y with rows of at least a warp (+0-8%), fp32 y with one
-    # row per CTA (D >= 3072, +1-7%); D = 1536 fp32 y ran 8-10 points slower with it.
+    # modulation loads whole 16-byte words (half the L1 sectors). None: fwd_vec (4 for 16-bit y
+    # with rows of at least a warp, and fp32 y with one row per CTA)
     fwd_lv: int | None = None
-    # forward without prefetch (fp32 y): a named barrier per row group instead of the CTA's
-    # (measured slower there: round 4)
-    fwd_named: bool = False
+    fwd_named: bool = False  # forward without prefetch: a named barrier per row group
     # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
-    # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3 of
-    # 320; round 10b: fp32 y 82.0 -> 94.9% at N = 65536, bf16 y 87.5 -> 88.2%; at D <= 3072 it
-    # lost up to 17%). None: there (fwd_wide_on)
+    # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3
+    # of 320). None: there (fwd_wide_on)
     fwd_wide: bool | None = None
     bwd_ept: int = 16  # backward: elements of a row per thread
     bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
     bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
-    # backward: column sums in shared memory (where they fit in 48 KB: bwd_sacc_on); the
-    # per-sample multiplier 1 + scale in shared memory beside them (bwd_msh_on); 3 CTAs of
-    # <= 192 threads per SM (__launch_bounds__; 16-bit x and dy only, where 96 registers do not
-    # spill). None: all three where they measured faster (round 7: bwd_r7), else none.
+    # backward: column sums in shared memory (where they fit: bwd_sacc_on); the per-sample
+    # multiplier 1 + scale beside them (bwd_msh_on); 3 CTAs of <= 192 threads per SM (16-bit x
+    # and dy only: 96 registers without spills). None: all three where bwd_r7 says
     bwd_sacc: bool | None = None
     bwd_msh: bool | None = None
     bwd_occ: bool | None = None
-    # backward: those shared arrays in dynamic shared memory, up to 100 KB per CTA (two CTAs per
-    # SM) instead of the 48 KB of static shared memory (D = 5120: 60 KB). None: where round 7's
-    # design needs it (16-bit x and dy, per-sample, one row of 192 < threads <= 320 per CTA:
-    # D = 5120; round 8)
+    # backward: those shared arrays in dynamic shared memory, up to 100 KB per CTA (two CTAs
+    # per SM) instead of 48 KB static (D = 5120 needs 60 KB). None: bwd_dyn_on
     bwd_dyn: bool | None = None
     # backward with dynamic shared memory: the carveout, % of the SM's 228 KB given to shared
-    # memory. None: the smallest that holds the CTAs the kernel is capped for (bwd_carveout;
-    # round 9: D = 5120 bf16 dy 76.3 -> 79.4% at N = 65536, +4-5% at N <= 16384); 100 was
-    # round 8's setting, leaving L1 28 KB
+    # memory. None: the smallest that holds the CTAs the kernel is capped for (bwd_carveout)
     bwd_carve: int | None = None
     # backward, 16-bit x with fp32 dy, per-sample, one row of 192 < threads <= 320 per CTA
-    # (D = 5120): shared column sums, 2 CTAs per SM, no prefetch (variant bwd-sm2, the fastest
-    # there in rounds 1, 2, 8 and 9: +4.4% at N = 65536) instead of one CTA of 164 registers.
-    # None: there (bwd_sm2_on)
+    # (D = 5120): shared column sums, 2 CTAs per SM, no prefetch, instead of one CTA of 164
+    # registers. None: there (bwd_sm2_on)
     bwd_sm2: bool | None = None
-    # backward: the shared multiplier and column sums as 16-byte words per thread (one vector
-    # access where there were four scalar ones). None: bf16 x with fp32 modulation where the
-    # shared arrays are and the row is at most 96 threads (1024 < D <= 1536; wider rows, f16 x
-    # and f16 modulation spill 4-24 bytes under their caps). Round 14: D = 1536 bf16 dy +2.6 to
-    # +3.1% at N = 65536 in three calls (79.2-80.2% of the copy); at 4096 -4, -4, +4.6% (noise)
+    # backward: the shared multiplier and column sums as 16-byte words per thread. None: bf16 x
+    # with fp32 modulation where the shared arrays are and the row is at most 96 threads, or
+    # wider with bwd_remat (other dtypes and wider rows spill under their caps)
     bwd_svec: bool | None = None
-    # backward (with prefetch): the second pass recomputes x-hat and dy from the packed row
-    # instead of keeping them unpacked through the row reduction (16 registers fewer at 16
-    # elements per thread), which makes room for bwd_svec's words on rows wider than 96 threads.
-    # None: there, for bf16 x and dy with fp32 per-sample modulation (D = 3072 and 5120; f16
-    # spills 4-28 bytes). Round 17, bf16 dy, N = 65536: 79.5 -> 81.2% at 3072, 79.8 -> 85.7% at
-    # 5120; at D = 1536 (words already on) the recomputation alone lost 4.4% (79.2 -> 75.7%)
+    # backward (with prefetch): the second pass recomputes x-hat and dy from the packed row (16
+    # registers fewer at 16 elements per thread: room for bwd_svec's words on rows wider than
+    # 96 threads). None: there, bf16 x and dy with fp32 per-sample modulation
     bwd_remat: bool | None = None
-    # prefetching forward and fused backward: a CTA's row blocks interleaved with the other CTAs'
-    # (block k, k + grid, ...) instead of a contiguous run, so the resident rows sweep the tensor
-    # as one window, as a copy's do. Round 19, B = 1, N = 65536: bf16-y forward 83.6 -> 88.2%
-    # of the copy at D = 1536 (DRAM 73.3 -> 77.0% of peak), 86.6 -> 88.4 at 3072, 87.8 -> 90.6
-    # at 5120; bf16-dy backward +0.8 to +2.8%
+    # prefetching forward and fused backward: a CTA's row blocks interleaved with the other
+    # CTAs' (block k, k + grid, ...), so the resident rows sweep the tensor as one window
     fwd_ilv: bool = True
     bwd_ilv: bool = True
-    # fused backward: the finalize launched as a programmatic dependent of the row kernel (sm_90;
-    # elsewhere a plain launch), so its launch overlaps the row kernel's tail. Round 23: 1.7 us
-    # less per backward (median over 120 shapes, faster at 118), +3.5 to +7.7% at N = 4096
+    # fused backward: the finalize launched as a programmatic dependent of the row kernel
+    # (sm_90; a plain launch elsewhere), its launch overlapping the row kernel's tail
     bwd_pdl: bool = True
-    # backward: fewer instructions per element, the same arithmetic (kernels/adaln_bwd.cu LEAN:
-    # no per-element column tests on rows of whole chunks, no division for a row's sample).
-    # Round 30: bf16 dy, N = 65536, +3.5 / +7.7 / +5.0% at D = 1536 / 3072 / 5120 (90.0 / 90.4
-    # / 92.0% of the copy); +1 to +2% at N = 4096; bitwise the same gradients
+    # backward: fewer instructions per element, the same arithmetic (kernels/adaln_bwd.cu LEAN);
+    # bitwise the same gradients
     bwd_lean: bool = True
     # backward (with prefetch): the first row's loads issued before the multiplier's
-    # (kernels/adaln_bwd.cu EARLY). Round 32: -0.4 to -0.6 us per backward at N = 4096, +0.5 to
-    # +1.1 points of the copy for bf16 dy at B = 1; bitwise the same gradients
+    # (kernels/adaln_bwd.cu EARLY); bitwise the same gradients
     bwd_early: bool = True
-    # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an
-    # fp32 y chunk is one whole 16-byte store and one load of scale and shift serves both rows).
-    # None: 4 at D <= 1536 (round 31, B = 1, N = 65536: fp32 y 89.6 -> 93.2%, bf16 y 90.0 ->
-    # 91.7% of the copy; at D = 3072 within -1 to +0.1%), else 16 bytes
+    # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an fp32
+    # y chunk is one whole 16-byte store and one scale/shift load serves both rows). None: 4 at
+    # D <= 1536, else 16 bytes (fwd_pair_vec)
     fwd_pair_lv: int | None = None
-    # forward, launches of at least this many rows (B * N): the kernel of fwd_many instead, where
-    # there is one. None: never
+    # forward, launches of at least this many rows (B * N): fwd_many's kernel, where there is
+    # one. None: never
     fwd_many_rows: int | None = 16384
-    # forward, aligned rows, per-sample or affine modulation: rows per row group (2: adaln_fwd_r2,
-    # two consecutive rows of one sample per thread sharing one barrier set and, but for fp32 y
-    # from 16-bit x, one modulation load). None: 2 where it measured faster at every N (round 28:
-    # fp32 x at D = 1536, 86.7 -> 95.9% of the copy at B = 1, N = 65536, +8% at N = 4096), and
-    # through fwd_many for bf16 x at launches of >= fwd_many_rows rows (bf16 y at
-    # 1024 < D <= 3072, fp32 y at 1024 < D <= 1536). Correct at every width (the GPU tests run
-    # variant fwd-p2, the pair kernel everywhere); measured at the Wan widths
+    # forward, aligned rows, per-sample or affine modulation: rows per row group (2:
+    # adaln_fwd_r2, two consecutive rows of one sample per thread sharing one barrier set and
+    # one modulation load). None: 2 for fp32 x at 1024 < D <= 1536 (fwd_rows_per_thread), and
+    # through fwd_many for bf16 x at launches of >= fwd_many_rows rows. Correct at every width
     fwd_rpt: int | None = None
 
     @property
@@ -159,14 +134,10 @@ class KernelConfig:
 
     @property
     def fwd_many(self) -> KernelConfig | None:
-        """The forward for launches of fwd_many_rows rows or more, where a different one measured
-        faster there: two rows per row group (adaln_fwd_r2, 16 elements per thread, 64 registers)
-        for bf16 x and y, fp32 per-sample modulation, 1024 < D <= 3072 (round 28, B = 1: D = 1536
-        87.9 -> 89.7% of the copy at N = 65536, +3.7 / +4.0% at 32760 / 16384; D = 3072 90.2 ->
-        92.0%, +4.2 / +1.7%; at 8192 rows and below -2 to -10%; D = 5120 -3 to -5%). It replaced
-        round 21's two warps per row at D = 3072 for >= 49152 rows (90.2% where it gives 92.0). Also
-        for fp32 y at 1024 < D <= 1536 (87.3 -> 89.1% at B = 1, N = 65536, +1.6% at 32760, +0.2%
-        at 16384, -4% at 4096; at D = 3072 -4%: round 27's 40-register kernel stays)."""
+        """The forward for launches of fwd_many_rows rows or more, where another one is faster
+        there than at fewer rows: two rows per row group (adaln_fwd_r2, 16 elements per thread,
+        64 registers) for bf16 x, fp32 per-sample modulation, bf16 y at 1024 < D <= 3072 and
+        fp32 y at 1024 < D <= 1536 (at fewer rows it is slower)."""
         default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
         default = default and self.fwd_rpt is None
         widest = {"bf16": 3072, "float": 1536}.get(self.ty, 0)
@@ -228,11 +199,10 @@ class KernelConfig:
 
     @property
     def bwd_r7(self) -> bool:
-        """Round 7's backward (shared column sums and multiplier, 3 CTAs of <= 192 threads) is the
-        default where it measured faster: 16-bit x and dy, per-sample modulation, D <= 3072
-        (+6% at D = 1536, +2% at 3072 for N = 65536; at N = 4096 -1 to -6% in one call, +1 to +3%
-        in the next; fp32 dy ran 1-5% slower); at D = 5120 (320 threads) only with its arrays in
-        dynamic shared memory under a 2-CTA cap (round 8, bwd_dyn_on; static: 5% slower)."""
+        """The shared-memory backward (column sums and multiplier in shared memory, 3 CTAs of
+        <= 192 threads): 16-bit x and dy, per-sample modulation, rows of <= 192 threads per CTA;
+        at 192 < threads <= 320 (D = 5120) only with its arrays in dynamic shared memory under a
+        2-CTA cap (bwd_dyn_on). fp32 dy keeps the register sums (slower with shared ones)."""
         if not self._r7_kind:
             return False
         return self.bwd_threads <= 192 or (self.bwd_threads <= 320 and self.bwd_dyn_on)
@@ -243,9 +213,8 @@ class KernelConfig:
 
     @property
     def bwd_dyn_on(self) -> bool:
-        """Round 8: round 7's arrays in dynamic shared memory under a 2-CTA cap where they pass
-        the static 48 KB (D = 5120, bf16 dy: 3-5% faster at N = 65536, up to 3% slower at
-        N = 4096; fp32 dy ran 12% slower, so not there)."""
+        """bwd_r7's arrays in dynamic shared memory under a 2-CTA cap, where they pass the
+        static 48 KB: 16-bit x and dy, per-sample, one row of 192 < threads <= 320 per CTA."""
         if self.bwd_dyn is not None:
             return self.bwd_dyn
         return self._r7_kind and self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
@@ -442,8 +411,8 @@ class KernelConfig:
 
     def finalize(self, rt: int, vec: int) -> str:
         """The finalize of partial rows in layout (rt, vec): the fused row kernel's (bwd_rt, vec),
-        or (1, 1) for the D-tile pass's plain rows. Round 35: the layout as template arguments,
-        -1.1 us per fused backward at N = 4096 against the run-time layout it replaced."""
+        or (1, 1) for the D-tile pass's plain rows; the layout is a template argument so the
+        index arithmetic folds at compile time."""
         return f"adaln_bwd_finalize_t<{self.D}, {rt}, {vec}>"
 
     def dtile(self) -> str:
