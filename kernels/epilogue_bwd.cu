@@ -60,7 +60,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
         const float h = (xh[c][j] - mu) * rs;
         float a = h;
         if constexpr (W) a *= w[c][j];
-        if constexpr (BIAS) a += bb[c][j];
+        if constexpr (BIAS && MOD) a += bb[c][j];  // a feeds dscale only
         float ga = go[c][j];
         if constexpr (MOD) {
           dsc[c][j] = ga * a;

@@ -36,13 +36,26 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
   if constexpr (W) load_row<VECTOR, float, D, RT>(weight, t, w);
   if constexpr (BIAS) load_row<VECTOR, float, D, RT>(bias, t, bb);
 
+  // Software pipeline: row n + 1's x and y are loaded before row n's reductions, so a CTA keeps
+  // two rows of loads in flight (64-bit offsets: B * N * D may pass 2^31).
+  float xc[NCH][VEC], yc[NCH][VEC];
+  load_row<VECTOR, TX, D, RT>(x + s.b * sxb + s.n0 * sxn, t, xc);
+  if constexpr (RESID) load_row<VECTOR, TX, D, RT>(y + s.b * syb + s.n0 * syn, t, yc);
   for (i64 n = s.n0; n < s.n1; ++n) {
-    const i64 row = s.b * N + n;  // 64-bit offsets: B * N * D may pass 2^31
-    float v[NCH][VEC];
-    load_row<VECTOR, TX, D, RT>(x + s.b * sxb + n * sxn, t, v);
+    const i64 row = s.b * N + n;
+    float v[NCH][VEC], yv[NCH][VEC];
+#pragma unroll
+    for (int c = 0; c < NCH; ++c)
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        v[c][j] = xc[c][j];
+        yv[c][j] = yc[c][j];
+      }
+    if (n + 1 < s.n1) {  // uniform across the CTA
+      load_row<VECTOR, TX, D, RT>(x + s.b * sxb + (n + 1) * sxn, t, xc);
+      if constexpr (RESID) load_row<VECTOR, TX, D, RT>(y + s.b * syb + (n + 1) * syn, t, yc);
+    }
     if constexpr (RESID) {
-      float yv[NCH][VEC];
-      load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
       if constexpr (GATE && GTOK) load_row<VECTOR, float, D, RT>(gate + s.b * sgb + n * sgn, t, g);
 #pragma unroll
       for (int c = 0; c < NCH; ++c)

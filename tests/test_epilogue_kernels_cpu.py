@@ -69,7 +69,7 @@ def test_slots_follow_the_operands():
     f = ec.WAN_FLAGS
     slots = {k: ec.EpilogueConfig("bf16", "bf16", 64, v, True).slots for k, v in f.items()}
     assert slots["gate+mod"] == ("gate", "scale", "shift")
-    assert slots["affine"] == ("weight", "bias")
+    assert slots["affine"] == ("gate", "weight", "bias")
     assert slots["plain+mod"] == ("scale", "shift")
     assert slots["tok"] == ()  # per-token gradients are written per element, not summed
     assert slots["rms"] == ("weight",)

@@ -386,7 +386,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
         raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
     w = _affine("weight", weight, x)
     D = x.shape[-1]
-    x3 = _lastdim(x).reshape(1, -1, D)
+    x3 = x.reshape(1, -1, D).contiguous()  # the backward reads the saved rows D apart
     if torch.compiler.is_compiling():
         y = rms_norm_op(x3, w, float(eps))[0]
     else:

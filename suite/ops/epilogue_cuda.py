@@ -76,11 +76,13 @@ class EpilogueConfig:
 
 
 # The configurations the ops ship (the CPU compile test builds each for sm_80 and sm_90): Wan's
-# three epilogues (gated residual + modulated LN, residual + affine LN, per-token Wan 2.2
-# modulation) and the qk RMSNorm, at Wan's widths and a generic odd one, bf16 and fp32 x.
+# three epilogues (the FFN's gated residual into the next norm1 + modulation, attn1's gated
+# residual into the affine norm2, attn2's plain residual into norm3 + modulation), Wan 2.2's
+# per-token modulation and the qk RMSNorm, at Wan's widths and two generic ones (1000: vector
+# loads; 1001: scalar), bf16 and fp32 x.
 WAN_FLAGS = {
     "gate+mod": RESID | GATE | MOD,
-    "affine": RESID | WEIGHT | BIAS,
+    "affine": RESID | GATE | WEIGHT | BIAS,  # attn1's gated residual into norm2
     "plain+mod": RESID | MOD,
     "tok": RESID | GATE | GATE_TOK | MOD | MOD_TOK,
     "rms": RMS | WEIGHT,
@@ -125,11 +127,11 @@ def _fn(cfg: EpilogueConfig, name: str, index: int):
 
 
 @functools.cache
-def _ctas_per_wave(cfg: EpilogueConfig, index: int) -> int:
+def _ctas_per_wave(cfg: EpilogueConfig, name: str, index: int) -> int:
+    """Resident CTAs of kernel `name` on the whole device (occupancy API, asked once)."""
     from suite.cuda.launch import max_blocks_per_sm, sm_count
 
-    f = _fn(cfg, cfg.bwd(), index)
-    return sm_count(index) * max(1, max_blocks_per_sm(f, cfg.threads))
+    return sm_count(index) * max(1, max_blocks_per_sm(_fn(cfg, name, index), cfg.threads))
 
 
 def _aligned(*pairs) -> bool:
@@ -167,8 +169,9 @@ def config(x, y, gate, scale, weight, bias, out_dtype, flags: int, *rows) -> Epi
 
 
 def _rows_per_cta(N: int, B: int, wave: int) -> int:
-    """Rows per CTA: about one wave of CTAs over the batch, at least MIN_ROWS_PER_CTA rows each
-    (per-sample operands are loaded once per CTA; partial sums are one row per CTA)."""
+    """Rows per CTA: one wave of resident CTAs over the batch (each walks its rows with the next
+    row's loads in flight), at least MIN_ROWS_PER_CTA rows each (per-sample operands are loaded
+    once per CTA; the backward's partial sums are one row per CTA)."""
     chunks = max(1, min(-(-wave // B), -(-N // MIN_ROWS_PER_CTA)))
     return -(-N // chunks)
 
@@ -190,7 +193,7 @@ def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags
         return x_new, out, mean, rstd
     cfg = config(x, y, gate, scale, weight, bias, out_dtype, flags)
     idx = dev.index
-    rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, idx))
+    rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, cfg.fwd(), idx))
     (sgb, sgn), (smb, smn) = _strides(gate), _strides(scale)
     syb, syn = (y.stride(0), y.stride(1)) if y is not None else (0, 0)
     launch(
@@ -259,7 +262,7 @@ def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags:
     out = dx, dy, dgate, dscale, dshift, dweight, dbias
     if B * N == 0:
         return out
-    rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, idx))
+    rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, cfg.bwd(), idx))
     chunks = -(-N // rpc)
     Q = len(cfg.slots)
     part = torch.empty((B, chunks, Q, D) if Q else (0,), dtype=torch.float32, device=dev)
