@@ -135,7 +135,7 @@ def test_e2e_smoke_gpu(tmp_path):
     from suite.rundir import RunContext, RunDir
 
     opts = dict(shapes=["img480x8"], variants=["eager", "eager-adaln"], repeats=2, layers=1,
-                profile=True)  # fmt: skip
+                profile=["img480x8"])  # fmt: skip
     ctx = RunContext(RunDir(tmp_path), "full", "cuda", options={"e2e": opts})
     t = e2e.run(ctx)
     s, m, p = t["e2e_steps"], t["e2e_memory"], t["e2e_profile"]

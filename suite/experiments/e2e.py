@@ -25,7 +25,8 @@ bootstrap CI over repeats) and `e2e_fused_over_compile_<shape>`.
 Budget (an eager 81-frame 480p step is ~2.6 s on an H200): the quick profile runs the 81-frame
 480p clip only, the three eager variants, 1 warm-up + 2 timed steps, no profiler (~35 s). The full
 profile and the standalone run (`python -m suite.experiments.e2e --help`) run all three shapes and
-five variants with 3 timed steps and the profiler step.
+five variants with 3 timed steps and the profiler step (tools/gpu_wan.sh profiles the two 480p
+shapes only, to fit its time).
 """
 
 from __future__ import annotations
@@ -83,15 +84,15 @@ class Plan:
     variants: tuple[str, ...]
     warmup: int
     repeats: int
-    profile: bool
+    profile: tuple[str, ...]  # shapes that get the torch.profiler step
     layers: int | None = None  # None: the config's 30 blocks
     model: str = MODEL  # a suite.model.wan config ("tiny" runs the loop on CPU in tests)
 
 
 PLANS = {
-    "cpu": Plan(("img480x8",), ("eager", "eager-adaln"), 1, 2, False),  # never run: NEEDS cuda
-    "quick": Plan(("v81x480",), ("eager", "eager-adaln", "eager-epilogues"), 1, 2, False),
-    "full": Plan(tuple(SHAPES), tuple(VARIANTS), 1, 3, True),
+    "cpu": Plan(("img480x8",), ("eager", "eager-adaln"), 1, 2, ()),  # never run: NEEDS cuda
+    "quick": Plan(("v81x480",), ("eager", "eager-adaln", "eager-epilogues"), 1, 2, ()),
+    "full": Plan(tuple(SHAPES), tuple(VARIANTS), 1, 3, tuple(SHAPES)),
 }
 
 # Kernel families by name, first match wins (inductor names its kernels triton_poi_ / triton_per_
@@ -250,7 +251,7 @@ def run_shape(ctx, shape_name: str, plan: Plan, models: dict, skipped: dict) -> 
                 compiled_graphs=graphs[name],
             )
         )
-        if plan.profile and ctx.device == "cuda":
+        if shape_name in plan.profile and ctx.device == "cuda":
             p = profile_step(models[name][0], inputs)
             prof.append(p.assign(**common, variant=name))
     if ctx.device == "cuda":
@@ -268,11 +269,11 @@ def run(ctx) -> dict[str, pd.DataFrame]:
         variants=tuple(opts.get("variants", base.variants)),
         warmup=int(opts.get("warmup", base.warmup)),
         repeats=int(opts.get("repeats", base.repeats)),
-        profile=bool(opts.get("profile", base.profile)),
+        profile=tuple(opts.get("profile", base.profile)),
         layers=opts.get("layers", base.layers),
         model=opts.get("model", base.model),
     )
-    for k, allowed in (("shapes", SHAPES), ("variants", VARIANTS)):
+    for k, allowed in (("shapes", SHAPES), ("variants", VARIANTS), ("profile", SHAPES)):
         bad = [x for x in getattr(plan, k) if x not in allowed]
         if bad:
             raise ValueError(f"e2e {k} must be among {list(allowed)}, got {bad}")
@@ -393,7 +394,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=full.repeats, help="timed steps per variant")
     p.add_argument("--warmup", type=int, default=full.warmup, help="warm-up steps per variant")
     p.add_argument("--layers", type=int, default=None, help="blocks (default the config's 30)")
-    p.add_argument("--no-profile", action="store_true", help="skip the torch.profiler step")
+    p.add_argument("--profile-shapes", default=",".join(full.profile),
+                   help="comma list of shapes that get the torch.profiler step ('' for none)")  # fmt: skip
     a = p.parse_args(argv)
     import torch
 
@@ -405,8 +407,9 @@ def main(argv: list[str] | None = None) -> None:
         for name, df in tables.items():
             atomic_write_text(a.out / f"{name}.csv", df.to_csv(index=False, lineterminator="\n"))
 
+    profile = [x for x in a.profile_shapes.split(",") if x]
     opts = dict(shapes=a.shapes.split(","), variants=a.variants.split(","), repeats=a.repeats,
-                warmup=a.warmup, profile=not a.no_profile, layers=a.layers, on_shape=write)  # fmt: skip
+                warmup=a.warmup, profile=profile, layers=a.layers, on_shape=write)  # fmt: skip
     ctx = RunContext(
         run=RunDir(a.out / ".run"), profile="full", device="cuda", options={NAME: opts}
     )
