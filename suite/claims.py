@@ -2,15 +2,37 @@
 metric rows into verdicts. Nothing here is measured or typed in: a verdict exists only where an
 experiment of this run (or a committed raw table) produced the metric.
 
-Verdict rules (columns `rule`, `direction`, `tolerance`, `null` of claims.csv):
+Point rule (columns `rule`, `direction`, `tolerance`, `null` of claims.csv), `judge()`:
 - compare/higher: exceeded if value > paper_high + tol; reproduced if value >= paper_low - tol;
   partial if it still beats the null (no-effect) value; otherwise not-reproduced.
 - compare/lower: the mirror image.  compare/match: reproduced if |value - paper| <= tol.
 - compare: a value that does not beat the null value is not-reproduced, whatever the paper says.
 - threshold/higher: reproduced if value > paper_value, else not-reproduced (qualitative claims);
   threshold/lower: reproduced if value <= paper_value.
-`null` is a number, or "baseline" for the metric row's own measured before-value.
-The primary metric is the first key of `primary` (separated by |) present in the run.
+`null` is a number, or "baseline" for the metric row's own measured before-value (taken as a point).
+
+Interval rule (`assess()`, what a verdict is): the point rule's verdict stands only when the whole
+95% interval [ci_low, ci_high] (widened to hold the value) gets that same verdict, i.e. no boundary
+of the rule (null, paper_low - tol, paper_high + tol, the threshold) lies inside it; otherwise the
+verdict is `inconclusive` and the reason names the boundary the interval straddles. A metric with
+no interval keeps its verdict only if the ledger lists it in `exact` (deterministic quantities:
+kernel counts, saved bytes, the longest sequence that fits, each the same in every run of a
+commit); any other metric without an interval is `inconclusive` ("no interval").
+
+Primary metric: `primary` lists keys separated by |, tried in order; a key may name the
+experiment that produces it as `experiment:key` (else it is the claim's `experiment`). When an
+experiment failed (its error.txt, or its summarize raised) or is absent from the run directory
+(stopped before it ran), no later experiment's key stands in: the claim is `not-run` with
+"<experiment> failed (<error>)" (a failed training run never silently becomes a simulated
+verdict). Past an experiment deliberately not run ("needs a CUDA GPU": the CPU profile), or one
+that ran but gave none of its keys, the next experiment's key stands in and the verdict's reason
+says so ("training not run (needs a CUDA GPU); judged on cv_reduction_sim").
+
+C1 and C2 are one kind of claim (the strength of a correlation) with one rule type, mirrored:
+C1 "weak" is compare/lower (R <= 0.35 + 0.15), C2 "strong" compare/higher (R >= 0.92 - 0.05),
+both judged over the same population, the shape sweep across token counts (B 1-64, S 1560-75600).
+Over equal-token steps B*S is held near M_tok by construction, so R(latency, B*S) there measures
+the rounding of B = floor(M_tok / S), not the claim; those keys are shown as alternatives.
 """
 
 from __future__ import annotations
@@ -33,7 +55,10 @@ _COLUMNS = (
     "conditions",
     "evidence",
 )
-VERDICTS = ("exceeded", "reproduced", "partial", "not-reproduced", "not-run")
+VERDICTS = ("exceeded", "reproduced", "partial", "not-reproduced", "inconclusive", "not-run")
+# not-run reasons (suite.report.build.experiment_states) of an experiment that should have given
+# its metrics and did not: a claim never falls back past such an experiment to another's key
+_BROKEN = ("failed", "summarize failed", "not run in this run directory")
 
 
 @dataclass(frozen=True)
@@ -55,6 +80,8 @@ class Claim:
     experiment: str
     hardware: str
     definition: str
+    sources: tuple[str, ...] = ()  # the experiment producing each primary key
+    exact: tuple[str, ...] = ()  # keys whose value is deterministic: judged without an interval
 
 
 def _num(text: str) -> float:
@@ -67,6 +94,11 @@ def load_claims() -> list[Claim]:
     rows = list(csv.DictReader(text.splitlines()))
     claims = []
     for r in rows:
+        qualified = [
+            k.split(":", 1) if ":" in k else [r["experiment"], k]
+            for k in r["primary"].split("|")
+            if k
+        ]
         claims.append(
             Claim(
                 id=r["id"],
@@ -81,11 +113,13 @@ def load_claims() -> list[Claim]:
                 direction=r["direction"],
                 tolerance=_num(r["tolerance"]) if r["tolerance"] else 0.0,
                 null=r["null"],
-                primary=tuple(k for k in r["primary"].split("|") if k),
+                primary=tuple(k for _, k in qualified),
                 alternatives=tuple(k for k in r["alternatives"].split(";") if k),
                 experiment=r["experiment"],
                 hardware=r["hardware"],
                 definition=r["definition"],
+                sources=tuple(e for e, _ in qualified),
+                exact=tuple(k for k in r["exact"].split(";") if k),
             )
         )
     return claims
@@ -126,6 +160,60 @@ def judge(claim: Claim, value: float, baseline: float = math.nan) -> str:
     raise ValueError(f"claims.csv: claim {claim.id} has unknown direction {claim.direction!r}")
 
 
+def boundaries(claim: Claim, baseline: float = math.nan) -> list[tuple[float, str]]:
+    """The values at which judge()'s verdict changes, each with its name."""
+    p, tol = claim.paper_value, claim.tolerance
+    lo = claim.paper_low if math.isfinite(claim.paper_low) else p
+    hi = claim.paper_high if math.isfinite(claim.paper_high) else p
+    if claim.rule == "threshold":
+        return [(p, f"the threshold {p:g}")]
+    if claim.direction == "match":
+        return [
+            (p - tol, f"paper - tolerance = {p - tol:g}"),
+            (p + tol, f"paper + tolerance = {p + tol:g}"),
+        ]
+    null = baseline if claim.null == "baseline" else _num(claim.null or "")
+    out = [(null, f"the no-effect value {null:g}")] if math.isfinite(null) else []
+    if claim.direction == "higher":
+        return out + [
+            (lo - tol, f"reproduced from {lo - tol:g}"),
+            (hi + tol, f"exceeded above {hi + tol:g}"),
+        ]
+    return out + [
+        (hi + tol, f"reproduced up to {hi + tol:g}"),
+        (lo - tol, f"exceeded below {lo - tol:g}"),
+    ]
+
+
+def assess(
+    claim: Claim,
+    value: float,
+    ci_low: float = math.nan,
+    ci_high: float = math.nan,
+    baseline: float = math.nan,
+    exact: bool = False,
+) -> tuple[str, str]:
+    """(verdict, reason) under the interval rule: judge()'s verdict where the whole interval gets
+    it (or the metric is exact and has none), else "inconclusive" with the boundary straddled."""
+    point = judge(claim, value, baseline)
+    if point == "not-run":
+        return point, "no finite value"
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        if exact:
+            return point, ""
+        return "inconclusive", f"no interval (the value {value:.4g} alone reads {point})"
+    lo, hi = min(ci_low, value), max(ci_high, value)
+    ends = {judge(claim, lo, baseline), judge(claim, hi, baseline)}
+    cuts = boundaries(claim, baseline)
+    if ends == {point} and not any(lo < x < hi for x, _ in cuts):
+        return point, ""
+    names = [name for x, name in cuts if lo <= x <= hi]
+    return "inconclusive", (
+        f"95% interval [{lo:.4g}, {hi:.4g}] straddles {' and '.join(names)} "
+        f"(the value {value:.4g} alone reads {point})"
+    )
+
+
 @dataclass
 class Verdict:
     id: str
@@ -144,6 +232,7 @@ class Verdict:
     evidence: str
     reason: str
     alternatives: list[dict] = field(default_factory=list)
+    point_verdict: str = ""  # what the value alone would read (judge()), for the report
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -177,87 +266,97 @@ def _s(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else str(x)
 
 
-def _alt_verdict(claim: Claim, r: pd.Series) -> str:
+def _assess_row(claim: Claim, key: str, r: pd.Series) -> tuple[str, str]:
+    v = (_f(r["value"]), _f(r["ci_low"]), _f(r["ci_high"]), _f(r["baseline"]))
+    return assess(claim, *v, exact=key in claim.exact)
+
+
+def _alt_verdict(claim: Claim, key: str, r: pd.Series) -> str:
     """An alternative's verdict under the claim's rule; "" when its unit is not the claim's
     (a max/mean ratio cannot be judged against a percentage)."""
     unit = _s(r["unit"])
     if unit and unit != claim.unit:
         return ""
-    return judge(claim, _f(r["value"]), _f(r["baseline"]))
+    return _assess_row(claim, key, r)[0]
+
+
+def _pick(
+    metrics: pd.DataFrame, c: Claim, not_run: dict[str, str]
+) -> tuple[str | None, pd.Series | None, str]:
+    """(key, row, note) of the claim's primary metric, note saying why an earlier experiment's key
+    did not stand; or (None, None, reason) when there is none.
+
+    Keys are tried in ledger order. Past an experiment that failed or is absent from the run
+    directory (_BROKEN) no later key stands in; past one deliberately not run, or one that ran but
+    gave none of its keys, the next experiment's key does, and the note says so."""
+    notes = []
+    for i, (exp, key) in enumerate(zip(c.sources, c.primary)):
+        r = _row(metrics, c.id, key)
+        if r is not None:
+            return key, r, "; ".join([*notes, f"judged on {key}"] if notes else [])
+        if i + 1 < len(c.primary) and c.sources[i + 1] == exp:
+            continue  # the same experiment's next key (e.g. real ranks, then emulated)
+        reason = not_run.get(exp)
+        tried = ", ".join(k for e, k in zip(c.sources, c.primary) if e == exp)
+        if reason is None:
+            notes.append(f"{exp} ran but produced none of {tried}")
+        elif reason.startswith(_BROKEN[:2]):
+            return None, None, f"{exp} failed ({reason.removeprefix('failed: ')})"
+        elif reason.startswith(_BROKEN[2]):
+            return None, None, f"{exp} {reason}"
+        else:
+            notes.append(f"{exp} not run ({reason})")
+    if len(notes) == 1 and notes[0].startswith(f"{c.sources[-1]} not run ("):
+        return None, None, not_run[c.sources[-1]]  # one experiment, deliberately not run
+    return None, None, "; ".join(notes)
 
 
 def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> list[Verdict]:
     """Verdicts for all 18 claims from a run's metric rows.
 
     not_run maps an experiment name to the reason it did not run ("needs a CUDA GPU",
-    "failed: <error>"); a claim with no metric gets its experiment's reason.
+    "failed: <error>"); an experiment absent from it is taken to have run. A claim with no metric
+    gets its experiment's reason; see _pick for when another experiment's key stands in.
     """
     not_run = not_run or {}
     metrics = metrics.reindex(columns=list(dict.fromkeys([*metrics.columns, *_COLUMNS])))
     out = []
     for c in load_claims():
-        keys_seen = [k for k in c.primary if _row(metrics, c.id, k) is not None]
+        key, r, reason = _pick(metrics, c, not_run)
         alts = []
-        for key in dict.fromkeys(c.alternatives + c.primary[1:]):
-            r = _row(metrics, c.id, key)
-            if r is None or (keys_seen and key == keys_seen[0]):
+        for alt in dict.fromkeys(c.alternatives + c.primary):
+            a = _row(metrics, c.id, alt)
+            if a is None or alt == key:
                 continue
             alts.append(
                 {
-                    "metric": key,
-                    "value": _f(r["value"]),
-                    "ci_low": _f(r["ci_low"]),
-                    "ci_high": _f(r["ci_high"]),
-                    "baseline": _f(r["baseline"]),
-                    "unit": _s(r["unit"]),
-                    "conditions": _s(r["conditions"]),
-                    "verdict": _alt_verdict(c, r),
+                    "metric": alt,
+                    "value": _f(a["value"]),
+                    "ci_low": _f(a["ci_low"]),
+                    "ci_high": _f(a["ci_high"]),
+                    "baseline": _f(a["baseline"]),
+                    "unit": _s(a["unit"]),
+                    "conditions": _s(a["conditions"]),
+                    "verdict": _alt_verdict(c, alt, a),
                 }
             )
-        if not keys_seen:
-            reason = not_run.get(c.experiment) or f"experiment '{c.experiment}' produced no metric"
+        nan = math.nan
+        if r is None:
             out.append(
                 Verdict(
-                    c.id,
-                    c.statement,
-                    c.paper_value,
-                    c.paper_text,
-                    math.nan,
-                    math.nan,
-                    math.nan,
-                    math.nan,
-                    c.unit,
-                    "not-run",
-                    "",
-                    c.definition,
-                    "",
-                    "",
-                    reason,
-                    alts,
+                    c.id, c.statement, c.paper_value, c.paper_text, nan, nan, nan, nan, c.unit,
+                    "not-run", "", c.definition, "", "", reason, alts,
                 )
-            )
+            )  # fmt: skip
             continue
-        key = keys_seen[0]
-        r = _row(metrics, c.id, key)
         value, baseline = _f(r["value"]), _f(r["baseline"])
+        verdict, why = _assess_row(c, key, r)
+        why = "; ".join(x for x in (reason, why) if x)  # reason: another experiment's key stands in
         out.append(
             Verdict(
-                c.id,
-                c.statement,
-                c.paper_value,
-                c.paper_text,
-                value,
-                _f(r["ci_low"]),
-                _f(r["ci_high"]),
-                baseline,
-                _s(r["unit"]) or c.unit,
-                judge(c, value, baseline),
-                key,
-                c.definition,
-                _s(r["conditions"]),
-                _s(r["evidence"]),
-                "",
-                alts,
+                c.id, c.statement, c.paper_value, c.paper_text, value, _f(r["ci_low"]),
+                _f(r["ci_high"]), baseline, _s(r["unit"]) or c.unit, verdict, key, c.definition,
+                _s(r["conditions"]), _s(r["evidence"]), why, alts, judge(c, value, baseline),
             )
-        )
+        )  # fmt: skip
     return out

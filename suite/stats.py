@@ -1,4 +1,5 @@
-"""Statistics used by the claims: Pearson and Spearman R with seeded bootstrap 95% CIs, CV helpers.
+"""Statistics used by the claims: Pearson and Spearman R with seeded bootstrap 95% CIs, CV helpers,
+and bootstrap_runs, the seeded step bootstrap of a statistic comparing two runs (paired or not).
 
 CV definitions (the ledger's): `cv` is std/mean with the population std (ddof=0), the spread of a
 fixed set such as the ranks of one step; `mean_row_cv` averages the per-row CV of a (steps, ranks)
@@ -70,3 +71,30 @@ def pearson_ci(x, y, seed: int = 0, n_resamples: int = N_RESAMPLES) -> tuple[flo
 def spearman_ci(x, y, seed: int = 0, n_resamples: int = N_RESAMPLES) -> tuple[float, float, float]:
     """(Spearman rho, 95% CI low, high) with a seeded paired percentile bootstrap."""
     return _with_ci(_spearman, x, y, seed, n_resamples)
+
+
+def bootstrap_runs(
+    stat,
+    a: dict[str, np.ndarray],
+    b: dict[str, np.ndarray],
+    paired: bool,
+    seed: int = 0,
+    n_resamples: int = N_RESAMPLES,
+) -> tuple[float, float, float]:
+    """(stat(a, b), 95% percentile CI) of a statistic of two runs' per-step columns.
+
+    `stat(A, B)` takes dicts of arrays shaped (..., steps) and reduces the last axis. paired=True
+    resamples the same step indices from both runs (the units are paired: step k of each trains
+    the same batches, so their common variation cancels); paired=False resamples each run's steps
+    on their own (the runs trained different batches)."""
+    na, nb = (len(next(iter(d.values()))) for d in (a, b))
+    if paired and na != nb:
+        raise ValueError(f"paired runs need as many steps, got {na} and {nb}")
+    if min(na, nb) < 2:
+        return float(stat(a, b)), math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    ia = rng.integers(0, na, (n_resamples, na))
+    ib = ia if paired else rng.integers(0, nb, (n_resamples, nb))
+    boot = stat({k: v[ia] for k, v in a.items()}, {k: v[ib] for k, v in b.items()})
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return float(stat(a, b)), float(lo), float(hi)

@@ -91,6 +91,24 @@ def test_balance_reads_fit_and_emits_ledger_keys(run_dir):
     assert row["ci_low"] < row["value"] < row["ci_high"] and np.isfinite(row["baseline"])
 
 
+def test_repeated_draws_give_the_interval_across_draws(run_dir):
+    """Old: one plan draw, and C4, C6, C9 without an interval."""
+    tables = run_dir.tables()
+    steps = tables["balance_steps"]
+    assert sorted(steps["draw"].unique()) == [0, 1, 2]  # the cpu profile's 3 draws
+    assert set(steps[steps["draw"] > 0]["ranks"]) == {8, 16}  # the scaling sweep: draw 0 only
+    m = bal.summarize(tables).set_index("metric")
+    per = [bal.summarize(tables | {"balance_steps": steps[steps.draw == d]}) for d in range(3)]
+    for key in ("cv_reduction_sim", "rank_cv_sim", "step_cv_sim", "floor_gain_sim"):
+        v = [p.set_index("metric").loc[key, "value"] for p in per]
+        row = m.loc[key]
+        assert row.value == pytest.approx(np.mean(v)) and row.ci_low < row.value < row.ci_high
+        half = 4.302653 * np.std(v, ddof=1) / np.sqrt(3)  # t(0.975, 2)
+        assert row.ci_high - row.value == pytest.approx(half, rel=1e-5), key
+        assert "mean of 3 plan draws" in row.conditions
+    assert np.isnan(m.loc["maxmean_global_sim_1024", "ci_low"])  # one draw: no interval
+
+
 def test_summaries_are_pure(run_dir):
     tables = run_dir.tables()
     a, b = bal.summarize(tables), bal.summarize(run_dir.tables())

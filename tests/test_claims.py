@@ -1,5 +1,6 @@
 """The claims ledger and its verdict rules: every direction and rule, partial and baseline nulls,
-all 18 ids, evaluate() on fake metric rows, not-run reasons."""
+the interval rule (inconclusive), all 18 ids, evaluate() on fake metric rows, not-run reasons and
+when another experiment's key may stand in."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pandas as pd
 import pytest
 
 from suite import experiments
-from suite.claims import VERDICTS, evaluate, judge, load_claims
+from suite.claims import VERDICTS, assess, evaluate, judge, load_claims
 
 NAN = math.nan
 
@@ -204,14 +205,49 @@ def test_evaluate_gives_all_18_with_verdict_or_reason():
     assert [v.id for v in verdicts] == [f"C{i}" for i in range(1, 19)]
     for v in verdicts:
         assert v.verdict in VERDICTS
-        assert (v.verdict == "not-run") == bool(v.reason), v.id
+        assert v.verdict in ("exceeded", "reproduced") or v.reason, v.id
     by = {v.id: v for v in verdicts}
     assert by["C5"].verdict == "reproduced" and by["C5"].metric == "rank_cv_sim"
+    assert by["C5"].reason == "training not run (needs a CUDA GPU); judged on rank_cv_sim"
     assert by["C5"].baseline == 39.0 and by["C5"].conditions == "16 ranks"
-    assert by["C11"].verdict == "reproduced"
+    assert by["C11"].verdict == "inconclusive"  # [2.3, 4.3] straddles 3.01 and 3.59
     assert by["C10"].reason == "needs a CUDA GPU"
-    assert by["C1"].reason == "failed: boom"
-    assert "produced no metric" in by["C12"].reason  # kernels: no reason given
+    assert by["C1"].reason == "costmodel failed (boom)"
+    assert "kernels ran but produced none of" in by["C12"].reason  # no reason given: it ran
+
+
+@pytest.mark.parametrize("claim_id", ["C4", "C5", "C6", "C7", "C8", "C9"])
+@pytest.mark.parametrize(
+    "reason, says",
+    [
+        ("failed: RuntimeError: CUDA out of memory", "training failed (RuntimeError: CUDA out"),
+        ("summarize failed: KeyError: 'step'", "training failed (summarize failed: KeyError"),
+        ("not run in this run directory", "training not run in this run directory"),
+    ],
+)
+def test_training_failure_never_falls_back_to_simulated(claim_id, reason, says):
+    """Old behaviour: the simulated key (the next `primary` key, from balance) stood in silently."""
+    sim = {"C4": "cv_reduction_sim", "C5": "rank_cv_sim", "C6": "step_cv_sim"}
+    sim |= {"C7": "throughput_gain_8_sim", "C8": "throughput_gain_16_sim", "C9": "floor_gain_sim"}
+    not_run = {} if reason is None else {"training": reason}
+    v = {v.id: v for v in evaluate(rows((claim_id, sim[claim_id], 20.0, 39.0)), not_run)}[claim_id]
+    assert v.verdict == "not-run" and v.reason.startswith(says), v.reason
+    assert sim[claim_id] in {a["metric"] for a in v.alternatives}  # still shown, not judged
+
+
+def test_a_training_run_without_its_keys_is_named_when_the_simulation_stands_in():
+    v = {v.id: v for v in evaluate(rows(("C4", "cv_reduction_sim", 50.0)))}["C4"]
+    assert v.metric == "cv_reduction_sim" and v.verdict == "reproduced"
+    assert (
+        v.reason
+        == "training ran but produced none of cv_reduction_emulated; judged on cv_reduction_sim"
+    )
+
+
+def test_same_experiment_keys_fall_back_in_order():
+    """C7: real ranks, then the one-GPU emulation, both of `training`."""
+    v = {v.id: v for v in evaluate(rows(("C7", "throughput_gain_8_emulated", 26.0)))}["C7"]
+    assert v.metric == "throughput_gain_8_emulated" and v.verdict == "reproduced" and not v.reason
 
 
 def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
@@ -221,7 +257,7 @@ def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
         ("C5", "rank_maxmean_sim", 1.4),
     )
     v = {v.id: v for v in evaluate(metrics)}["C5"]
-    assert v.metric == "rank_cv_emulated" and v.verdict == "reproduced"
+    assert v.metric == "rank_cv_emulated" and v.verdict == "reproduced"  # [17.5, 19.5]
     alts = {a["metric"]: a for a in v.alternatives}
     assert alts["rank_cv_sim"]["verdict"] == "partial"
     assert "rank_maxmean_sim" in alts
@@ -231,20 +267,35 @@ def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
 def test_alternative_in_another_unit_is_shown_not_judged():
     metrics = rows(("C5", "rank_cv_sim", 18.0, 39.0))
     metrics.loc[len(metrics)] = ["C5", "rank_maxmean_sim", 1.2, NAN, NAN, NAN, "x", "", ""]
-    v = {v.id: v for v in evaluate(metrics)}["C5"]
+    v = {v.id: v for v in evaluate(metrics, {"training": "needs a CUDA GPU"})}["C5"]
     (alt,) = [a for a in v.alternatives if a["metric"] == "rank_maxmean_sim"]
     assert alt["value"] == 1.2 and alt["verdict"] == ""
 
 
-def test_evaluate_falls_back_to_second_primary_key():
-    v = {v.id: v for v in evaluate(rows(("C1", "r_tokens_sweep", 0.4)))}["C1"]
-    assert v.metric == "r_tokens_sweep" and v.verdict == "reproduced"
+def test_c1_and_c2_are_one_rule_mirrored_over_the_sweep(ledger):
+    """Old: C1 compare/match over equal-token steps, C2 compare/higher; R = 0.10 read
+    not-reproduced although a weak correlation is what C1 claims."""
+    c1, c2 = ledger["C1"], ledger["C2"]
+    assert (c1.rule, c1.direction, c2.rule, c2.direction) == (
+        "compare",
+        "lower",
+        "compare",
+        "higher",
+    )
+    assert c1.primary == ("r_tokens_sweep",) and c2.primary == ("r_bs2_sweep",)
+    assert "r_tokens_steps" in c1.alternatives and "r_bs2_steps" in c2.alternatives
+    assert judge(c1, 0.10) == "exceeded" and judge(c1, 0.45) == "reproduced"
+    assert judge(c1, 0.8) == "not-reproduced" and judge(c2, 0.9) == "reproduced"
+    v = {v.id: v for v in evaluate(rows(("C1", "r_tokens_steps", 0.4)))}["C1"]
+    assert v.verdict == "not-run"  # the step key is an alternative, never the primary
 
 
 def test_evaluate_ignores_nan_and_inf_values():
     metrics = rows(("C4", "cv_reduction_sim", NAN), ("C6", "step_cv_sim", math.inf))
-    by = {v.id: v for v in evaluate(metrics, {"balance": "failed: x"})}
-    assert by["C4"].verdict == "not-run" and by["C4"].reason == "failed: x"
+    by = {
+        v.id: v for v in evaluate(metrics, {"training": "needs a CUDA GPU", "balance": "failed: x"})
+    }
+    assert by["C4"].verdict == "not-run" and by["C4"].reason == "balance failed (x)"
     assert by["C6"].verdict == "not-run" and by["C6"].reason
 
 
@@ -256,8 +307,9 @@ def test_evaluate_on_empty_frames():
 
 def test_evaluate_tolerates_missing_text_cells():
     metrics = pd.DataFrame([{"claim": "C9", "metric": "floor_gain_sim", "value": 2.0}])
-    v = {v.id: v for v in evaluate(metrics)}["C9"]
-    assert v.verdict == "reproduced" and v.unit == "%" and v.conditions == ""
+    v = {v.id: v for v in evaluate(metrics, {"training": "needs a CUDA GPU"})}["C9"]
+    assert v.verdict == "inconclusive" and v.unit == "%" and v.conditions == ""
+    assert "no interval" in v.reason and v.point_verdict == "reproduced"
 
 
 def test_to_json_has_no_nan():
@@ -280,3 +332,58 @@ def test_to_json_has_no_nan():
         "reason",
     }
     assert all(keys <= set(d) for d in payload)
+
+
+# -- the interval rule
+def test_interval_must_lie_on_one_side_of_every_boundary(ledger):
+    c = claim(ledger, paper_value=50, paper_low=NAN, paper_high=NAN, tolerance=5, null="0")
+    assert assess(c, 50.0, 46.0, 54.0) == ("reproduced", "")
+    assert assess(c, 60.0, 56.0, 70.0) == ("exceeded", "")
+    assert assess(c, 20.0, 10.0, 30.0) == ("partial", "")
+    assert assess(c, -5.0, -9.0, -1.0) == ("not-reproduced", "")
+    verdict, why = assess(c, 47.0, 40.0, 54.0)  # the point alone: reproduced
+    assert verdict == "inconclusive" and "[40, 54]" in why and "reproduced from 45" in why
+    verdict, why = assess(c, 3.0, -1.0, 8.0)
+    assert verdict == "inconclusive" and "no-effect value 0" in why
+
+
+def test_interval_on_a_boundary_edge_counts_as_in(ledger):
+    c = claim(ledger, paper_value=50, paper_low=NAN, paper_high=NAN, tolerance=5, null="0")
+    assert assess(c, 50.0, 45.0, 55.0)[0] == "reproduced"  # both ends inclusive
+    assert assess(c, 1.0, 0.0, 2.0)[0] == "inconclusive"  # 0 itself is no effect
+
+
+def test_match_interval_straddling_both_edges_is_inconclusive(ledger):
+    c = claim(ledger, rule="compare", direction="match", paper_value=0.35, tolerance=0.15)
+    assert assess(c, 0.35, 0.25, 0.45)[0] == "reproduced"
+    assert assess(c, 0.8, 0.6, 0.9)[0] == "not-reproduced"
+    verdict, why = assess(c, 0.35, 0.1, 0.6)  # both ends read not-reproduced, the middle not
+    assert verdict == "inconclusive" and "0.2" in why and "0.5" in why
+
+
+def test_baseline_null_is_a_boundary(ledger):
+    c = claim(ledger, direction="lower", paper_value=18.9, paper_low=NAN, paper_high=NAN,
+              tolerance=2, null="baseline")  # fmt: skip
+    assert assess(c, 30.0, 28.0, 32.0, baseline=39.0)[0] == "partial"
+    assert assess(c, 37.0, 35.0, 41.0, baseline=39.0)[0] == "inconclusive"
+
+
+def test_no_interval_stands_only_for_exact_metrics(ledger):
+    """Old behaviour: every point value gave a verdict, with or without an interval."""
+    assert assess(ledger["C16"], 1.0, baseline=7.0, exact=True) == ("reproduced", "")
+    verdict, why = assess(ledger["C11"], 3.3)
+    assert verdict == "inconclusive" and why.startswith("no interval")
+    by = {v.id: v for v in evaluate(experiments.metric_rows([
+        {"claim": "C16", "metric": "kernels_fused_fwd", "value": 1.0, "baseline": 7.0},
+        {"claim": "C11", "metric": "fwd_speedup_wan", "value": 3.3},
+    ]))}  # fmt: skip
+    assert by["C16"].verdict == "reproduced" and by["C11"].verdict == "inconclusive"
+    assert by["C11"].point_verdict == "reproduced"
+
+
+def test_exact_keys_are_counts_or_bytes(ledger):
+    exact = {c.id: c.exact for c in ledger.values() if c.exact}
+    assert set(exact) == {"C13", "C14", "C16"}
+    assert all(
+        set(keys) <= set(ledger[i].primary + ledger[i].alternatives) for i, keys in exact.items()
+    )

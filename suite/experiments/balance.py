@@ -15,6 +15,10 @@ reports/reference/*/sim_vs_emulated.csv).
 Runs (steps: 1000 in cpu/quick, 4000 in full; per-sample noise CV 5%, seeds from ctx.seed):
     default mix at 8 and 16 ranks, noisy and noise-free ("cost": predicted costs only);
     long-video mix at 16 ranks (C9);  scaling sweep 8, 16, ..., 1024 ranks on the default mix.
+    Repeated draws (issue 31): the 8/16-rank and long-video runs are repeated on DRAWS independent
+    plan draws (3 in the cpu profile; option balance_draws), every policy on the same corpus draw
+    and simulator seed per draw; summarize reports the mean across draws and its 95% t-interval.
+    The policies (dual's s_cross) are tuned once, on draw 0's corpus.
 Tables:
     balance_ranks    policy, mix, ranks, noise, step, rank, S, B, tokens, compute_s (8/16 ranks)
     balance_steps    policy, mix, ranks, noise, step, step_s, tokens, max_s, mean_s, rank_cv (all)
@@ -24,13 +28,14 @@ Tables:
     balance_planner  global policy only: policy, ranks, mix, noise, mean_delay_steps,
                      deferred_share, planner_ms (median planning time per step, this machine)
 In balance_ranks the global policy's rows have S = 0 (a rank's batch mixes lengths).
-CPU budget: about 10 s of the cpu profile (the scaling sweep dominates; CSV writing included).
+CPU budget: about 25 s of the cpu profile (the scaling sweep and the draws; CSV writing included).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import CostModel, default_cost_model
@@ -56,6 +61,7 @@ PLANNER_COLUMNS = [
     "planner_ms",
 ]
 CORPUS_SIZE = 100_000
+DRAWS = 5  # independent plan draws of the 8/16-rank and long-video runs (intervals across draws)
 
 
 def load_cost(ctx: RunContext | None) -> tuple[CostModel, str]:
@@ -99,19 +105,29 @@ def policies(cost: CostModel, buckets: pd.DataFrame) -> dict:
     return pols
 
 
+def _mixes(seed: int) -> dict[str, pd.DataFrame]:
+    return {
+        m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
+        for m in ("default", "long-video")
+    }
+
+
 def simulate_tables(
     cost: CostModel,
     source: str,
     steps: int = 1000,
     seed: int = 0,
     scales=SCALES,
+    draws: int = 1,
 ) -> dict[str, pd.DataFrame]:
     """All balance tables for one cost model (pure apart from the seeded simulation); the
-    simulated steps cost what cost.step_model() says (its quadratic form where it carries one)."""
-    mixes = {
-        m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
-        for m in ("default", "long-video")
-    }
+    simulated steps cost what cost.step_model() says (its quadratic form where it carries one).
+
+    draws > 1 repeats the 8- and 16-rank runs and the long-video run on independent plan draws
+    (draw d: corpus and simulator seed `seed + d`; every policy sees the same draw: common random
+    numbers), with the policies tuned once on draw 0's corpus, as a user tunes once and then
+    trains on new data; balance_steps gets a `draw` column, balance_ranks keeps draw 0 only."""
+    mixes = _mixes(seed)
     truth = cost.step_model()
     by_mix = {mix: policies(cost, b) for mix, b in mixes.items()}
     pols = by_mix["default"]
@@ -138,11 +154,15 @@ def simulate_tables(
                 mixes[mix], pol, truth, SimConfig(ranks=R, steps=steps, noise_cv=noise, seed=seed)
             )
             tag = {"mix": mix, "noise": "noisy" if noise else "cost"}
-            steps_t.append(res.step_frame().assign(**tag))
+            steps_t.append(res.step_frame().assign(**tag, draw=0))
             if keep_ranks:
                 ranks.append(res.rank_frame().assign(**tag))
             if res.extra:
                 extras.append({"policy": name, "ranks": R, **tag, **res.extra})
+            for d in range(1, draws if keep_ranks else 1):
+                cfg = SimConfig(ranks=R, steps=steps, noise_cv=noise, seed=seed + d)
+                res = simulate(_mixes(seed + d)[mix], pol, truth, cfg)
+                steps_t.append(res.step_frame().assign(**tag, draw=d))
     setup = pd.DataFrame(
         [
             {
@@ -195,9 +215,10 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
 
         cost = cost.with_quadratic(run_quadratic(ctx.run))  # the sweep's, where there is one
     steps = 4000 if ctx.profile == "full" else 1000
+    draws = int(ctx.options.get("balance_draws", 3 if ctx.profile == "cpu" else DRAWS))
     sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(f"balance: simulating policies with {source}{sim}, {steps} steps, 8..1024 ranks")
-    return simulate_tables(cost, source, steps=steps, seed=ctx.seed)
+    return simulate_tables(cost, source, steps=steps, seed=ctx.seed, draws=draws)
 
 
 # ---------------------------------------------------------------- summarize: pure, from tables
@@ -220,9 +241,51 @@ def step_metrics(steps: pd.DataFrame) -> dict[str, float]:
 
 
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Metric rows; with several plan draws (balance_steps.draw), each metric is the mean over the
+    draws of its per-draw value with the 95% t-interval of that mean across draws (this interval
+    replaces any within-draw one); tables of one draw keep the within-draw rows as they are."""
     steps, setup = tables.get("balance_steps"), tables.get("balance_setup")
     if steps is None or setup is None:
         return metric_rows([])
+    draw = steps["draw"] if "draw" in steps else pd.Series(0, index=steps.index)
+    planner = tables.get("balance_planner")
+    per_draw = [  # the planner's table is of draw 0's runs
+        _summarize_draw(steps[draw == d], setup, planner if d == 0 else None)
+        for d in sorted(set(draw))
+    ]
+    if len(per_draw) == 1:
+        return per_draw[0]
+    return _across_draws(per_draw)
+
+
+def _across_draws(per_draw: list[pd.DataFrame]) -> pd.DataFrame:
+    """Rows of draw 0 with value, baseline and CI taken across the draws that have the metric."""
+    first = per_draw[0]
+    keys = ["claim", "metric"]
+    stack = pd.concat([d.assign(_d=i) for i, d in enumerate(per_draw)], ignore_index=True)
+    out = []
+    for _, row in first.iterrows():
+        got = stack[(stack.claim == row.claim) & (stack.metric == row.metric)]
+        v = got["value"].to_numpy(float)
+        if len(v) < 2:
+            out.append(row.to_dict())
+            continue
+        half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+        out.append(
+            row.to_dict()
+            | {
+                "value": v.mean(),
+                "ci_low": v.mean() - half,
+                "ci_high": v.mean() + half,
+                "baseline": got["baseline"].astype(float).mean(),
+                "conditions": f"{row.conditions}; mean of {len(v)} plan draws, 95% t-interval "
+                f"across draws",
+            }
+        )
+    return metric_rows(out).drop_duplicates(keys)
+
+
+def _summarize_draw(steps: pd.DataFrame, setup: pd.DataFrame, planner) -> pd.DataFrame:
     src = str(setup["cost_source"].iloc[0])
     p = float(setup["p"].iloc[0])
     if "step_model" in setup and str(setup["step_model"].iloc[0]) not in ("", "nan", src):
@@ -340,7 +403,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             cond("long-video") + "; 5th-percentile step throughput "
             f"{eqw['floor_p5']:.0f} -> {duw['floor_p5']:.0f} tokens/s",
         )
-    rows += _global_rows(get, cond, ev, tables.get("balance_planner"))
+    rows += _global_rows(get, cond, ev, planner)
     return metric_rows(rows)
 
 

@@ -21,6 +21,7 @@ COLOURS = {
     "reproduced": "#2e9e55",
     "partial": "#d08b00",
     "not-reproduced": "#c0392b",
+    "inconclusive": "#6c5ba7",  # the interval straddles a boundary of the rule (suite.claims)
     "not-run": "#8a8f98",
 }
 
