@@ -190,3 +190,33 @@ def test_beyond_section_shows_the_cost_forms_from_the_tables(tmp_path):
     verdicts = {v.id: (v.verdict, v.metric, v.measured) for v in new.verdicts}
     assert verdicts == {v.id: (v.verdict, v.metric, v.measured) for v in old.verdicts}
     assert verdicts["C3"][1] == "cost_fit_r2"
+
+
+def _row(html: str, cid: str) -> str:
+    start = html.index(f'<tr id="claim-{cid}">')
+    return html[start : html.index("</tr>", start)]
+
+
+def test_summary_and_evidence_kind_on_top_of_a_cpu_run(report):
+    html = (report / "report.html").read_text()
+    summary = html[
+        html.index('id="summary-text"') : html.index("</p>", html.index('id="summary-text"'))
+    ]
+    assert "without a CUDA GPU judged" in summary and "None of these is a GPU result" in summary
+    assert "no GPU result in this run" in html[: html.index("<main>")]
+    # the verdict badge itself names the evidence: the fake C4 and C5 are simulated on a CPU
+    for cid in ("C4", "C5"):
+        assert '<span class="kind">simulated, CPU cost fit</span>' in _row(html, cid), cid
+    assert 'class="kind"' not in _row(html, "C11")  # not run: nothing behind it
+    for name in ("inconclusive", "not-run", "exceeded"):  # every verdict in the legend
+        assert f">{name}</span>" in html[html.index('class="legend') :]
+
+
+def test_evidence_links_are_not_repeated(report):
+    html = (report / "report.html").read_text()
+    cells = re.findall(r'<td class="small">((?:(?!</td>).)*)</td>\s*</tr>', html, flags=re.S)
+    assert cells
+    for cell in cells:
+        links = re.findall(r'href="([^"]+)"', cell)
+        assert len(links) == len(set(links)), cell
+    assert _row(html, "C4").count('href="#fig-fake_bars"') == 1

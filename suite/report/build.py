@@ -24,6 +24,7 @@ import pandas as pd
 from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
 from suite.report import beyond, html, pdf, plots
+from suite.report.verdicts import on_gpu
 from suite.report.verdicts import summary as summary_text
 from suite.rundir import RunDir, atomic_write_text, write_json
 
@@ -301,6 +302,7 @@ def _context(
         "counts": [(k, n) for k, n in counts if n],
         "claims": rows,
         "summary_text": summary_text(rows, profile, device, len(claims)),
+        "gpu_evidence": any(on_gpu(r["kind"]) for r in rows),
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
         "choices": html.CHOICES,
         "experiments": states,

@@ -154,6 +154,9 @@ def claim_rows(
         evidence = list(dict.fromkeys(e.strip() for e in re.split(r"[;,]", v.evidence)))
         evidence = [e for e in evidence if e]
         named = {e[len("figure ") :] for e in evidence if e.startswith("figure ")}
+        evidence = [
+            f"fig: {e[len('figure ') :]}" if e.startswith("figure ") else e for e in evidence
+        ]
         rows.append(
             {
                 "id": v.id,

@@ -8,6 +8,7 @@ on the pages comes from the clock."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -39,8 +40,24 @@ def _renderer(fig: Figure):
 
 
 def _width(fig: Figure, text: str, prop: FontProperties) -> float:
-    w, _, _ = _renderer(fig).get_text_width_height_descent(text, prop, ismath=False)
-    return w / SLACK
+    """Pixels of `text` in `prop` at the figure's dpi: the sum of its words' widths and spaces
+    (each word measured once; kerning across a space is nil), taken SLACK wider."""
+    key = (prop.get_size_in_points(), prop.get_weight(), fig.dpi)
+    words = text.split(" ")
+    space = _word_width(" x", key) - _word_width("x", key)
+    return (sum(_word_width(w, key) for w in words) + space * (len(words) - 1)) / SLACK
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_width(word: str, key: tuple) -> float:
+    size, weight, dpi = key
+    prop = FontProperties(size=size, weight=weight)
+    return _measurer(dpi).get_text_width_height_descent(word, prop, ismath=False)[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _measurer(dpi: float):
+    return FigureCanvasAgg(Figure(figsize=(1, 1), dpi=dpi)).get_renderer()
 
 
 def wrap(fig: Figure, text: str, width_px: float, prop: FontProperties, max_lines: int) -> str:
@@ -82,6 +99,7 @@ def _table(
     widths: list[float],
     colours: list[list[str]] | None = None,
     max_lines: int = 3,
+    bold_cols: tuple[int, ...] = (),
 ) -> Table:
     """A table hanging from `top` (figure fraction) across the page; cell text wrapped to its
     column, each row as tall as its tallest cell."""
@@ -100,13 +118,14 @@ def _table(
     px_per_pt = fig.dpi / 72
     line = FONT * LINE * px_per_pt / ax.bbox.height  # one text line, in axes fraction
     heights: dict[int, int] = {}
-    for (row, _), cell in table.get_celld().items():
+    for (row, col), cell in table.get_celld().items():
         cell.PAD = 0.03  # of the cell's width, each side (matplotlib's 0.1 wastes a fifth)
         cell.set_edgecolor("#cccccc")
         text = cell.get_text()
         text.set_parse_math(False)
         if row == 0:
             cell.set_facecolor("#e8ebf1")
+        if row == 0 or col in bold_cols:  # before wrapping: bold text is wider
             text.set_weight("bold")
         avail = cell.get_width() * ax.bbox.width * (1 - 2 * cell.PAD)
         prop = text.get_fontproperties()
@@ -156,11 +175,11 @@ def title_page(rows: list[dict], subtitle: str, summary: str) -> Figure:
         [0.035, 0.25, 0.11, 0.12, 0.05, 0.165, 0.27],
         colours=colours,
         max_lines=2,
+        bold_cols=(5,),
     )
     for (row, col), cell in table.get_celld().items():
         if row > 0 and col == 5:  # verdict badges: the verdict's ink on its colour
             cell.get_text().set_color(verdicts.style(rows[row - 1]["verdict"]).ink)
-            cell.get_text().set_weight("bold")
     return fig
 
 
@@ -211,7 +230,11 @@ def layout_problems(fig: Figure) -> list[str]:
     fig.draw(r)
     page = fig.bbox
     out = []
-    for t in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent")):
+    texts = [*fig.texts]
+    for ax in fig.axes:  # tick labels are left out: matplotlib keeps unused ones off the view
+        texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        texts += [*ax.texts, *(ax.get_legend().get_texts() if ax.get_legend() else [])]
+    for t in texts:
         if not t.get_visible() or not str(t.get_text()).strip():
             continue
         b = t.get_window_extent(r)
@@ -221,7 +244,7 @@ def layout_problems(fig: Figure) -> list[str]:
         for table in (c for c in ax.get_children() if isinstance(c, Table)):
             for (row, col), cell in table.get_celld().items():
                 cb, tb = cell.get_window_extent(r), cell.get_text().get_window_extent(r)
-                if tb.x1 > cb.x1 + 1 or tb.y0 < cb.y0 - 1 or tb.y1 > cb.y1 + 1:
+                if tb.x0 < cb.x0 - 1 or tb.x1 > cb.x1 + 1 or tb.y0 < cb.y0 - 1 or tb.y1 > cb.y1 + 1:
                     out.append(f"cell ({row}, {col}) overflows: {cell.get_text().get_text()!r}")
         for t in fig.texts:  # page text (title, summary, footer) must not run into a table
             tb = t.get_window_extent(r)
@@ -253,7 +276,7 @@ def write_pdf(
         for name, caption, fig in figures:
             prop = FontProperties(size=6)
             text = wrap(fig, f"{name}: {caption}", 0.98 * fig.bbox.width, prop, 2)
-            note = fig.text(0.01, 0.005, text, fontsize=6, color="#555", va="bottom")
-            pdf.savefig(fig)
+            note = fig.text(0.01, 0.01, text, fontsize=6, color="#555", va="bottom")
+            pdf.savefig(fig, bbox_inches="tight", pad_inches=0.15)  # nothing cut at the edge
             note.remove()
     tmp.replace(path)

@@ -59,6 +59,11 @@ def evidence_kind(verdict: str, metric: str, device: str) -> str:
     return KINDS[how, str(device).startswith("cuda")]
 
 
+def on_gpu(kind: str) -> bool:
+    """Whether an evidence kind comes from a GPU (measured, emulated or fitted on one)."""
+    return kind in {k for (_, gpu), k in KINDS.items() if gpu}
+
+
 def _ids(ids: list[str]) -> str:
     return ", ".join(ids)
 
@@ -77,7 +82,7 @@ def summary(rows: Iterable[Mapping], profile: str, device: str, total: int) -> s
         elif r["kind"]:
             by_kind.setdefault(r["kind"], []).append(r["id"])
     judged = len(rows) - len(by_verdict.get("not-run", []))
-    on_gpu = any(k.endswith("GPU") or "GPU cost" in k for k in by_kind)
+    gpu = any(on_gpu(k) for k in by_kind)
     where = f"on {device}" if device and device != "no CUDA GPU" else "without a CUDA GPU"
     text = [f"This {profile}-profile run {where} judged {judged} of the paper's {total} claims"]
     parts = [
@@ -90,7 +95,7 @@ def summary(rows: Iterable[Mapping], profile: str, device: str, total: int) -> s
     if by_kind:
         kinds = "; ".join(f"{k}: {_ids(ids)}" for k, ids in by_kind.items())
         text.append(f"Evidence behind them: {kinds}.")
-    if judged and not on_gpu:
+    if judged and not gpu:
         text.append(
             "None of these is a GPU result: the verdicts come from this machine's CPU (a "
             "small stand-in model and a cost model fitted on it), so they check the method, "
