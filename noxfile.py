@@ -40,10 +40,15 @@ def _link_outer_packages(session: nox.Session) -> None:
     """Put _outer_site_dirs() on the session venv's path through a .pth file. They come after the
     venv's own site-packages, so a package installed in the venv wins (nvrtc_oldest's NVRTC),
     and pip counts the ones found there as installed: it never downloads a second torch."""
-    purelib = session.run(
+    out = session.run_install(  # the install step: runs under --install-only too
         "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
-    ).strip()
-    Path(purelib, "_nox_outer_packages.pth").write_text("\n".join(_outer_site_dirs()) + "\n")
+    )
+    if out is None:
+        return  # --no-install on a reused venv: its .pth is already there
+    purelib = out.strip()
+    # addsitedir, not a bare path: the .pth files there run too (an editable torch's finder)
+    lines = [f"import site; site.addsitedir({d!r})" for d in _outer_site_dirs()]
+    Path(purelib, "_nox_outer_packages.pth").write_text("\n".join(lines) + "\n")
     if importlib.util.find_spec("torch") is None and not (SHARED_TORCH / "torch").is_dir():
         session.log(f"no torch in {sys.executable}: installing one, once, into {SHARED_TORCH}")
         session.install("--target", str(SHARED_TORCH), "torch", silent=False)
