@@ -1,13 +1,17 @@
 """Sessions: tests, lint, nvrtc_oldest, reproduce, report, bench, asv, wheelhouse.
 
-Every venv session inherits the interpreter's site-packages, so a torch already installed (a user's
-CUDA build, or CI's CPU build) is reused and never downloaded again. On an offline GPU node:
+Every venv session sees the packages of the interpreter running nox (a venv's own, not only its
+base's), so a torch installed there (a user's CUDA build, CI's CPU build) is reused, never
+replaced. Without one, torch is installed once into .nox/torch, which every session shares.
+On an offline GPU node:
     python -m nox --no-venv --no-install -s reproduce -- --profile quick
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import site
 import sys
 from pathlib import Path
 
@@ -17,16 +21,47 @@ nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.download_python = "never"
 
-VENV = {"venv_params": ["--system-site-packages"]}
 ROOT = Path(__file__).parent
+SHARED_TORCH = ROOT / ".nox" / "torch"  # pip --target dir; used only if nox's interpreter has none
+
+
+def _outer_site_dirs() -> list[str]:
+    """The interpreter running nox: its site-packages (a venv's own; `--system-site-packages`
+    would give its base's), its user site, and .nox/torch when it has no torch of its own."""
+    dirs = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    if importlib.util.find_spec("torch") is None:
+        dirs.append(str(SHARED_TORCH))
+    return dirs
+
+
+def _link_outer_packages(session: nox.Session) -> None:
+    """Put _outer_site_dirs() on the session venv's path through a .pth file. They come after the
+    venv's own site-packages, so a package installed in the venv wins (nvrtc_oldest's NVRTC),
+    and pip counts the ones found there as installed: it never downloads a second torch."""
+    out = session.run_install(  # the install step: runs under --install-only too
+        "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", silent=True
+    )
+    if out is None:
+        return  # --no-install on a reused venv: its .pth is already there
+    purelib = out.strip()
+    # addsitedir, not a bare path: the .pth files there run too (an editable torch's finder)
+    lines = [f"import site; site.addsitedir({d!r})" for d in _outer_site_dirs()]
+    Path(purelib, "_nox_outer_packages.pth").write_text("\n".join(lines) + "\n")
+    if importlib.util.find_spec("torch") is None and not (SHARED_TORCH / "torch").is_dir():
+        session.log(f"no torch in {sys.executable}: installing one, once, into {SHARED_TORCH}")
+        session.install("--target", str(SHARED_TORCH), "torch", silent=False)
 
 
 def _install(session: nox.Session, *extras: str) -> None:
-    """Install the suite into the session (skipped by --no-install / --no-venv)."""
+    """Install the suite into the session, pip's progress shown (skipped by --no-install /
+    --no-venv)."""
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         return  # --no-venv: run on what the node already has
+    _link_outer_packages(session)
     spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec)
+    session.install("-e", spec, silent=False)
 
 
 def _run_py(session: nox.Session, *args: str, **kw) -> None:
@@ -38,18 +73,18 @@ def _run_py(session: nox.Session, *args: str, **kw) -> None:
     session.run(exe, *args, **kw)
 
 
-@nox.session(**VENV)
+@nox.session
 def tests(session: nox.Session) -> None:
     """Unit, property and end-to-end CPU tests (GPU tests skip with a reason without CUDA)."""
     _install(session, "test")
     _run_py(session, "-m", "pytest", *(session.posargs or ["-q"]))
 
 
-@nox.session(**VENV)
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check and format check."""
     if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
-        session.install("ruff")
+        session.install("ruff", silent=False)
     session.run("ruff", "check", "suite", "tests", "benchmarks", "tools", "noxfile.py")
     session.run("ruff", "format", "--check", "suite", "tests", "benchmarks", "tools", "noxfile.py")
 
@@ -59,14 +94,14 @@ def lint(session: nox.Session) -> None:
 OLDEST_NVRTC = "13.0"
 
 
-@nox.session(**VENV)
+@nox.session
 def nvrtc_oldest(session: nox.Session) -> None:
     """The NVRTC compile tests (every kernel configuration, sm_80 and sm_90, no spills) with the
     oldest NVRTC supported, installed into this session's venv over the interpreter's own."""
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         session.error("nvrtc_oldest installs an older NVRTC: run it in its own venv (no --no-venv)")
     _install(session, "test")
-    session.install(f"nvidia-cuda-nvrtc=={OLDEST_NVRTC}.*")
+    session.install(f"nvidia-cuda-nvrtc=={OLDEST_NVRTC}.*", silent=False)
     want = tuple(int(v) for v in OLDEST_NVRTC.split("."))
     check = (
         "from cuda.bindings import nvrtc; v = tuple(nvrtc.nvrtcVersion()[1:]); "
@@ -79,7 +114,7 @@ def nvrtc_oldest(session: nox.Session) -> None:
     _run_py(session, "-m", "pytest", "tests/test_adaln_kernels_cpu.py", *args)
 
 
-@nox.session(**VENV)
+@nox.session
 def reproduce(session: nox.Session) -> None:
     """Run every claim's experiment and write the report (cpu profile without a GPU).
 
@@ -111,7 +146,7 @@ def _torchrun_args(posargs) -> tuple[list[str], list[str]]:
     )
 
 
-@nox.session(**VENV)
+@nox.session
 def report(session: nox.Session) -> None:
     """Rebuild figures, HTML and PDF of a run directory: nox -s report -- RUN_DIR."""
     if not session.posargs:
@@ -120,7 +155,7 @@ def report(session: nox.Session) -> None:
     _run_py(session, "-m", "suite", "report", *session.posargs)
 
 
-@nox.session(**VENV)
+@nox.session
 def bench(session: nox.Session) -> None:
     """pytest-benchmark suite with CUDA-synchronising timer; saves JSON under .benchmarks/.
 
@@ -147,7 +182,7 @@ def bench(session: nox.Session) -> None:
     )
 
 
-@nox.session(**VENV)
+@nox.session
 def asv(session: nox.Session) -> None:
     """asv against the current commit; with `-- BASE_SHA` also at BASE and fail on a regression.
 

@@ -221,3 +221,27 @@ def test_fit_cost_says_when_the_physical_form_cannot_be_fitted(tmp_path, capsys)
     assert fit_cost_main(["--sweep", str(sweep), "--out", str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
     assert "wrote" in out and "physical form a + c*B + b*B*S + d*B*S^2 not fitted: " in out
+
+
+def test_forecast_empty_manifest_names_the_file(tmp_path, capsys):
+    m = tmp_path / "empty.csv"
+    m.write_text("")
+    assert forecast_main(["--manifest", str(m)]) == 2
+    err = capsys.readouterr().err
+    assert f"{m}: the manifest is empty" in err and "No columns to parse" not in err
+
+
+def test_forecast_prints_a_note_for_a_manifest_without_frames(tmp_path, capsys):
+    m = tmp_path / "imgs.csv"
+    m.write_text("height,width\n" + "480,832\n" * 20)
+    assert forecast_main(["--manifest", str(m), "--gpus", "8", "--steps", "50", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "note: " in out.err and "no 'frames' column" in out.err
+    json.loads(out.out)  # the note stays off stdout: --json output is still one object
+
+
+def test_forecast_help_documents_the_manifest(capsys):
+    with pytest.raises(SystemExit):
+        forecast_main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Without a frames column every row is read as an image" in out

@@ -57,3 +57,44 @@ def test_missing_column_and_unknown_format(tmp_path):
         read_manifest(q)
     with pytest.raises(ManifestError, match="no such manifest"):
         read_manifest(tmp_path / "absent.csv")
+
+
+@pytest.mark.parametrize(
+    "name,text,match",
+    [
+        ("empty.csv", "", r"empty\.csv: the manifest is empty"),
+        ("header.csv", "height,width,frames\n", r"header\.csv: the manifest has no rows"),
+        ("blank.jsonl", "\n\n", r"blank\.jsonl: the manifest has no rows"),
+        ("ragged.csv", "height,width\n480,832\n480,832,81\n", r"ragged\.csv: cannot read.*line 3"),
+        ("bytes.csv", b"height,width\n\xff\xfe,1\n", r"bytes\.csv: cannot read"),
+        ("cols.csv", "h,w\n480,832\n", r"cols\.csv: missing column"),
+        ("bad.parquet", "not parquet", r"bad\.parquet: cannot read"),
+        ("nan.jsonl", '{"height": 480, "width": 832, "frames": 81}\n{"height": 480, "width": 832}\n',
+         r"nan\.jsonl:2: column 'frames' must be an integer"),
+    ],
+)  # fmt: skip
+def test_every_error_names_the_file(tmp_path, name, text, match):
+    p = tmp_path / name
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ManifestError, match=match):
+        read_manifest(p)
+
+
+def test_a_directory_is_not_a_manifest(tmp_path):
+    with pytest.raises(ManifestError, match="no such manifest file"):
+        read_manifest(tmp_path)
+
+
+def test_missing_frames_is_read_as_images_with_a_note(tmp_path):
+    p = tmp_path / "imgs.csv"
+    p.write_text("height,width\n480,832\n720,1280\n")
+    notes = []
+    df = read_manifest(p, note=notes.append)
+    assert df["frames"].tolist() == [1, 1]
+    assert (
+        len(notes) == 1 and "imgs.csv has no 'frames' column" in notes[0] and "2 rows" in notes[0]
+    )
+    q = tmp_path / "vids.csv"
+    q.write_text("height,width,frames\n480,832,81\n")
+    read_manifest(q, note=notes.append)
+    assert len(notes) == 1  # no note when frames is there

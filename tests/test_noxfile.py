@@ -32,3 +32,12 @@ def test_reproduce_launches_torchrun_for_several_processes(posargs, args, launch
 def test_reproduce_rejects_a_bad_process_count(bad):
     with pytest.raises(ValueError, match="nproc-per-node"):
         noxfile._torchrun_args(bad)
+
+
+def test_sessions_see_the_torch_of_the_interpreter_running_nox():
+    """The venvs' .pth lists this interpreter's own site-packages (a venv's, not its base's), so
+    the torch it has is the one every session imports and pip never installs another."""
+    import torch
+
+    assert str(Path(torch.__file__).parents[1]) in noxfile._outer_site_dirs()
+    assert str(noxfile.SHARED_TORCH) not in noxfile._outer_site_dirs()  # it has one

@@ -3,6 +3,7 @@ Chromium renders every claim and every figure's <svg>."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -190,3 +191,72 @@ def test_beyond_section_shows_the_cost_forms_from_the_tables(tmp_path):
     verdicts = {v.id: (v.verdict, v.metric, v.measured) for v in new.verdicts}
     assert verdicts == {v.id: (v.verdict, v.metric, v.measured) for v in old.verdicts}
     assert verdicts["C3"][1] == "cost_fit_r2"
+
+
+def _row(html: str, cid: str) -> str:
+    start = html.index(f'<tr id="claim-{cid}">')
+    return html[start : html.index("</tr>", start)]
+
+
+def test_summary_and_evidence_kind_on_top_of_a_cpu_run(report):
+    html = (report / "report.html").read_text()
+    summary = html[
+        html.index('id="summary-text"') : html.index("</p>", html.index('id="summary-text"'))
+    ]
+    assert "without a CUDA GPU judged" in summary and "None of these is a GPU result" in summary
+    assert "no GPU result in this run" in html[: html.index("<main>")]
+    # the verdict badge itself names the evidence: the fake C4 and C5 are simulated on a CPU
+    for cid in ("C4", "C5"):
+        assert '<span class="kind">simulated, CPU cost fit</span>' in _row(html, cid), cid
+    assert 'class="kind"' not in _row(html, "C11")  # not run: nothing behind it
+    for name in ("inconclusive", "not-run", "exceeded"):  # every verdict in the legend
+        assert f">{name}</span>" in html[html.index('class="legend') :]
+
+
+def test_evidence_links_are_not_repeated(report):
+    html = (report / "report.html").read_text()
+    cells = re.findall(r'<td class="small">((?:(?!</td>).)*)</td>\s*</tr>', html, flags=re.S)
+    assert cells
+    for cell in cells:
+        links = re.findall(r'href="([^"]+)"', cell)
+        assert len(links) == len(set(links)), cell
+    assert _row(html, "C4").count('href="#fig-fake_bars"') == 1
+
+
+# Run in the browser on a copy of the page: which sections are wider than the page, which
+# figures or badges have no size. Written into the DOM for --dump-dom to carry out.
+LAYOUT_PROBE = """<script>
+window.addEventListener("load", () => {
+  const bad = [];
+  const page = document.documentElement.clientWidth;
+  for (const s of document.querySelectorAll("section")) {
+    if (s.scrollWidth > s.clientWidth + 1) bad.push("overflows: section " + s.id);
+    if (s.getBoundingClientRect().right > page + 1) bad.push("off the page: section " + s.id);
+  }
+  for (const e of document.querySelectorAll("figure svg, .badge, table"))
+    if (e.getBoundingClientRect().width < 1 || e.getBoundingClientRect().height < 1)
+      bad.push("empty: " + (e.closest("[id]") || {id: "?"}).id + " " + e.tagName);
+  const out = document.createElement("pre");
+  out.id = "layout-probe";
+  out.textContent = JSON.stringify(bad);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (apt-get install chromium)")
+@pytest.mark.parametrize("width", [1280, 900])
+def test_headless_chromium_finds_no_overflowing_or_empty_elements(report, width):
+    probe = report / "probe.html"
+    html = (report / "report.html").read_text()
+    probe.write_text(html.replace("</body>", LAYOUT_PROBE + "</body>"))
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-extensions", f"--window-size={width},900", "--virtual-time-budget=5000",
+         "--dump-dom", probe.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = re.search(r'<pre id="layout-probe">(.*?)</pre>', proc.stdout, flags=re.S)
+    assert found, "the layout probe did not run"
+    assert json.loads(found.group(1).replace("&quot;", '"')) == []

@@ -203,7 +203,12 @@ def forecast_main(argv: list[str]) -> int:
         "recommend M_mem, M_comp and a policy (highest simulated throughput).",
     )
     p.add_argument(
-        "--manifest", required=True, help="CSV/JSONL/Parquet with height, width, frames per sample"
+        "--manifest",
+        required=True,
+        help="your dataset: CSV (header line), JSONL (one object a line) or Parquet, one sample a "
+        "row, columns height, width (pixels, multiples of 16) and frames (1 + 4k; 1 for an "
+        "image). Without a frames column every row is read as an image, and a note says so. A "
+        "bad file, row or value stops with an error naming the file and line",
     )
     p.add_argument("--plot", help="write a bar chart of the metrics to this PNG/SVG path")
     _sim_args(p)

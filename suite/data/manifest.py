@@ -1,12 +1,16 @@
 """Read a user's dataset manifest: CSV, JSONL or Parquet with height, width, frames per sample.
 
-Every bad row raises ManifestError naming the file, the line (1-based, as an editor shows it; the
-CSV header is line 1) and what is wrong. `frames` may be missing (then every row is an image).
+Every error raises ManifestError naming the file and, where there is one, the line (1-based, as
+an editor shows it; the CSV header is line 1) and what is wrong. `frames` may be missing: then
+every row is an image, and a note says so (a video manifest that lost its column is not silently
+read as images).
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +44,19 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, list[int]]:
 
 
 def _load(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """The table and each row's line; a reader's own error (pandas, pyarrow, a byte that is not
+    UTF-8) becomes a ManifestError that names the file."""
+    try:
+        return _read(path)
+    except ManifestError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise ManifestError(f"{path}: the manifest is empty (no header, no rows)") from None
+    except (ValueError, OSError) as e:  # ParserError, ArrowInvalid, UnicodeDecodeError
+        raise ManifestError(f"{path}: cannot read it as {path.suffix} ({e})") from None
+
+
+def _read(path: Path) -> tuple[pd.DataFrame, list[int]]:
     suffix = path.suffix.lower()
     if suffix == ".csv":
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
@@ -66,21 +83,27 @@ def _as_int(path: Path, line: int, col: str, v) -> int:
     return int(f)
 
 
-def read_manifest(path: str | Path) -> pd.DataFrame:
-    """Columns height, width, frames, tokens (plus any others the file has), one row per sample."""
+def _print_note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr)
+
+
+def read_manifest(path: str | Path, note: Callable[[str], None] = _print_note) -> pd.DataFrame:
+    """Columns height, width, frames, tokens (plus any others the file has), one row per sample.
+    `note` receives what was assumed (a missing `frames` column read as images)."""
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ManifestError(f"{path}: no such manifest file")
     df, lines = _load(path)
+    if df.empty:
+        raise ManifestError(f"{path}: the manifest has no rows (columns: {list(df.columns)})")
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ManifestError(
             f"{path}: missing column(s) {missing}; a manifest needs height, width and "
             f"(for videos) frames, got columns {list(df.columns)}"
         )
-    if df.empty:
-        raise ManifestError(f"{path}: the manifest has no rows")
     if "frames" not in df.columns:
+        note(f"{path} has no 'frames' column: each of its {len(df)} rows is read as an image")
         df["frames"] = 1
     out = {c: [] for c in ("height", "width", "frames")}
     for i, line in enumerate(lines):

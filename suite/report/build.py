@@ -24,6 +24,8 @@ import pandas as pd
 from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
 from suite.report import beyond, html, pdf, plots
+from suite.report.verdicts import on_gpu
+from suite.report.verdicts import summary as summary_text
 from suite.rundir import RunDir, atomic_write_text, write_json
 
 HOW_TO = "a run directory is what `python -m suite reproduce --out DIR` writes"
@@ -237,8 +239,9 @@ def build_report(run_dir: Path | str) -> BuildResult:
             atomic_write_text(run.root / "report.html", html.render(context))
             pdf.write_pdf(
                 run.root / "report.pdf",
-                verdicts,
+                context["claims"],
                 context["subtitle"],
+                context["summary_text"],
                 [(f["name"], f["caption"], f["fig"]) for f in figs],
                 context["beyond"],
                 context["cost_forms"],
@@ -264,11 +267,14 @@ def _context(
     figures_of: dict[str, list[str]] = {}
     for f in figs:
         figures_of.setdefault(f["experiment"], []).append(f["name"])
-    rows = html.claim_rows(verdicts, claims, figures_of, ranks)
-    counts = [(k, sum(v.verdict == k for v in verdicts)) for k in html.COLOURS]
     git = env.get("git") if isinstance(env.get("git"), dict) else {}
     torch_info = env.get("torch") if isinstance(env.get("torch"), dict) else {}
     device = torch_info.get("device_name") or "no CUDA GPU"
+    run_device = "cuda" if torch_info.get("device_name") else "cpu"
+    devices = {s["name"]: str(s["device"] or run_device) for s in states}
+    rows = html.claim_rows(verdicts, claims, figures_of, ranks, devices)
+    names = [*html.COLOURS, *sorted({v.verdict for v in verdicts} - set(html.COLOURS))]
+    counts = [(k, sum(v.verdict == k for v in verdicts)) for k in names]
     profile = str(env.get("profile", "") or "unknown")
     timestamp = str(env.get("timestamp", "") or "unknown (env.json missing)")
     sha = str(git.get("sha", "unknown"))[:12]
@@ -295,6 +301,8 @@ def _context(
         f"{' (dirty)' if git.get('dirty') else ''} · {device}",
         "counts": [(k, n) for k, n in counts if n],
         "claims": rows,
+        "summary_text": summary_text(rows, profile, device, len(claims)),
+        "gpu_evidence": any(on_gpu(r["kind"]) for r in rows),
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
         "choices": html.CHOICES,
         "experiments": states,

@@ -13,17 +13,12 @@ import jinja2
 from markupsafe import Markup
 
 from suite.claims import Claim, Verdict
+from suite.report import verdicts
 
 TEMPLATES = Path(__file__).with_name("templates")
 
-COLOURS = {
-    "exceeded": "#1b7f3b",
-    "reproduced": "#2e9e55",
-    "partial": "#d08b00",
-    "not-reproduced": "#c0392b",
-    "inconclusive": "#6c5ba7",  # the interval straddles a boundary of the rule (suite.claims)
-    "not-run": "#8a8f98",
-}
+COLOURS = {name: st.fill for name, st in verdicts.STYLES.items()}  # a verdict's badge colour
+INKS = {name: st.ink for name, st in verdicts.STYLES.items()}  # its text colour on that fill
 
 # The choices the paper leaves open (ADAPTIVELOAD.md section 4) and what this suite does.
 CHOICES = [
@@ -121,15 +116,18 @@ def rule_text(c: Claim) -> str:
 
 
 def claim_rows(
-    verdicts: list[Verdict],
+    results: list[Verdict],
     claims: list[Claim],
     figures_of: Mapping[str, list[str]],
     ranks: Mapping[str, str],
+    devices: Mapping[str, str] | None = None,
 ) -> list[dict]:
-    """What the summary and definitions sections show for each claim."""
+    """What the summary and definitions sections show for each claim. `devices`: the device
+    each experiment ran on (done.json's), for the evidence kind in the verdict badge."""
     by_id = {c.id: c for c in claims}
+    devices = devices or {}
     rows = []
-    for v in verdicts:
+    for v in results:
         c = by_id[v.id]
         seen = {a["metric"]: a for a in v.alternatives}
         primary = v.metric or c.primary[0]
@@ -153,7 +151,12 @@ def claim_rows(
                     "conditions": "; ".join(x for x in (a["conditions"], note) if x) if a else "",
                 }
             )
-        evidence = [e.strip() for e in re.split(r"[;,]", v.evidence) if e.strip()]
+        evidence = list(dict.fromkeys(e.strip() for e in re.split(r"[;,]", v.evidence)))
+        evidence = [e for e in evidence if e]
+        named = {e[len("figure ") :] for e in evidence if e.startswith("figure ")}
+        evidence = [
+            f"fig: {e[len('figure ') :]}" if e.startswith("figure ") else e for e in evidence
+        ]
         rows.append(
             {
                 "id": v.id,
@@ -164,13 +167,15 @@ def claim_rows(
                 "ci": fmt_ci(v.ci_low, v.ci_high),
                 "baseline": fmt_num(v.baseline),
                 "verdict": v.verdict,
+                "kind": verdicts.evidence_kind(v.verdict, v.metric, devices.get(c.experiment, "")),
                 "metric": v.metric,
                 "primary": primary,
                 "definition": v.definition,
                 "conditions": v.conditions,
                 "reason": v.reason,
                 "evidence": evidence,
-                "figures": figures_of.get(c.experiment, []),
+                # the experiment's other figures; those the evidence names are linked there
+                "figures": [f for f in figures_of.get(c.experiment, []) if f not in named],
                 "experiment": c.experiment,
                 "hardware": c.hardware,
                 "rule": c.rule,
@@ -185,6 +190,12 @@ def claim_rows(
     return rows
 
 
+def badge_css(verdict: str) -> str:
+    """The inline style of a verdict's badge (any verdict: an unknown one gets a neutral grey)."""
+    st = verdicts.style(verdict)
+    return f"background:{st.fill};color:{st.ink}"
+
+
 def render(context: Mapping[str, Any]) -> str:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
@@ -194,5 +205,5 @@ def render(context: Mapping[str, Any]) -> str:
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.globals.update(colours=COLOURS)
+    env.globals.update(badge=badge_css, styles=verdicts.STYLES)
     return env.get_template("report.html.j2").render(**context)

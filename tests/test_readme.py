@@ -1,0 +1,45 @@
+"""README.md stays true: its results table is the generator's output for the committed reference,
+and its usage snippet runs as written on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_results_table_is_generated_from_the_committed_reference():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import readme_results
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    claims = json.loads((ROOT / "reports/reference/h200/claims.json").read_text())
+    assert readme_results.table(claims) in README
+
+
+def test_the_two_commands_and_the_results_come_first():
+    first_screen = "\n".join(README.splitlines()[:60])
+    assert "python3 -m pip install nox && nox -s reproduce" in first_screen
+    assert "python3 -m pip install nox && nox -s tests" in first_screen
+    assert "| C1 |" in first_screen
+
+
+def test_usage_snippet_runs_on_cpu(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    assert len(blocks) == 1, "one usage snippet"
+    script = tmp_path / "snippet.py"
+    script.write_text(blocks[0])
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("cpu (2, 1560, 1536) "), proc.stdout
