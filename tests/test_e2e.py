@@ -56,15 +56,18 @@ def test_summarize_metric_keys_and_values():
                 "compile": [2.2, 2.2, 2.1], "compile-fused": [2.0, 2.1, 2.0]})  # fmt: skip
     m = e2e.summarize({"e2e_steps": t}).set_index("metric")
     assert set(m.index) == {
-        "e2e_speedup_eager_adaln_v81x480",
-        "e2e_speedup_compile_v81x480",
-        "e2e_speedup_compile_fused_v81x480",
-        "e2e_fused_over_compile_v81x480",
+        "e2e_gain_eager_adaln_v81x480",
+        "e2e_gain_compile_v81x480",
+        "e2e_gain_compile_fused_v81x480",
+        "e2e_gain_fused_over_compile_v81x480",
     }
     assert (m.claim == "C17").all()
-    row = m.loc["e2e_speedup_compile_v81x480"]
-    assert row.value == pytest.approx(7.8 / 6.5) and row.ci_low <= row.value <= row.ci_high
-    assert m.loc["e2e_fused_over_compile_v81x480"].value == pytest.approx(6.5 / 6.1)
+    row = m.loc["e2e_gain_compile_v81x480"]
+    assert row.value == pytest.approx((7.8 / 6.5 - 1) * 100) and row.unit == "%"
+    assert row.ci_low <= row.value <= row.ci_high
+    assert m.loc["e2e_gain_fused_over_compile_v81x480"].value == pytest.approx(
+        (6.5 / 6.1 - 1) * 100
+    )
     assert "30 blocks" in row.conditions and "S=32760" in row.conditions
     assert e2e.summarize({}).empty
 
@@ -124,7 +127,7 @@ def test_e2e_loop_cpu_tiny(tmp_path, monkeypatch):
     assert list(m.status) == ["ok", "ok"] and list(m.ops) == ["diffusers", "adaln"]
     assert t["e2e_profile"].empty
     row = e2e.summarize(t).iloc[0]
-    assert row.metric == "e2e_speedup_eager_adaln_t" and "tiny, 2 blocks" in row.conditions
+    assert row.metric == "e2e_gain_eager_adaln_t" and "tiny, 2 blocks" in row.conditions
     with pytest.raises(ValueError, match="e2e shapes must be among"):
         e2e.run(RunContext(RunDir(tmp_path), "full", "cpu", options={"e2e": {"shapes": ["4k"]}}))
 
