@@ -20,7 +20,6 @@ class Style:
     meaning: str
 
 
-# "inconclusive" (the interval straddles a boundary) is styled before the ledger rules emit it.
 STYLES: dict[str, Style] = {
     "exceeded": Style("#0072B2", "#ffffff", "beats the paper by more than the tolerance"),
     "reproduced": Style("#009E73", "#ffffff", "within the tolerance of the paper"),
