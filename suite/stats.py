@@ -1,5 +1,7 @@
 """Statistics used by the claims: Pearson and Spearman R with seeded bootstrap 95% CIs, CV helpers,
-and bootstrap_runs, the seeded step bootstrap of a statistic comparing two runs (paired or not).
+bootstrap_runs, the seeded step bootstrap of a statistic comparing two runs (paired or not), and
+bootstrap_ci / median_ratio_ci, seeded percentile bootstraps of independent samples (a max over
+steps; a geometric mean of median-time ratios over shapes).
 
 CV definitions (the ledger's): `cv` is std/mean with the population std (ddof=0), the spread of a
 fixed set such as the ranks of one step; `mean_row_cv` averages the per-row CV of a (steps, ranks)
@@ -98,3 +100,51 @@ def bootstrap_runs(
     boot = stat({k: v[ia] for k, v in a.items()}, {k: v[ib] for k, v in b.items()})
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return float(stat(a, b)), float(lo), float(hi)
+
+
+def bootstrap_ci(
+    samples, stat, seed: int = 0, n_resamples: int = N_RESAMPLES
+) -> tuple[float, float, float]:
+    """(stat(*samples), 95% percentile CI), each sample resampled on its own (unpaired).
+
+    `stat(*arrays, axis=-1)` reduces the last axis (vectorized, as scipy.stats.bootstrap wants).
+    A percentile interval of a max never exceeds the observed max: it says how much the value
+    rests on a few units, not what a new draw of the units could give."""
+    xs = [np.asarray(x, dtype=float) for x in samples]
+    if any(x.ndim != 1 or len(x) < 2 for x in xs):
+        raise ValueError(f"each sample must be 1-D with >= 2 values, got {[x.shape for x in xs]}")
+    value = float(stat(*xs, axis=-1))
+    res = stats.bootstrap(
+        xs,
+        stat,
+        paired=False,
+        vectorized=True,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    lo, hi = res.confidence_interval
+    return value, float(lo), float(hi)
+
+
+def _geomean_median_ratio(*xs, axis=-1):
+    """Geometric mean over pairs (xs[0], xs[1]), (xs[2], xs[3]), ... of median(num) / median(den)."""
+    logs = [
+        np.log(np.median(num, axis=axis)) - np.log(np.median(den, axis=axis))
+        for num, den in zip(xs[::2], xs[1::2])
+    ]
+    return np.exp(np.mean(logs, axis=0))
+
+
+def median_ratio_ci(
+    pairs, seed: int = 0, n_resamples: int = N_RESAMPLES
+) -> tuple[float, float, float]:
+    """(geometric mean over pairs (num, den) of median(num) / median(den), 95% percentile CI).
+
+    Each sample (the repetitions of one impl at one shape) is resampled on its own: the harness
+    times one impl's repetitions as one block, so repetition i of two impls are not paired."""
+    pairs = [tuple(p) for p in pairs]
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"pairs must be a non-empty list of (num, den) samples, got {len(pairs)}")
+    return bootstrap_ci([x for p in pairs for x in p], _geomean_median_ratio, seed, n_resamples)

@@ -9,7 +9,11 @@ and fp32), about 5 minutes. The cpu profile cannot run it (NEEDS = "cuda").
 Timing: each repetition flushes L2 (writes a 512 MB buffer), then spins the GPU (at least ~1 ms and
 at least twice the call's host enqueue time, suite.ops.bench.spin_cycles) so the host has queued
 the timed call before the GPU reaches it, then times the call alone between two CUDA events.
-The median over the repetitions is reported; every sample is kept, with its host time.
+The median over the repetitions is reported; every sample is kept, with its host time
+(table kernels_samples). One impl's repetitions run as one block, so repetition i of two impls
+are not paired: a speedup's 95% CI resamples each impl's repetitions at each width on its own and
+carries them through the geometric mean over widths (suite.stats.median_ratio_ci). It covers the
+repetition noise of this run, not drift between runs or machines.
 
 Bytes model (the fewest bytes each mode must move; the same model for every impl of a row):
     fwd: read x (B*N*D*sx) + write y (B*N*D*sy) + modulation (2*B*D*sm) + stats (8*B*N)
@@ -23,6 +27,7 @@ import math
 import pandas as pd
 
 from suite.experiments import metric_rows
+from suite.stats import median_ratio_ci
 
 NAME = "kernels"
 CLAIMS = ("C11", "C12")
@@ -96,28 +101,53 @@ def run(ctx) -> dict[str, pd.DataFrame]:
 
 
 # ----------------------------------------------------------------------------- summary
-def _speedup(t: pd.DataFrame, op: str, impl: str, base: str, out_dtype: str | None = None):
-    """Geometric mean over the Wan widths of median(base) / median(impl), bf16, B=1, N=65536."""
-    sel = t[(t.op == op) & (t.dtype == "bfloat16") & (t.N == CLAIM_N) & (t.B == 1)]
+def _claim_shapes(t: pd.DataFrame, op: str) -> pd.DataFrame:
+    """The rows of the claims' shapes (bf16 x, B=1, N=CLAIM_N) of one op."""
+    return t[(t.op == op) & (t.dtype == "bfloat16") & (t.N == CLAIM_N) & (t.B == 1)]
+
+
+def _speedup(
+    t: pd.DataFrame, op: str, impl: str, base: str, samples: pd.DataFrame | None = None
+) -> tuple[float, list[float], float, float]:
+    """(geometric mean over the Wan widths of median(base) / median(impl), the per-width ratios,
+    95% CI low, high) at bf16, B=1, N=CLAIM_N. The CI bootstraps each impl's repetitions at each
+    width on its own (stats.median_ratio_ci); NaN without the samples table."""
+    sel, nan = _claim_shapes(t, op), math.nan
     ratios = []
     for D in WAN_WIDTHS:
         a = sel[(sel.impl == impl) & (sel.D == D)]
         b = sel[(sel.impl == base) & (sel.D == D)]
         if a.empty or b.empty:
-            return math.nan, []
+            return nan, [], nan, nan
         ratios.append(float(b.ms_median.iloc[0]) / float(a.ms_median.iloc[0]))
-    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)), ratios
+    value = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    if samples is None or samples.empty:
+        return value, ratios, nan, nan
+    raw = _claim_shapes(samples, op)
+    pairs = [
+        tuple(raw[(raw.impl == name) & (raw.D == D)].ms.to_numpy(float) for name in (base, impl))
+        for D in WAN_WIDTHS
+    ]
+    if any(len(x) < 2 for p in pairs for x in p):
+        return value, ratios, nan, nan
+    _, lo, hi = median_ratio_ci(pairs, seed=0)
+    return value, ratios, lo, hi
 
 
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    t = tables.get("kernels_timings")
+    t, samples = tables.get("kernels_timings"), tables.get("kernels_samples")
     if t is None or t.empty:
         return metric_rows([])
     cond = (
         f"H200-class GPU, x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
-        f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed"
+        f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed; "
+        + (
+            "95% CI: percentile bootstrap of each impl's repetitions at each width"
+            if samples is not None and not samples.empty
+            else "no CI (no kernels_samples table)"
+        )
     )
-    ev = "kernels_timings; figure kernels_speedup"
+    ev = "kernels_timings, kernels_samples; figure kernels_speedup"
     specs = [
         (
             "C11",
@@ -187,13 +217,15 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ]
     rows = []
     for claim, metric, op, impl, base, what in specs:
-        value, ratios = _speedup(t, op, impl, base)
+        value, ratios, lo, hi = _speedup(t, op, impl, base, samples)
         per_d = ", ".join(f"D={d}: {r:.2f}x" for d, r in zip(WAN_WIDTHS, ratios))
         rows.append(
             dict(
                 claim=claim,
                 metric=metric,
                 value=value,
+                ci_low=lo,
+                ci_high=hi,
                 unit="x",
                 conditions=f"{what}; {cond}; {per_d}",
                 evidence=ev,
