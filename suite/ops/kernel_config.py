@@ -156,7 +156,10 @@ def lookup(table: tuple[Row, ...], tx: str, tm: str, ty: str, D: int, mode: int)
     for row in table:
         if row.matches(tx, tm, ty, D, mode):
             return row
-    raise ValueError(f"no fused AdaLN launch configuration for {tx}/{tm}/{ty}, D={D}, mode={mode}")
+    raise ValueError(
+        f"no fused AdaLN launch configuration for {tx}/{tm}/{ty}, D={D}, mode={mode}: the table "
+        f"covers dtypes float, bf16, f16, modes {ALL_MODES} and 1 <= D <= 8192"
+    )
 
 
 # ----------------------------------------------------------------------------- names, geometry
