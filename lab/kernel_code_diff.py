@@ -4,7 +4,7 @@ kernel sources of a base revision, and compares the ELF .text sections of each k
 bytes differ with any edit that moves a line, so they cannot tell). A refactor or a new variant
 that leaves the defaults' code alone keeps every measured default in reports/ valid.
 
-    python tools/kernel_code_diff.py --base d45682e [--widths 1536,3072,5120] [--arch sm_90]
+    python lab/kernel_code_diff.py --base d45682e [--widths 1536,3072,5120] [--arch sm_90]
 
 Exit status 1 when a kernel's code differs or fails to compile from the base sources.
 """

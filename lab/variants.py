@@ -1,6 +1,6 @@
 """Select a benchmark variant of the fused AdaLN kernels (lab only: the shipped op always runs
-the default configuration). A variant is a named set of KernelConfig fields
-(lab/kernel_variants.py); selecting one replaces suite.ops.fused_cuda's configuration lookup for
+the shipped table's configuration). A variant is a named set of RuleConfig fields
+(lab/kernel_variants.py, lab/kernel_rules.py); selecting one replaces suite.ops.fused_cuda's configuration lookup for
 the whole process and drops its cached launch plans, so later calls (and a backward, which uses
 the variant selected when it runs) launch that variant's kernels.
 """
@@ -12,6 +12,7 @@ import functools
 import os
 from dataclasses import replace
 
+from lab.kernel_rules import RuleConfig
 from lab.kernel_variants import VARIANTS
 from suite.ops import fused_cuda
 from suite.ops.kernel_config import KernelConfig
@@ -27,15 +28,19 @@ def check(name: str) -> str:
     return name
 
 
-def variant_config(cfg: KernelConfig, name: str) -> KernelConfig:
-    """`cfg` with the fields of variant `name`."""
-    return replace(cfg, **VARIANTS[check(name)])
+def variant_config(cfg: KernelConfig | RuleConfig, name: str) -> RuleConfig:
+    """`cfg` (a shipped configuration or a rule configuration) with the fields of variant
+    `name`."""
+    fields = VARIANTS[check(name)]
+    if not isinstance(cfg, RuleConfig):
+        cfg = RuleConfig(cfg.tx, cfg.tm, cfg.ty, cfg.D, cfg.mode)
+    return replace(cfg, **fields)
 
 
 @functools.cache
 def _config_of(name: str):
     @functools.cache
-    def config(tx, tm, ty, D: int, mode: int) -> KernelConfig:
+    def config(tx, tm, ty, D: int, mode: int) -> RuleConfig:
         return variant_config(_shipped(tx, tm, ty, D, mode), name)
 
     return config

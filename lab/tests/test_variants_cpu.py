@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lab.kernel_rules import RuleConfig
 from lab.variants import variant_config
 from suite.cuda.compile import compile_program
 from suite.ops.fused_cuda import KernelConfig
@@ -28,7 +29,7 @@ VARIANT_CASES = [
 ]
 
 
-def v(cfg: KernelConfig, *names: str) -> KernelConfig:
+def v(cfg: KernelConfig | RuleConfig, *names: str) -> RuleConfig:
     """cfg with the fields of each variant in turn."""
     for n in names:
         cfg = variant_config(cfg, n)
@@ -64,20 +65,20 @@ def test_round9_backward_rules():
     """Round 9's defaults: fp32 dy beside 16-bit x at D = 5120 (one row of 320 threads) takes
     bwd-sm2's kernel; the dynamic-shared backward (bf16 dy there) sizes its carveout to 2 CTAs;
     bwd-r8 keeps round 8's kernels for the side-by-side measurement."""
-    f32 = KernelConfig("bf16", "float", "float", 5120, 0)
+    f32 = RuleConfig("bf16", "float", "float", 5120, 0)
     assert f32.bwd_sm2_on and f32.bwd(True, True) == v(f32, "bwd-sm2").bwd(True, True)
     assert f32.bwd_ctas == 2 and f32.bwd_sacc_on and not f32.bwd_prefetch
     old = v(f32, "bwd-r8")
     assert not old.bwd_sm2_on and old.bwd_prefetch and old.bwd_ctas == 1
     # not where it measured slower: D <= 3072 (several CTAs already), fp32 x, per token
     for other in (
-        KernelConfig("bf16", "float", "float", 3072, 0),
-        KernelConfig("float", "float", "float", 5120, 0),
-        KernelConfig("bf16", "float", "float", 5120, 1),
-        KernelConfig("bf16", "float", "bf16", 5120, 0),
+        RuleConfig("bf16", "float", "float", 3072, 0),
+        RuleConfig("float", "float", "float", 5120, 0),
+        RuleConfig("bf16", "float", "float", 5120, 1),
+        RuleConfig("bf16", "float", "bf16", 5120, 0),
     ):
         assert not other.bwd_sm2_on, other
-    b16 = KernelConfig("bf16", "float", "bf16", 5120, 0)
+    b16 = RuleConfig("bf16", "float", "bf16", 5120, 0)
     assert b16.bwd_dyn_on and b16.bwd_carveout(True) == 54
     assert v(b16, "bwd-r8").bwd_carveout(True) == 100
     assert v(b16, "bwd-r8").bwd(True, True) == b16.bwd(True, True)  # same kernel
@@ -126,14 +127,14 @@ def test_occupancy_and_bytes_in_flight_model():
 def test_dependent_finalize_only_on_the_fused_row_kernel():
     """Round 23: the fused row kernel lets its finalize launch early (PDL, the last template
     argument); the D-tile dx pass, per-token modulation and variant bwd-r22 keep plain launches."""
-    from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN, KernelConfig
+    from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN
 
-    now = KernelConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
+    now = RuleConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
     assert now.bwd(True, True).endswith(", true, true, true>")  # PDL, then LEAN, EARLY
     base = v(now, "bwd-r29", "bwd-r31")  # without rounds 30 and 32: PDL is last
     assert base.bwd(True, True).endswith(", true>") and base.bwd(False, True).endswith(", true>")
     assert base.bwd(True, False) == v(base, "bwd-r22").bwd(True, False)  # D-tile dx pass
     old = v(base, "bwd-r22")
     assert not old.bwd_pdl and old.bwd(True, True) == base.bwd(True, True)[: -len(", true>")] + ">"
-    tok = KernelConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
+    tok = RuleConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
     assert tok.names() == v(tok, "bwd-r22").names()

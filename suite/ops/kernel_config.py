@@ -1,25 +1,32 @@
-"""Which fused AdaLN kernels run: the kernel configuration of one NVRTC program (dtypes, D, mode
-and the design fields the H200 measurements chose) and the C++ name expressions it instantiates
-(the tuning lab's variants of these fields: lab/kernel_variants.py). No CUDA here:
-suite/ops/fused_cuda.py builds and launches them.
+"""Which fused AdaLN kernels run and how they launch: a frozen table of launch configurations,
+looked up by (x dtype, modulation dtype, output dtype, modulation mode, D), and the C++ name
+expressions of one NVRTC program built from them. No CUDA here: suite/ops/fused_cuda.py builds
+and launches them. The rows are the designs the H200 measured fastest (docs/perf-notes.md);
+tests/test_kernel_config.py pins every name and launch shape they produce. The tuning lab
+(lab/kernel_rules.py) derives other designs from rules and names them through KernelNames.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
-# The kernels' template defaults after their fixed arguments (names drop trailing defaults):
+ALL_MODES = (MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE)
+# The kernels' template defaults after their fixed arguments (names drop trailing defaults, so
+# default kernels keep their names and cached CUBINs):
 FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
 FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
 # adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY
 BWD_DEFAULTS = ["1"] + ["false"] * 10
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
+MANY_ROWS = 16384  # launches of at least this many rows (B * N) take a row's `many` forward
 
 
-def _threads_per_row(D: int, vec: int, ept: int) -> int:
-    """Threads per row for about `ept` elements per thread (a whole number of 16-byte vectors):
-    a power of two below a warp (xor-shuffles stay inside the row), else a whole number of warps."""
+def threads_per_row(D: int, vec: int, ept: int) -> int:
+    """Threads per row for about `ept` elements per thread (a whole number of `vec`-element
+    vectors): a power of two below a warp (xor-shuffles stay inside the row), else a whole
+    number of warps."""
     nvec = -(-D // vec)
     need = -(-nvec // max(1, ept // vec))
     if need <= 32:
@@ -29,235 +36,162 @@ def _threads_per_row(D: int, vec: int, ept: int) -> int:
 
 def _trailing(args: list[str], defaults: list[str], keep: int = 0) -> str:
     """Template arguments after the fixed ones: the first `keep` always, the rest only up to the
-    last that differs from the kernel's default for its position, so default kernels keep their
-    names (and cached CUBINs)."""
+    last that differs from the kernel's default for its position."""
     args = list(args)
     while len(args) > keep and args[-1] == defaults[len(args) - 1]:
         args.pop()
     return "".join(", " + a for a in args)
 
 
-@dataclass(frozen=True)
-class KernelConfig:
-    """One NVRTC program: the dtypes, D and mode, and the design fields that select its row
-    kernels (defaults: the shipped rules; tests/test_kernel_config.py pins what they produce)."""
+def _b(v: bool) -> str:
+    return "true" if v else "false"
 
-    tx: str  # C++ element types: "float" | "bf16" | "f16"
+
+# ----------------------------------------------------------------------------- the table
+@dataclass(frozen=True)
+class Fwd:
+    """A forward kernel's design. kernel (aligned rows; unaligned ones always take adaln_fwd):
+    "prefetch" = adaln_fwd_pf, persistent, the next row loaded while this one is written;
+    "row" = adaln_fwd, one CTA per block of rows; "pair" = adaln_fwd_r2, two consecutive rows of
+    one sample per row group sharing one modulation load (not per-token modulation)."""
+
+    kernel: str
+    ept: int = 16  # elements of a row per thread
+    load: int = 0  # elements of x per vector load (0: 16 bytes); sets the thread layout
+    regs: int = 64  # register cap per thread (0: ptxas chooses); none past 320 threads per CTA
+    pair_load: int = 0  # adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes)
+
+
+@dataclass(frozen=True)
+class Bwd:
+    """A backward row kernel's design (the unaligned fallback drops prefetch, recomputation and
+    the interleaved rows: they need aligned 16-byte vectors)."""
+
+    ctas: int = 1  # CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
+    sums: bool = False  # column sums in shared memory (else in registers)
+    mult: bool = False  # the per-sample multiplier 1 + scale in shared memory
+    dynamic: bool = False  # those arrays in dynamic shared memory (past the static 48 KB)
+    words: bool = False  # the shared arrays read as 16-byte words
+    remat: bool = False  # second pass recomputes x-hat and dy from the packed (prefetched) row
+    prefetch: bool = True  # the next row's x, dy, mean, rstd loaded during this one
+
+
+X16, F32, BF16, ANY = ("bf16", "f16"), ("float",), ("bf16",), ("float", "bf16", "f16")
+
+
+@dataclass(frozen=True)
+class Row:
+    """Where a design applies: x, modulation and output (dy) dtypes, modes, above < D <= upto.
+    A table is read top to bottom; the first matching row wins (narrow rows come first)."""
+
+    x: tuple[str, ...]
+    mod: tuple[str, ...]
+    y: tuple[str, ...]
+    modes: tuple[int, ...]
+    above: int
+    upto: int
+    design: Fwd | Bwd
+    many: Fwd | None = None  # forward: aligned launches of >= MANY_ROWS rows run this one
+
+    def matches(self, tx: str, tm: str, ty: str, D: int, mode: int) -> bool:
+        return (
+            tx in self.x and tm in self.mod and ty in self.y and mode in self.modes
+        ) and self.above < D <= self.upto
+
+
+S = (MODE_SAMPLE,)
+PAIR, PAIR4 = Fwd("pair"), Fwd("pair", pair_load=4)  # 4: an fp32 y chunk is one 16-byte store
+WARP_ROW = dict(ept=48, regs=128)  # D = 1536 as one warp per row: shuffles only, no barrier
+WIDE = dict(ept=32, regs=96)  # 32 elements per thread: 4 CTAs of 160 threads at D = 5120
+
+FORWARD: tuple[Row, ...] = (
+    # fp32 x: 16-byte loads are 4 elements, so one layout at every width
+    Row(F32, F32, F32, S, 1024, 1536, Fwd("pair")),
+    Row(F32, ANY, F32, ALL_MODES, 0, 8192, Fwd("row")),
+    Row(F32, ANY, BF16, ALL_MODES, 1024, 1536, Fwd("prefetch", **WARP_ROW)),
+    Row(F32, ANY, X16, ALL_MODES, 0, 8192, Fwd("prefetch")),
+    # 16-bit x, fp32 y: no prefetch (its registers go to the wider output); 4-element loads where
+    # a row of 16-byte loads would be one row per CTA (fp32 modulation in whole 16-byte words)
+    Row(BF16, F32, F32, S, 1024, 1536, Fwd("row"), many=PAIR4),
+    Row(X16, ANY, F32, ALL_MODES, 0, 2048, Fwd("row")),
+    Row(X16, F32, F32, S, 2560, 3072, Fwd("row", load=4, regs=40)),  # 8 CTAs of 192, no spills
+    Row(X16, ANY, F32, ALL_MODES, 2048, 3072, Fwd("row", load=4)),
+    Row(X16, ANY, F32, ALL_MODES, 3072, 4096, Fwd("row", **WIDE)),
+    Row(X16, ANY, F32, ALL_MODES, 4096, 5120, Fwd("row", load=4, **WIDE)),
+    Row(X16, ANY, F32, ALL_MODES, 5120, 8192, Fwd("row", load=4)),
+    # 16-bit x and y: the prefetching forward; 4-element loads once a row spans a warp
+    Row(X16, ANY, X16, ALL_MODES, 0, 256, Fwd("prefetch")),
+    Row(BF16, F32, BF16, S, 1024, 1536, Fwd("prefetch", load=4, **WARP_ROW), many=PAIR4),
+    Row(BF16, F32, BF16, S, 1536, 3072, Fwd("prefetch", load=4), many=PAIR),
+    Row(X16, ANY, BF16, ALL_MODES, 1024, 1536, Fwd("prefetch", load=4, **WARP_ROW)),
+    Row(X16, ANY, X16, ALL_MODES, 256, 3072, Fwd("prefetch", load=4)),
+    Row(X16, ANY, X16, ALL_MODES, 3072, 5120, Fwd("prefetch", load=4, **WIDE)),
+    Row(X16, ANY, X16, ALL_MODES, 5120, 8192, Fwd("prefetch", load=4)),
+)
+
+# The shared-memory backward (3 CTAs of <= 192 threads, 96 registers without spills) exists for
+# 16-bit x and dy with per-sample modulation, where a CTA's sums and multiplier fit: one row per
+# CTA at 1024 < D <= 1536 and 2048 < D <= 3072, and at 3072 < D <= 5120 in dynamic memory under
+# a 2-CTA cap. The words and the recomputation: bf16 x with fp32 modulation (f16 spills).
+SHARED = dict(sums=True, mult=True)
+BACKWARD: tuple[Row, ...] = (
+    # past 5120 elements per CTA the register cap of 65536 / threads leaves no room for a second
+    # row: ptxas spills (D = 8192)
+    Row(ANY, ANY, ANY, ALL_MODES, 5120, 8192, Bwd(prefetch=False)),
+    Row(BF16, F32, X16, S, 1024, 1536, Bwd(ctas=3, words=True, **SHARED)),
+    Row(BF16, F32, X16, S, 1536, 2048, Bwd(remat=True)),
+    Row(BF16, F32, X16, S, 2048, 3072, Bwd(ctas=3, words=True, remat=True, **SHARED)),
+    Row(BF16, F32, X16, S, 3072, 5120, Bwd(ctas=2, dynamic=True, words=True, remat=True, **SHARED)),
+    Row(X16, ANY, X16, S, 1024, 1536, Bwd(ctas=3, **SHARED)),
+    Row(X16, ANY, X16, S, 2048, 3072, Bwd(ctas=3, **SHARED)),
+    Row(X16, ANY, X16, S, 3072, 5120, Bwd(ctas=2, dynamic=True, **SHARED)),
+    # fp32 dy beside 16-bit x, one row of 320 threads: shared sums, 2 CTAs, no prefetch
+    Row(X16, ANY, F32, S, 3072, 5120, Bwd(ctas=2, sums=True, prefetch=False)),
+    Row(ANY, ANY, ANY, ALL_MODES, 0, 5120, Bwd()),
+)
+
+
+def lookup(table: tuple[Row, ...], tx: str, tm: str, ty: str, D: int, mode: int) -> Row:
+    """The first row of `table` for these dtypes (C++ names), mode and width."""
+    for row in table:
+        if row.matches(tx, tm, ty, D, mode):
+            return row
+    raise ValueError(
+        f"no fused AdaLN launch configuration for {tx}/{tm}/{ty}, D={D}, mode={mode}: the table "
+        f"covers dtypes float, bf16, f16, modes {ALL_MODES} and 1 <= D <= 8192"
+    )
+
+
+# ----------------------------------------------------------------------------- names, geometry
+class KernelNames:
+    """Kernel names and launch geometry of one configuration from its design properties, which
+    a subclass provides: fwd_vec, fwd_elems, fwd_cap, fwd_prefetch, fwd_pair(vector),
+    fwd_pair_vec, fwd_many; bwd_ctas, bwd_sacc_on, bwd_msh_on, bwd_dyn_on, bwd_prefetch,
+    bwd_svec_on(vector), bwd_remat_on(vector). The class attributes are the shipped values of
+    the template switches the table leaves fixed (the lab varies them)."""
+
+    tx: str
     tm: str
     ty: str
     D: int
     mode: int
-    # Design fields. None = the shipped rule (the property named beside it), which picks the
-    # design the H200 measured fastest for that (dtype, D, mode); the measurements behind each
-    # rule are in docs/perf-notes.md (the "round" sections). Explicit values exist for the
-    # tuning lab (lab/kernel_variants.py); the shipped op never sets them.
-    #
-    # forward: elements of a row per thread (16 = 2 vectors of bf16, 4 of fp32). None: 48 (a
-    # row per warp: shuffles only, no barrier) for bf16 y at 1024 < D <= 1536 (fwd_warp_row)
-    fwd_ept: int | None = None
-    # forward: persistent, the next row prefetched (aligned rows). None: 16-bit y only
-    fwd_pf: bool | None = None
-    fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
-    # forward: register cap per thread (0: ptxas chooses). None: fwd_cap (64; 128 for the
-    # row-per-warp forward, 2 CTAs of 8 warps per SM)
-    fwd_regs: int | None = None
-    # forward, fp32 y from 16-bit x with per-sample fp32 modulation, one row per CTA of 192
-    # threads (2816 < D <= 3072): its cap where fwd_regs is None (40: no spills, 8 CTAs per SM;
-    # 16-bit or per-token modulation spills at 40, so not there)
-    fwd_f32y_regs: int = 40
-    # forward: elements of x per vector load (0: 16 bytes). 4 with 16-bit x makes the fp32
-    # modulation loads whole 16-byte words (half the L1 sectors). None: fwd_vec (4 for 16-bit y
-    # with rows of at least a warp, and fp32 y with one row per CTA)
-    fwd_lv: int | None = None
-    fwd_named: bool = False  # forward without prefetch: a named barrier per row group
-    # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
-    # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3
-    # of 320). None: there (fwd_wide_on)
-    fwd_wide: bool | None = None
-    bwd_ept: int = 16  # backward: elements of a row per thread
-    bwd_minb: int = 1  # backward: CTAs per SM ptxas must fit (__launch_bounds__ min blocks)
-    bwd_pf: bool = True  # backward: next row's x, dy, mean, rstd prefetched (aligned rows)
-    # backward: column sums in shared memory (where they fit: bwd_sacc_on); the per-sample
-    # multiplier 1 + scale beside them (bwd_msh_on); 3 CTAs of <= 192 threads per SM (16-bit x
-    # and dy only: 96 registers without spills). None: all three where bwd_r7 says
-    bwd_sacc: bool | None = None
-    bwd_msh: bool | None = None
-    bwd_occ: bool | None = None
-    # backward: those shared arrays in dynamic shared memory, up to 100 KB per CTA (two CTAs
-    # per SM) instead of 48 KB static (D = 5120 needs 60 KB). None: bwd_dyn_on
-    bwd_dyn: bool | None = None
-    # backward with dynamic shared memory: the carveout, % of the SM's 228 KB given to shared
-    # memory. None: the smallest that holds the CTAs the kernel is capped for (bwd_carveout)
-    bwd_carve: int | None = None
-    # backward, 16-bit x with fp32 dy, per-sample, one row of 192 < threads <= 320 per CTA
-    # (D = 5120): shared column sums, 2 CTAs per SM, no prefetch, instead of one CTA of 164
-    # registers. None: there (bwd_sm2_on)
-    bwd_sm2: bool | None = None
-    # backward: the shared multiplier and column sums as 16-byte words per thread. None: bf16 x
-    # with fp32 modulation where the shared arrays are and the row is at most 96 threads, or
-    # wider with bwd_remat (other dtypes and wider rows spill under their caps)
-    bwd_svec: bool | None = None
-    # backward (with prefetch): the second pass recomputes x-hat and dy from the packed row (16
-    # registers fewer at 16 elements per thread: room for bwd_svec's words on rows wider than
-    # 96 threads). None: there, bf16 x and dy with fp32 per-sample modulation
-    bwd_remat: bool | None = None
-    # prefetching forward and fused backward: a CTA's row blocks interleaved with the other
-    # CTAs' (block k, k + grid, ...), so the resident rows sweep the tensor as one window
-    fwd_ilv: bool = True
-    bwd_ilv: bool = True
-    # fused backward: the finalize launched as a programmatic dependent of the row kernel
-    # (sm_90; a plain launch elsewhere), its launch overlapping the row kernel's tail
-    bwd_pdl: bool = True
-    # backward: fewer instructions per element, the same arithmetic (kernels/adaln_bwd.cu LEAN);
-    # bitwise the same gradients
-    bwd_lean: bool = True
-    # backward (with prefetch): the first row's loads issued before the multiplier's
-    # (kernels/adaln_bwd.cu EARLY); bitwise the same gradients
-    bwd_early: bool = True
-    # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an fp32
-    # y chunk is one whole 16-byte store and one scale/shift load serves both rows). None: 4 at
-    # D <= 1536, else 16 bytes (fwd_pair_vec)
-    fwd_pair_lv: int | None = None
-    # forward, launches of at least this many rows (B * N): fwd_many's kernel, where there is
-    # one. None: never
-    fwd_many_rows: int | None = 16384
-    # forward, aligned rows, per-sample or affine modulation: rows per row group (2:
-    # adaln_fwd_r2, two consecutive rows of one sample per thread sharing one barrier set and
-    # one modulation load). None: 2 for fp32 x at 1024 < D <= 1536 (fwd_rows_per_thread), and
-    # through fwd_many for bf16 x at launches of >= fwd_many_rows rows. Correct at every width
-    fwd_rpt: int | None = None
-
-    @property
-    def fwd_warp_row(self) -> bool:  # the measured row-per-warp forward (see fwd_ept)
-        # bf16 y only, where it was measured (f16 x beside fp32 modulation spills 4 bytes on sm_80)
-        return self.fwd_ept is None and self.ty == "bf16" and 1024 < self.D <= 1536
-
-    @property
-    def fwd_many(self) -> KernelConfig | None:
-        """The forward for launches of fwd_many_rows rows or more, where another one is faster
-        there than at fewer rows: two rows per row group (adaln_fwd_r2, 16 elements per thread,
-        64 registers) for bf16 x, fp32 per-sample modulation, bf16 y at 1024 < D <= 3072 and
-        fp32 y at 1024 < D <= 1536 (at fewer rows it is slower)."""
-        default = self.fwd_ept is None and self.fwd_regs is None and self.fwd_pf is None
-        default = default and self.fwd_rpt is None
-        widest = {"bf16": 3072, "float": 1536}.get(self.ty, 0)
-        kind = self._bf16_x_fp32_mod and self.mode == MODE_SAMPLE and 1024 < self.D <= widest
-        if self.fwd_many_rows is None or not default or not kind:
-            return None
-        return replace(self, fwd_rpt=2, fwd_ept=16, fwd_regs=64)
-
-    def fwd_launch(self, vector: bool, rows: int) -> KernelConfig:
-        """The configuration whose fwd(vector) runs a launch of `rows` rows (B * N): fwd_many's
-        for aligned launches of at least fwd_many_rows rows, where there is one, else this."""
-        many = self.fwd_many if vector else None
-        return many if many and rows >= self.fwd_many_rows else self
-
-    @property
-    def fwd_wide_on(self) -> bool:  # see fwd_wide
-        if self.fwd_wide is not None:
-            return self.fwd_wide and self.fwd_ept is None
-        if self.fwd_ept is not None or self.tx == "float":
-            return False
-        return 192 < _threads_per_row(self.D, 4, 16) <= 320  # 4-element loads, 16 per thread
-
-    @property
-    def fwd_elems(self) -> int:  # forward: elements per thread
-        if self.fwd_warp_row:
-            return 48
-        return 32 if self.fwd_wide_on else self.fwd_ept or 16
-
-    @property
-    def fwd_cap(self) -> int:  # forward: register cap per thread (0: none)
-        if self.fwd_regs is not None:
-            return self.fwd_regs
-        if self.fwd_warp_row:
-            return 128
-        if self.fwd_wide_on:
-            return 96
-        one_row = self.fwd_rows == 1 and self.fwd_threads == 192
-        sample = self.mode == MODE_SAMPLE and self.tm == "float"
-        f32y = self.ty == "float" and self.tx != "float" and one_row and sample
-        return self.fwd_f32y_regs if f32y else 64
-
-    @property
-    def fwd_prefetch(self) -> bool:
-        return self.ty != "float" if self.fwd_pf is None else self.fwd_pf
-
-    @property
-    def bwd_prefetch(self) -> bool:
-        """Past 5120 elements per CTA (D > 5120 at one row per CTA) the register cap of
-        65536 / threads leaves no room for a second row: ptxas spills (D = 8192), so no prefetch.
-        (At 16 elements per thread: at most 320 threads.)"""
-        return self.bwd_pf and self.bwd_rows * self.D <= 5120 and not self.bwd_sm2_on
-
-    @property
-    def bwd_sm2_on(self) -> bool:  # see bwd_sm2
-        if self.bwd_sm2 is not None:
-            return self.bwd_sm2
-        one_row = self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
-        return self.tx != "float" and self.ty == "float" and self.mode == MODE_SAMPLE and one_row
-
-    @property
-    def bwd_r7(self) -> bool:
-        """The shared-memory backward (column sums and multiplier in shared memory, 3 CTAs of
-        <= 192 threads): 16-bit x and dy, per-sample modulation, rows of <= 192 threads per CTA;
-        at 192 < threads <= 320 (D = 5120) only with its arrays in dynamic shared memory under a
-        2-CTA cap (bwd_dyn_on). fp32 dy keeps the register sums (slower with shared ones)."""
-        if not self._r7_kind:
-            return False
-        return self.bwd_threads <= 192 or (self.bwd_threads <= 320 and self.bwd_dyn_on)
-
-    @property
-    def _r7_kind(self) -> bool:  # 16-bit x and dy, per-sample modulation
-        return "float" not in (self.tx, self.ty) and self.mode == MODE_SAMPLE
-
-    @property
-    def bwd_dyn_on(self) -> bool:
-        """bwd_r7's arrays in dynamic shared memory under a 2-CTA cap, where they pass the
-        static 48 KB: 16-bit x and dy, per-sample, one row of 192 < threads <= 320 per CTA."""
-        if self.bwd_dyn is not None:
-            return self.bwd_dyn
-        return self._r7_kind and self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
-
-    def _auto(self, field: bool | None) -> bool:
-        return self.bwd_r7 if field is None else field
-
-    @property
-    def bwd_red_bytes(self) -> int:
-        """Static shared memory of the backward's row reductions (Red<RT> in adaln_common.cuh)."""
-        warps = self.bwd_rt // 32 if self.bwd_rt > 32 else 1
-        return 4 * self.bwd_rows * 2 * 2 * warps
+    fwd_mreg = False  # forward (prefetching): per-sample modulation kept in registers
+    fwd_named = False  # forward without prefetch: a named barrier per row group
+    fwd_ilv = True  # persistent kernels: row blocks interleaved over the CTAs (one window)
+    bwd_ilv = True
+    bwd_pdl = True  # fused backward: the finalize as a programmatic dependent launch (sm_90)
+    bwd_lean = True  # kernels/adaln_bwd.cu LEAN: fewer instructions, bitwise the same gradients
+    bwd_early = True  # kernels/adaln_bwd.cu EARLY: the first row's loads before the multiplier
+    bwd_carve = None  # carveout %; None: sized to the CTAs (bwd_carveout)
+    fwd_many_rows: int | None = MANY_ROWS
 
     @property
     def vec(self) -> int:  # elements of x in one 16-byte load
         return 4 if self.tx == "float" else 8
 
     @property
-    def rt(self) -> int:
-        """Threads per row of the default kernels: about 16 elements per thread."""
-        return _threads_per_row(self.D, self.vec, 16)
-
-    @property
-    def rows(self) -> int:  # rows per CTA, ~256 threads per CTA
-        return max(1, 256 // self.rt)
-
-    @property
-    def threads(self) -> int:
-        return self.rt * self.rows
-
-    @property
-    def fwd_vec(self) -> int:  # elements of x per vector load in the forward
-        if self.fwd_lv is not None:
-            return min(self.fwd_lv or self.vec, self.vec)
-        if self.fwd_rows_per_thread == 2:  # adaln_fwd_r2: threads as for 16-byte loads (its
-            return self.vec  # own load width is fwd_pair_vec)
-        rt = _threads_per_row(self.D, self.vec, self.fwd_elems)
-        one_row = 256 // rt <= 1
-        return 4 if rt >= 32 and (self.ty != "float" or one_row) else self.vec
-
-    @property
     def fwd_rt(self) -> int:
-        return _threads_per_row(self.D, self.fwd_vec, self.fwd_elems)
+        return threads_per_row(self.D, self.fwd_vec, self.fwd_elems)
 
     @property
     def fwd_rows(self) -> int:  # row groups per CTA, ~256 threads per CTA
@@ -267,12 +201,30 @@ class KernelConfig:
     def fwd_threads(self) -> int:
         return self.fwd_rt * self.fwd_rows
 
+    def fwd_launch(self, vector: bool, rows: int):
+        """The configuration whose fwd(vector) runs a launch of `rows` rows (B * N): fwd_many's
+        for aligned launches of at least fwd_many_rows rows, where there is one, else this."""
+        many = self.fwd_many if vector else None
+        return many if many and rows >= self.fwd_many_rows else self
+
+    def fwd(self, vector: bool) -> str:
+        head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
+        lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
+        # the register cap as the CTAs per SM it allows; none past 320 threads per CTA
+        # (D > 5120), where 64 registers spill
+        capped = self.fwd_cap and self.fwd_threads <= 320
+        nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
+        if self.fwd_pair(vector):
+            return f"adaln_fwd_r2<{head}{_trailing([nb, str(self.fwd_pair_vec)], ['1', '0'])}>"
+        if vector and self.fwd_prefetch:
+            tail = [_b(self.fwd_mreg), nb, lv, _b(self.fwd_ilv)]
+            return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
+        tail = [_b(vector), lv, nb, _b(self.fwd_named)]
+        return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
+
     @property
-    def bwd_rt(self) -> int:
-        """Past 640 threads per row (D = 8192 at 8 elements) the backward's register cap of
-        65536 / 1024 = 64 spills: such rows keep 16 elements per thread."""
-        rt = _threads_per_row(self.D, self.vec, self.bwd_ept)
-        return rt if rt <= 640 else _threads_per_row(self.D, self.vec, 16)
+    def bwd_rt(self) -> int:  # threads per row of the backward: 16 elements per thread
+        return threads_per_row(self.D, self.vec, 16)
 
     @property
     def bwd_rows(self) -> int:
@@ -281,6 +233,12 @@ class KernelConfig:
     @property
     def bwd_threads(self) -> int:
         return self.bwd_rt * self.bwd_rows
+
+    @property
+    def bwd_red_bytes(self) -> int:
+        """Static shared memory of the backward's row reductions (Red<RT> in adaln_common.cuh)."""
+        warps = self.bwd_rt // 32 if self.bwd_rt > 32 else 1
+        return 4 * self.bwd_rows * 2 * 2 * warps
 
     @property
     def bwd_part_width(self) -> int:
@@ -294,118 +252,36 @@ class KernelConfig:
         """Element slots of a CTA's row groups (the padded row, thread-major: bwd_part_width)."""
         return self.bwd_part_width * self.bwd_rows
 
-    @property
-    def bwd_sacc_on(self) -> bool:
-        """Shared-memory column sums: 2 fp32 per element slot of every row group, beside the row
-        reductions, under the 48 KB of static shared memory (100 KB of dynamic with bwd_dyn);
-        else the register sums are kept."""
-        on = self._auto(self.bwd_sacc) or self.bwd_sm2_on
-        return on and 8 * self.bwd_slots + self.bwd_red_bytes <= self._smem
-
-    @property
-    def _smem(self) -> int:  # shared memory a backward CTA may use for its sums and multiplier
-        return (100 if self.bwd_dyn_on else 48) * 1024
-
     def bwd_dyn_bytes(self, accum: bool) -> int:
-        """Dynamic shared memory of the backward launch (bwd_dyn): the multiplier rows, then the
-        column-sum rows (kernels/adaln_bwd.cu DYN); 0 without bwd_dyn."""
+        """Dynamic shared memory of the backward launch: the multiplier rows, then the column-sum
+        rows (kernels/adaln_bwd.cu DYN); 0 without dynamic shared arrays. The D-tile pass's dx
+        kernel (accum False) keeps no sums."""
         if not self.bwd_dyn_on or self.mode == MODE_TOKEN:
             return 0
         return 4 * self.bwd_slots * (self.bwd_msh_on + 2 * (self.bwd_sacc_on and accum))
 
-    def fwd(self, vector: bool) -> str:
-        head = f"{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.fwd_rt}, {self.fwd_rows}, {self.mode}"
-        lv = str(self.fwd_vec if vector and self.fwd_vec != self.vec else 0)
-        # register cap: the CTAs per SM that fwd_cap registers per thread allow; none past 320
-        # threads per CTA (D > 5120), where 64 registers spill (as in bwd_prefetch)
-        capped = self.fwd_cap and self.fwd_threads <= 320
-        nb = str(max(1, 65536 // (self.fwd_cap * self.fwd_threads)) if capped else 1)
-        if self.fwd_pair(vector):
-            plv = str(self.fwd_pair_vec)
-            return f"adaln_fwd_r2<{head}{_trailing([nb, plv], ['1', '0'])}>"
-        if vector and self.fwd_prefetch:
-            tail = [str(self.fwd_mreg).lower(), nb, lv, str(self.fwd_ilv).lower()]
-            return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
-        tail = [str(vector).lower(), lv, nb, str(self.fwd_named).lower()]
-        return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
-
-    @property
-    def fwd_rows_per_thread(self) -> int:  # see fwd_rpt
-        if self.fwd_rpt is not None:
-            return self.fwd_rpt
-        fp32 = self.tx == self.tm == self.ty == "float"
-        return 2 if fp32 and self.mode == MODE_SAMPLE and 1024 < self.D <= 1536 else 1
-
-    @property
-    def fwd_pair_vec(self) -> int:  # see fwd_pair_lv: adaln_fwd_r2's LV (0: 16-byte loads)
-        lv = self.fwd_pair_lv
-        if lv is None:
-            lv = 4 if self.vec == 8 and self.D <= 1536 else 0
-        return lv if 0 < lv < self.vec else 0
-
-    def fwd_pair(self, vector: bool) -> bool:  # see fwd_rpt
-        return vector and self.fwd_rows_per_thread == 2 and self.mode != MODE_TOKEN
-
-    @property
-    def bwd_msh_on(self) -> bool:
-        """The multiplier in shared memory: 4 bytes per element slot of every row group, beside
-        the shared column sums (8 bytes) and the row reductions, under the same limit."""
-        used = self.bwd_red_bytes + (8 * self.bwd_slots if self.bwd_sacc_on else 0)
-        fits = used + 4 * self.bwd_slots <= self._smem
-        return self._auto(self.bwd_msh) and self.mode != MODE_TOKEN and fits
-
-    @property
-    def _bf16_x_fp32_mod(self) -> bool:  # where rounds 14 and 17 measured (f16 x or mod spills)
-        return self.tx == "bf16" and self.tm == "float"
-
-    def bwd_svec_on(self, vector: bool) -> bool:  # see bwd_svec: the shared arrays as words
-        on = self._bf16_x_fp32_mod if self.bwd_svec is None else self.bwd_svec
-        narrow = self.bwd_rt <= 96 or self.bwd_remat_on(vector)  # wider rows spill without RM
-        return on and (self.bwd_sacc_on or self.bwd_msh_on) and narrow
-
-    def bwd_remat_on(self, vector: bool) -> bool:  # see bwd_remat; needs the packed row (PF)
-        wanted = self.bwd_rt > 96 if self.bwd_remat is None else self.bwd_remat
-        kind = self._r7_kind and self._bf16_x_fp32_mod
-        return kind and wanted and self.bwd_prefetch and vector
-
-    @property
-    def bwd_ctas(self) -> int:
-        """CTAs per SM the backward is compiled for (__launch_bounds__ min blocks)."""
-        minb = self.bwd_minb if self.bwd_sacc_on or not self._auto(self.bwd_sacc) else 1
-        if self.bwd_sm2_on and self.bwd_sacc_on:
-            minb = max(minb, 2)
-        if self._auto(self.bwd_occ) and "float" not in (self.tx, self.ty):
-            # 96 registers without spills (16-bit x and dy; fp32 dy spills): 3 CTAs of <= 192
-            # threads, or with the shared arrays in dynamic memory 2 of <= 320 (D = 5120)
-            if self.bwd_threads <= 192:
-                minb = max(minb, 3)
-            elif self.bwd_dyn_on and self.bwd_threads <= 320:
-                minb = max(minb, 2)
-        return minb
-
     def bwd_carveout(self, accum: bool) -> int:
-        """Carveout % for a dynamic-shared backward launch: bwd_carve, or (None) the smallest
-        that holds bwd_ctas CTAs of dynamic + static shared memory + the 1 KB the driver reserves
-        per CTA, of the 228 KB an H100/H200 SM has (the driver rounds up to a size it supports)."""
+        """Carveout % for a dynamic-shared backward launch: the smallest that holds bwd_ctas CTAs
+        of dynamic + static shared memory + the 1 KB the driver reserves per CTA, of the 228 KB
+        an H100/H200 SM has (the driver rounds up to a size it supports); L1 keeps the rest."""
         if self.bwd_carve is not None:
             return self.bwd_carve
         need = self.bwd_ctas * (self.bwd_dyn_bytes(accum) + self.bwd_red_bytes + 1024)
         return min(100, -(-100 * need // (228 * 1024)))
 
     def bwd(self, vector: bool, accum: bool) -> str:
-        minb = self.bwd_ctas
-        tail = [str(minb), str(self.bwd_sacc_on).lower(), str(self.bwd_prefetch and vector).lower()]
-        tail.append(str(self.bwd_msh_on).lower())
-        tail.append(str(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)).lower())
-        tail.append(str(self.bwd_svec_on(vector)).lower())
-        tail.append(str(self.bwd_remat_on(vector)).lower())
-        # not on the unaligned fallback: there it spills 4 bytes on sm_80 at D = 4100 (fp32 dy)
-        tail.append(str(self.bwd_ilv and vector).lower())
-        tail.append(str(self.bwd_pdl and accum and self.mode != MODE_TOKEN).lower())
-        tail += [str(self.bwd_lean).lower(), str(self.bwd_early and self.bwd_prefetch).lower()]
+        pf = self.bwd_prefetch and vector
+        tail = [str(self.bwd_ctas), _b(self.bwd_sacc_on), _b(pf), _b(self.bwd_msh_on)]
+        tail.append(_b(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)))
+        tail += [_b(self.bwd_svec_on(vector)), _b(self.bwd_remat_on(vector))]
+        # interleaved rows not on the unaligned fallback: there they spill 4 bytes on sm_80 at
+        # D = 4100 (fp32 dy); the finalize exists only for accumulating, non-token launches
+        tail.append(_b(self.bwd_ilv and vector))
+        tail.append(_b(self.bwd_pdl and accum and self.mode != MODE_TOKEN))
+        tail += [_b(self.bwd_lean), _b(self.bwd_early and self.bwd_prefetch)]
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
-            f"{self.bwd_rows}, {self.mode}, {str(vector).lower()}, {str(accum).lower()}"
+            f"{self.bwd_rows}, {self.mode}, {_b(vector)}, {_b(accum)}"
             f"{_trailing(tail, BWD_DEFAULTS)}>"
         )
 
@@ -429,6 +305,86 @@ class KernelConfig:
         return out
 
 
+@dataclass(frozen=True)
+class KernelConfig(KernelNames):
+    """One NVRTC program of the shipped op: dtypes (C++ names "float" | "bf16" | "f16"), D and
+    mode, with its designs from FORWARD and BACKWARD. `large`: the configuration of the forward
+    for launches of >= MANY_ROWS rows (fwd_many), where the row has one."""
+
+    tx: str
+    tm: str
+    ty: str
+    D: int
+    mode: int
+    large: bool = False
+
+    @functools.cached_property
+    def _fwd_row(self) -> Row:
+        return lookup(FORWARD, self.tx, self.tm, self.ty, self.D, self.mode)
+
+    @functools.cached_property
+    def _bwd(self) -> Bwd:
+        return lookup(BACKWARD, self.tx, self.tm, self.ty, self.D, self.mode).design
+
+    @property
+    def _fwd(self) -> Fwd:
+        return self._fwd_row.many if self.large else self._fwd_row.design
+
+    @property
+    def fwd_many(self) -> KernelConfig | None:
+        return replace(self, large=True) if self._fwd_row.many and not self.large else None
+
+    @property
+    def fwd_vec(self) -> int:  # elements of x per vector load in the forward
+        return self._fwd.load or self.vec
+
+    @property
+    def fwd_elems(self) -> int:
+        return self._fwd.ept
+
+    @property
+    def fwd_cap(self) -> int:
+        return self._fwd.regs
+
+    @property
+    def fwd_prefetch(self) -> bool:
+        return self._fwd.kernel == "prefetch"
+
+    def fwd_pair(self, vector: bool) -> bool:
+        return vector and self._fwd.kernel == "pair" and self.mode != MODE_TOKEN
+
+    @property
+    def fwd_pair_vec(self) -> int:
+        return self._fwd.pair_load
+
+    @property
+    def bwd_ctas(self) -> int:
+        return self._bwd.ctas
+
+    @property
+    def bwd_sacc_on(self) -> bool:
+        return self._bwd.sums
+
+    @property
+    def bwd_msh_on(self) -> bool:
+        return self._bwd.mult
+
+    @property
+    def bwd_dyn_on(self) -> bool:
+        return self._bwd.dynamic
+
+    @property
+    def bwd_prefetch(self) -> bool:
+        return self._bwd.prefetch
+
+    def bwd_svec_on(self, vector: bool) -> bool:
+        # without recomputation (the fallback has no packed row) wider rows spill the words
+        return self._bwd.words and (vector or not self._bwd.remat)
+
+    def bwd_remat_on(self, vector: bool) -> bool:
+        return self._bwd.remat and vector
+
+
 def all_configs(widths=(64, 1000, 1536, 3072, 4100, 5120, 8192)) -> list[KernelConfig]:
     """Every (dtype, modulation dtype, output dtype, D, mode) the tests and benchmark use."""
     out = set()
@@ -436,6 +392,6 @@ def all_configs(widths=(64, 1000, 1536, 3072, 4100, 5120, 8192)) -> list[KernelC
         for tm in ("float", tx):
             for ty in (tx, "float"):
                 for D in widths:
-                    for mode in (MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE):
+                    for mode in ALL_MODES:
                         out.add(KernelConfig(tx, tm, ty, D, mode))
     return sorted(out, key=str)
