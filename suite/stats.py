@@ -42,6 +42,25 @@ def _spearman(x, y, axis=-1):
     return _pearson(stats.rankdata(x, axis=axis), stats.rankdata(y, axis=axis), axis=axis)
 
 
+def percentile_ci(
+    samples, stat, *, paired: bool, seed: int = 0, n_resamples: int = N_RESAMPLES
+) -> tuple[float, float]:
+    """The seeded 95% percentile-bootstrap interval of the vectorized `stat(*samples, axis=-1)`
+    (scipy.stats.bootstrap); `paired` resamples the same indices of every sample."""
+    res = stats.bootstrap(
+        tuple(samples),
+        stat,
+        paired=paired,
+        vectorized=True,
+        n_resamples=n_resamples,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    lo, hi = res.confidence_interval
+    return float(lo), float(hi)
+
+
 def _with_ci(stat, x, y, seed: int, n_resamples: int) -> tuple[float, float, float]:
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim != 1:
@@ -51,18 +70,7 @@ def _with_ci(stat, x, y, seed: int, n_resamples: int) -> tuple[float, float, flo
     r = float(stat(x, y))
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan, math.nan, math.nan
-    res = stats.bootstrap(
-        (x, y),
-        stat,
-        paired=True,
-        vectorized=True,
-        n_resamples=n_resamples,
-        confidence_level=0.95,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    lo, hi = res.confidence_interval
-    return r, float(lo), float(hi)
+    return (r, *percentile_ci((x, y), stat, paired=True, seed=seed, n_resamples=n_resamples))
 
 
 def pearson_ci(x, y, seed: int = 0, n_resamples: int = N_RESAMPLES) -> tuple[float, float, float]:
@@ -114,18 +122,7 @@ def bootstrap_ci(
     if any(x.ndim != 1 or len(x) < 2 for x in xs):
         raise ValueError(f"each sample must be 1-D with >= 2 values, got {[x.shape for x in xs]}")
     value = float(stat(*xs, axis=-1))
-    res = stats.bootstrap(
-        xs,
-        stat,
-        paired=False,
-        vectorized=True,
-        n_resamples=n_resamples,
-        confidence_level=0.95,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    lo, hi = res.confidence_interval
-    return value, float(lo), float(hi)
+    return (value, *percentile_ci(xs, stat, paired=False, seed=seed, n_resamples=n_resamples))
 
 
 def _geomean_median_ratio(*xs, axis=-1):

@@ -6,29 +6,13 @@
 # epilogue_bench.csv; prints the table last.
 #   usage (device tool): OUT=$OUT bash tools/gpu_epilogue.sh [--quick]
 set -o pipefail
-OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
-fi
-# the worktree first: a staged suite wheel must not shadow the code under test
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:/tmp/site"
-T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+. "$(dirname "$0")/gpu_common.sh"
 
 stamp "environment"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv
-python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
-print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
-'nvrtc', nvrtc.nvrtcVersion()[1:])"
-git rev-parse HEAD 2>/dev/null || echo "git: no repository here"
+gpu_env
 
 stamp "NVRTC prebuild"
-timeout 120 python3 -c "
-import time; t = time.time()
-from suite.ops.epilogue_cuda import prebuild, shipped_configs
-from suite.cuda.launch import device_arch
-n = prebuild(shipped_configs(), device_arch(0), workers=14)
-print(n, 'programs for', device_arch(0), f'in {time.time() - t:.1f} s')"
+gpu_prebuild suite.ops.epilogue_cuda shipped_configs
 
 stamp "tests (GPU and CPU)"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_epilogue_gpu.py \

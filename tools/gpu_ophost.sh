@@ -11,31 +11,13 @@
 # Writes under $OUT: env.txt, tests.log, junit.xml, host_path_gpu.csv, host_bench.log,
 # bandwidth.csv, bandwidth.log; prints a short table last.
 set -uo pipefail
-OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
-T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || echo "wheel install failed"
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1
+. "$(dirname "$0")/gpu_common.sh"
 
 stamp "environment" | tee "$OUT/env.txt"
-{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv
-  python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
-print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
-'nvrtc', nvrtc.nvrtcVersion()[1:])"
-  echo "commit ${SUITE_GIT_SHA:-unknown}"; lscpu | grep -m1 "Model name"; } 2>&1 | tee -a "$OUT/env.txt"
+{ gpu_env; lscpu | grep -m1 "Model name"; } 2>&1 | tee -a "$OUT/env.txt"
 
 stamp "NVRTC prebuild"
-timeout 150 python3 -c "
-import time; t=time.time()
-from suite.ops.fused_cuda import prebuild, all_configs
-from suite.cuda.launch import device_arch
-n = prebuild(all_configs(), device_arch(0), workers=15)
-print(n, 'programs for', device_arch(0), f'in {time.time()-t:.1f} s')" 2>&1 | tail -3
+gpu_prebuild suite.ops.fused_cuda all_configs 2>&1 | tail -3
 
 stamp "GPU tests"
 timeout 170 python3 -m pytest -q -p no:cacheprovider -rfEs --junitxml="$OUT/junit.xml" \

@@ -7,26 +7,12 @@
 #   usage (device tool, carry .whl): OUT=$OUT bash tools/gpu_table.sh
 # Writes under $OUT: env.txt, tests.log, junit_op.xml, junit_lab.xml; prints a short table last.
 set -uo pipefail
-OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
-T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || echo "wheel install failed"
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,driver_version --format=csv
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-  git log -1 --format='commit %H' 2>/dev/null; } > "$OUT/env.txt" 2>&1
+. "$(dirname "$0")/gpu_common.sh"
+gpu_env > "$OUT/env.txt" 2>&1
 
 stamp "NVRTC prebuild"
-timeout 120 python3 -c "
-import time; t=time.time()
-from suite.ops.fused_cuda import prebuild, all_configs
-from suite.cuda.launch import device_arch
-print(prebuild(all_configs(), device_arch(0), workers=15), 'programs', f'{time.time()-t:.1f} s')"
+gpu_prebuild suite.ops.fused_cuda all_configs
+
 
 stamp "op GPU tests (table)"
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_adaln_gpu.py \

@@ -13,13 +13,9 @@
 # shapes' tables are written already). Every step is under `timeout`, so it ends by ~8.5 min.
 # $OUT: gpu.txt, pytest.log, e2e.log, e2e/e2e_{steps,memory,profile}.csv; the table prints last.
 set -o pipefail
-export PYTHONUNBUFFERED=1
 OUT=${OUT:-reports/runs/gpu_wan}
+. "$(dirname "$0")/gpu_common.sh"
 mkdir -p "$OUT/e2e"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl
-rm -rf /tmp/site/suite  # a staged suite wheel must not shadow this tree's code
-export PYTHONPATH=/tmp/site:$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 python3 -c 'import torch, diffusers, suite; print("torch", torch.__version__, "cuda",
   torch.version.cuda, "diffusers", diffusers.__version__, "suite", suite.__file__)' | tee -a "$OUT/gpu.txt"

@@ -317,23 +317,20 @@ def _tables(out: dict) -> dict[str, pd.DataFrame]:
 def paired_speedup(base: np.ndarray, new: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
     """mean(base) / mean(new) over paired repeats, with a seeded paired percentile bootstrap
     95% CI (NaN with fewer than 3 pairs)."""
-    from scipy import stats
+    from suite.stats import percentile_ci
 
     base, new = np.asarray(base, float), np.asarray(new, float)
     value = float(base.mean() / new.mean())
     if len(base) < 3:
         return value, float("nan"), float("nan")
-    res = stats.bootstrap(
+    lo, hi = percentile_ci(
         (base, new),
         lambda b, n, axis=-1: b.mean(axis=axis) / n.mean(axis=axis),
         paired=True,
-        vectorized=True,
+        seed=seed,
         n_resamples=2000,
-        confidence_level=0.95,
-        method="percentile",
-        rng=np.random.default_rng(seed),
     )
-    return value, float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return value, lo, hi
 
 
 def _metric_key(variant: str, shape: str) -> str:

@@ -23,6 +23,7 @@ import torch
 
 from suite.ops import epilogue_reference as ref
 from suite.ops.epilogue import residual_norm, rms_norm
+from suite.timing import cuda_event_median_ms
 
 SHAPES = [(1, N, D) for N in (4096, 32760, 75600) for D in (1536, 3072, 5120)]
 QUICK = [(1, 4096, 1536), (1, 32760, 3072)]
@@ -36,18 +37,8 @@ def floor_bytes(op: str, pas: str, E: int, s: int = 2) -> int:
 
 
 def timed(fn, reps: int, warmup: int = 5) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b))
-    return out
+    """Raw CUDA-event samples (ms) of fn() after warm-up (suite.timing's protocol)."""
+    return cuda_event_median_ms(fn, warmup=warmup, repeat=reps)[1]
 
 
 def copy_ms(nbytes: int, reps: int) -> float:
