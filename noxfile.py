@@ -48,6 +48,10 @@ def _link_outer_packages(session: nox.Session) -> None:
     purelib = out.strip()
     # addsitedir, not a bare path: the .pth files there run too (an editable torch's finder)
     lines = [f"import site; site.addsitedir({d!r})" for d in _outer_site_dirs()]
+    # and their prefixes in site.PREFIXES: tools that look for files through
+    # site.getsitepackages() (cuda-pathfinder finding libnvrtc in nvidia-cuda-nvrtc) see them too
+    # (one statement: a .pth line runs in exec, where a comprehension cannot see `site`)
+    lines.append(f"import site; site.PREFIXES.extend({site.PREFIXES!r})")
     Path(purelib, "_nox_outer_packages.pth").write_text("\n".join(lines) + "\n")
     if importlib.util.find_spec("torch") is None and not (SHARED_TORCH / "torch").is_dir():
         session.log(f"no torch in {sys.executable}: installing one, once, into {SHARED_TORCH}")
