@@ -45,7 +45,12 @@ def _assert_match(ref, new, inputs, dtype):
     assert g_r.keys() == g_n.keys()
     for k in g_r:
         assert g_n[k] is not None, k
-        scale = g_r[k].abs().max().clamp_min(1e-30)  # a gradient's tolerance is relative to it
+        # A gradient's tolerance is relative to its own size, except a key bias's: softmax is
+        # invariant to adding q.b to every logit of a query, so its true gradient is exactly 0 and
+        # both runs hold rounding noise only (seen in bf16 on the H200); it is held to the scale
+        # of its weight's gradient instead.
+        own = k.removesuffix("to_k.bias") + "to_k.weight" if k.endswith("to_k.bias") else k
+        scale = g_r[own].abs().max().clamp_min(1e-30)
         torch.testing.assert_close(g_n[k], g_r[k], rtol=rtol, atol=atol * scale, msg=k)
 
 
