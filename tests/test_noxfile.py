@@ -34,10 +34,17 @@ def test_reproduce_rejects_a_bad_process_count(bad):
         noxfile._torchrun_args(bad)
 
 
-def test_sessions_see_the_torch_of_the_interpreter_running_nox():
-    """The venvs' .pth lists this interpreter's own site-packages (a venv's, not its base's), so
-    the torch it has is the one every session imports and pip never installs another."""
-    import torch
+def test_sessions_see_the_packages_of_the_interpreter_running_nox(monkeypatch):
+    """The venvs' .pth lists the running interpreter's own site-packages (a venv's, not its
+    base's), and the shared .nox/torch only when that interpreter has no torch of its own.
+    (Inside a nox session this interpreter is the session's, whose torch may be the shared one.)"""
+    import site
 
-    assert str(Path(torch.__file__).parents[1]) in noxfile._outer_site_dirs()
-    assert str(noxfile.SHARED_TORCH) not in noxfile._outer_site_dirs()  # it has one
+    dirs = noxfile._outer_site_dirs()
+    assert set(site.getsitepackages()) <= set(dirs)
+    assert str(noxfile.SHARED_TORCH) not in dirs  # this interpreter imports a torch
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
+    assert str(noxfile.SHARED_TORCH) in noxfile._outer_site_dirs()
