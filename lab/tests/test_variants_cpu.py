@@ -12,21 +12,11 @@ from lab.kernel_rules import RuleConfig
 from lab.variants import variant_config
 from suite.cuda.compile import compile_program
 from suite.ops.fused_cuda import KernelConfig
+from tests.test_adaln_kernels_cpu import WIDE_CASES
 
 MAIN = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
-VARIANT_CASES = [
-    (("bf16", "float", "bf16"), 1536, 0),
-    (("bf16", "float", "float"), 5120, 0),
-    (("bf16", "float", "float"), 1536, 0),
-    (("bf16", "float", "float"), 3072, 0),
-    (("float", "float", "float"), 3072, 0),
-    (("bf16", "bf16", "bf16"), 1000, 1),
-    (("bf16", "float", "bf16"), 1000, 0),  # round 7's shared multiplier must not overflow 48 KB
-    (("bf16", "float", "bf16"), 3072, 0),
-    (("bf16", "float", "bf16"), 5120, 0),  # bwd-dyn5: 96 registers under the 2-CTA cap
-    (("f16", "f16", "f16"), 4100, 2),
-    (("bf16", "float", "bf16"), 8192, 0),
-]
+# the shipped op's wide cases: where a variant's registers, shared memory or spills bite
+VARIANT_CASES = WIDE_CASES
 
 
 def v(cfg: KernelConfig | RuleConfig, *names: str) -> RuleConfig:
