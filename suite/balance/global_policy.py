@@ -162,6 +162,55 @@ class GlobalPolicy:
     name: str = "global"
     _timings: list = field(default_factory=list, compare=False, repr=False)
 
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int):
+        """One epoch as a Plan (suite.balance.plan): the epoch's shuffled stream, seeded by
+        (seed, epoch), cut into steps of equal predicted cost, each planned by `plan_step`
+        (deferred samples go to the front of the next step, none past the epoch's end); each
+        rank's samples packed into micro-batches of <= M_mem tokens (`micro_batches`), then
+        regrouped into model batches of one length (`same_length_batches`), weight = tokens /
+        the step's global tokens. Needs `planner` (the cost model a user fitted)."""
+        from suite.balance.plan import Plan
+
+        if self.planner is None:
+            raise ValueError("GlobalPolicy.epoch_plan needs planner= (a fitted cost model)")
+        tokens = np.asarray(tokens, np.int64)
+        if tokens.max() > self.m_mem:
+            raise ValueError(f"a sample of {tokens.max()} tokens exceeds M_mem = {self.m_mem:.0f}")
+        R = world
+        a, b, p = float(self.planner.fixed_s), float(self.planner.b), float(self.planner.p)
+
+        def cost(S):
+            return b * S.astype(float) ** p + a * S / self.m_mem
+
+        per_rank = self.samples_per_rank or self.m_mem / tokens.mean()
+        n = max(1, int(round(per_rank * R)))
+        q = np.random.default_rng([seed, epoch]).permutation(len(tokens))
+        age = np.zeros(len(q), np.int64)
+        budget = n * float(cost(tokens).mean())
+        steps, weights = [], []
+        while len(q):
+            c = cost(tokens[q])
+            c[deferrable(c, age, budget / R, self.max_defer, self.defer_above)] = 0
+            take = min(int(np.searchsorted(np.cumsum(c), budget)) + 1, len(q))
+            if take == len(q):  # the epoch's last step: nothing may be deferred past the end
+                age[:] = self.max_defer
+            idx, a_idx, q, age = q[:take], age[:take], q[take:], age[take:]
+            pl = plan_step(
+                tokens[idx], a_idx, R, a, b, p, self.m_mem, self.max_defer, self.defer_above,
+                target=budget / R, method=self.method,
+            )  # fmt: skip
+            run = idx[pl.run]
+            g = int(tokens[run].sum())
+            ranks = [
+                same_length_batches(micro_batches(run[pl.owner == r], tokens, self.m_mem), tokens)
+                for r in range(R)
+            ]
+            steps.append(ranks)
+            weights.append([[len(mb) * int(tokens[mb[0]]) / g for mb in mbs] for mbs in ranks])
+            q = np.concatenate([idx[pl.deferred], q])
+            age = np.concatenate([a_idx[pl.deferred] + 1, age])
+        return Plan.from_micro_batches(R, steps, weights, self.name)
+
     def candidates_per_step(self, buckets: pd.DataFrame, ranks: int) -> int:
         share = buckets["share"].to_numpy(float)
         mean_s = float(np.dot(share / share.sum(), buckets["S"].to_numpy(float)))
@@ -286,6 +335,26 @@ def micro_batches(indices, tokens, m_mem: float) -> list[list[int]]:
             bins.append([int(i)])
             room.append(m_mem - tokens[i])
     return bins
+
+
+def same_length_batches(micro_batches, tokens, cap: float | None = None) -> list[list[int]]:
+    """A rank's samples regrouped into model batches of one sequence length each (longest first),
+    of at most `cap` tokens (default: the rank's largest micro-batch, so no batch needs more
+    memory than the packing's). Fewer forward passes than running each mixed micro-batch as its
+    own sub-batches; the rank's samples, hence its gradient contribution, are the same."""
+    idx = [int(i) for mb in micro_batches for i in mb]
+    if not idx:
+        return []
+    if cap is None:
+        cap = max(int(sum(tokens[i] for i in mb)) for mb in micro_batches)
+    groups: dict[int, list[int]] = {}
+    for i in idx:
+        groups.setdefault(int(tokens[i]), []).append(i)
+    out = []
+    for s in sorted(groups, reverse=True):
+        per = max(1, int(cap // s))
+        out += [groups[s][k : k + per] for k in range(0, len(groups[s]), per)]
+    return out
 
 
 @dataclass(frozen=True)

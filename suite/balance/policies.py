@@ -22,8 +22,17 @@ def _floor_div(budget: float, denom: np.ndarray) -> np.ndarray:
     return np.floor(budget / denom * (1 + 1e-12)).astype(np.int64)
 
 
+class _BucketPolicy:
+    """A policy that fixes B per bucket: its plan is the bucket sampler's (suite.balance.plan)."""
+
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int):
+        from suite.balance.plan import bucket_epoch_plan
+
+        return bucket_epoch_plan(tokens, self.batch_size, world, seed, epoch, self.name)
+
+
 @dataclass(frozen=True)
-class EqualToken:
+class EqualToken(_BucketPolicy):
     """B = max(1, floor(m_tok / S))."""
 
     m_tok: float
@@ -35,7 +44,7 @@ class EqualToken:
 
 
 @dataclass(frozen=True)
-class DualConstraint:
+class DualConstraint(_BucketPolicy):
     """B = max(1, min(floor(m_mem / S), floor(m_comp / S^p)))."""
 
     m_mem: float

@@ -1,0 +1,257 @@
+"""The plan: which samples every rank trains at every step, in which micro-batches, with which weight.
+
+Every batching policy yields a Plan (`plan_steps(policy, tokens, world, steps, seed)`); the trainer
+runs it (suite.train.step.train_step: one step on one torchrun rank, or on every virtual rank of
+the one-GPU emulator) and the simulator costs it without running it (suite.balance.simulator).
+A new policy only has to say how it builds one epoch's plan: `policy.epoch_plan(tokens, world,
+seed, epoch) -> Plan`.
+
+Layout: parallel arrays, one entry per micro-batch (`mb_*`, sorted by step, then rank, then
+micro-batch order) and the micro-batches' sample indices concatenated (`samples`, micro-batch i
+holds samples[mb_start[i]:mb_start[i + 1]]). Invariants (`check`):
+- a micro-batch holds samples of one sequence length: it is one model batch;
+- its weight multiplies its loss, the mean over its latent elements; summed over a step's
+  micro-batches on every rank (all_reduce SUM), the weights are 1, so the step's gradient is a
+  weighted mean over the global batch (1/world per rank for one batch per rank, as DDP averages;
+  tokens / global tokens for token-weighted packers);
+- within an epoch plan every sample appears at most once (exactly once without drop_last).
+A rank may have no micro-batch in a step (it then joins the all-reduce with zero gradients).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    indices: np.ndarray  # sample indices, all of one sequence length
+    weight: float  # loss weight (see the module docstring)
+
+
+@dataclass(frozen=True)
+class Plan:
+    world: int
+    steps: int
+    mb_step: np.ndarray  # (n_mb,) step of each micro-batch
+    mb_rank: np.ndarray  # (n_mb,) rank that runs it
+    mb_weight: np.ndarray  # (n_mb,) its loss weight
+    mb_start: np.ndarray  # (n_mb + 1,) offsets into samples
+    samples: np.ndarray  # sample indices, micro-batch by micro-batch
+    policy: str = ""
+
+    # ------------------------------------------------------------------ building
+    @staticmethod
+    def from_micro_batches(
+        world: int, steps: list[list[list]], weights: list[list[list[float]]], policy: str = ""
+    ) -> Plan:
+        """steps[k][r] = rank r's micro-batches (lists of sample indices) at step k, with
+        weights[k][r][m] the weight of micro-batch m."""
+        st, rk, w, sizes, flat = [], [], [], [], []
+        for k, ranks in enumerate(steps):
+            if len(ranks) != world:
+                raise ValueError(f"step {k} has {len(ranks)} ranks, the plan has world = {world}")
+            for r, mbs in enumerate(ranks):
+                for m, mb in enumerate(mbs):
+                    st.append(k), rk.append(r), w.append(float(weights[k][r][m]))
+                    sizes.append(len(mb))
+                    flat.extend(int(i) for i in mb)
+        return Plan(
+            world,
+            len(steps),
+            np.asarray(st, np.int64),
+            np.asarray(rk, np.int64),
+            np.asarray(w, float),
+            np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64),
+            np.asarray(flat, np.int64),
+            policy,
+        )
+
+    @staticmethod
+    def from_batches(
+        world: int, batch_of: np.ndarray, sample: np.ndarray, policy: str = ""
+    ) -> Plan:
+        """One batch per rank per step, dealt round-robin: batch j (0, 1, ...) runs at step
+        j // world on rank j % world with weight 1 / world. `batch_of[i]` is the batch of
+        samples[i]; samples must be grouped by batch in batch order. Batches past the last full
+        round are dropped."""
+        batch_of, sample = np.asarray(batch_of, np.int64), np.asarray(sample, np.int64)
+        n_batches = int(batch_of.max()) + 1 if len(batch_of) else 0
+        steps = n_batches // world
+        keep = batch_of < steps * world
+        batch_of, sample = batch_of[keep], sample[keep]
+        starts = np.searchsorted(batch_of, np.arange(steps * world + 1))
+        j = np.arange(steps * world)
+        return Plan(
+            world,
+            steps,
+            j // world,
+            j % world,
+            np.full(len(j), 1.0 / world),
+            starts.astype(np.int64),
+            sample,
+            policy,
+        )
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def n_micro(self) -> int:
+        return len(self.mb_step)
+
+    def micro_batches(self, step: int, rank: int) -> list[MicroBatch]:
+        """Rank `rank`'s micro-batches at step `step`, in execution order."""
+        lo, hi = np.searchsorted(self._key(), [self._k(step, rank), self._k(step, rank + 1)])
+        return [
+            MicroBatch(
+                self.samples[self.mb_start[i] : self.mb_start[i + 1]], float(self.mb_weight[i])
+            )
+            for i in range(lo, hi)
+        ]
+
+    def step_samples(self, step: int) -> np.ndarray:
+        """Every sample of step `step`, all ranks."""
+        lo, hi = np.searchsorted(self.mb_step, [step, step + 1])
+        return self.samples[self.mb_start[lo] : self.mb_start[hi]]
+
+    def table(self, tokens) -> pd.DataFrame:
+        """One row per micro-batch: step, rank, B, S (its one length), tokens, weight."""
+        tokens = np.asarray(tokens, np.int64)
+        B = np.diff(self.mb_start)
+        S = tokens[self.samples[self.mb_start[:-1]]] if self.n_micro else np.zeros(0, np.int64)
+        return pd.DataFrame(
+            {
+                "step": self.mb_step,
+                "rank": self.mb_rank,
+                "B": B,
+                "S": S,
+                "tokens": B * S,
+                "weight": self.mb_weight,
+            }
+        )
+
+    def head(self, steps: int) -> Plan:
+        """The first `steps` steps."""
+        steps = min(int(steps), self.steps)
+        n = int(np.searchsorted(self.mb_step, steps))
+        return Plan(
+            self.world,
+            steps,
+            self.mb_step[:n],
+            self.mb_rank[:n],
+            self.mb_weight[:n],
+            self.mb_start[: n + 1],
+            self.samples[: self.mb_start[n]],
+            self.policy,
+        )
+
+    @staticmethod
+    def concat(plans: list[Plan]) -> Plan:
+        """Plans one after another (epochs chained): step numbers offset, same world."""
+        if not plans:
+            raise ValueError("concat needs at least one plan")
+        world = plans[0].world
+        if any(p.world != world for p in plans):
+            raise ValueError(f"plans of different worlds: {sorted({p.world for p in plans})}")
+        off_step = np.cumsum([0] + [p.steps for p in plans])
+        off_s = np.cumsum([0] + [len(p.samples) for p in plans])
+        return Plan(
+            world,
+            int(off_step[-1]),
+            np.concatenate([p.mb_step + o for p, o in zip(plans, off_step)]),
+            np.concatenate([p.mb_rank for p in plans]),
+            np.concatenate([p.mb_weight for p in plans]),
+            np.concatenate([[0]] + [p.mb_start[1:] + o for p, o in zip(plans, off_s)]).astype(
+                np.int64
+            ),
+            np.concatenate([p.samples for p in plans]),
+            plans[0].policy,
+        )
+
+    def check(self, tokens, *, max_tokens: float | None = None, epoch: bool = False) -> None:
+        """Raise ValueError if an invariant of the module docstring does not hold. With
+        `max_tokens`, no micro-batch may hold more tokens; with `epoch`, no sample may repeat."""
+        tokens = np.asarray(tokens, np.int64)
+        if self.n_micro == 0:
+            return
+        key = self._key()
+        if (np.diff(key) < 0).any():
+            raise ValueError("micro-batches are not sorted by (step, rank)")
+        if (self.mb_rank < 0).any() or (self.mb_rank >= self.world).any():
+            raise ValueError(f"a micro-batch has a rank outside [0, {self.world})")
+        if (np.diff(self.mb_start) < 1).any():
+            raise ValueError("a micro-batch is empty")
+        first = np.repeat(self.samples[self.mb_start[:-1]], np.diff(self.mb_start))
+        if (tokens[self.samples] != tokens[first]).any():
+            raise ValueError("a micro-batch holds samples of different sequence lengths")
+        wsum = np.bincount(self.mb_step, weights=self.mb_weight, minlength=self.steps)
+        used = np.bincount(self.mb_step, minlength=self.steps) > 0
+        if not np.allclose(wsum[used], 1.0, rtol=1e-9, atol=1e-12):
+            bad = int(np.flatnonzero(used & ~np.isclose(wsum, 1.0))[0])
+            raise ValueError(f"the weights of step {bad} sum to {wsum[bad]:.6g}, not 1")
+        if max_tokens is not None:
+            t = self.table(tokens)["tokens"].to_numpy()
+            if (t > max_tokens * (1 + 1e-12)).any():
+                raise ValueError(
+                    f"a micro-batch holds {t.max()} tokens > max_tokens = {max_tokens:g}"
+                )
+        if epoch and len(np.unique(self.samples)) != len(self.samples):
+            raise ValueError("a sample appears twice in one epoch's plan")
+
+    def _k(self, step, rank):
+        return np.int64(step) * (self.world + 1) + np.int64(rank)
+
+    def _key(self) -> np.ndarray:
+        return self.mb_step * (self.world + 1) + self.mb_rank
+
+
+def plan_steps(policy, tokens, world: int, steps: int, seed: int = 0) -> Plan:
+    """`steps` steps of `policy` for `world` ranks: epoch plans (seed, epoch 0, 1, ...) chained."""
+    if world < 1 or steps < 1:
+        raise ValueError(f"world and steps must be >= 1, got world={world}, steps={steps}")
+    tokens = np.asarray(tokens, np.int64)
+    plans, have, epoch = [], 0, 0
+    while have < steps:
+        p = policy.epoch_plan(tokens, world, seed, epoch)
+        if p.steps == 0:
+            raise ValueError(
+                f"the corpus ({len(tokens)} samples) gives no full step of {world} ranks "
+                f"under {getattr(policy, 'name', policy)!r}"
+            )
+        plans.append(p)
+        have += p.steps
+        epoch += 1
+    return Plan.concat(plans).head(steps)
+
+
+def bucket_epoch_plan(
+    tokens, batch_size, world: int, seed: int, epoch: int, policy: str = ""
+) -> Plan:
+    """One epoch of a per-bucket policy (batch_size(S) -> B per distinct length): with a generator
+    seeded by (seed, epoch), each bucket is shuffled and cut into batches of its B, the batches are
+    shuffled, batch j goes to step j // world, rank j % world (the final incomplete round is
+    dropped). The random stream is BucketBatchSampler's, so both give the same batches."""
+    from suite.balance.buckets import bucket_index
+
+    S, bucket = bucket_index(tokens)
+    B = np.asarray(batch_size(S), np.int64)
+    if (B < 1).any():
+        raise ValueError(f"the policy gave batch sizes < 1: {B.min()}")
+    rng = np.random.default_rng([seed, epoch])
+    parts, batch_ids, n = [], [], 0
+    for k in range(len(S)):
+        idx = rng.permutation(np.flatnonzero(bucket == k))
+        nb = -(-len(idx) // B[k])
+        parts.append(idx)
+        batch_ids.append(n + np.arange(len(idx)) // B[k])
+        n += nb
+    sample = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    batch = np.concatenate(batch_ids) if batch_ids else np.zeros(0, np.int64)
+    order = rng.permutation(n)  # position p holds old batch order[p]
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
+    new = pos[batch]
+    o = np.argsort(new, kind="stable")
+    return Plan.from_batches(world, new[o], sample[o], policy)

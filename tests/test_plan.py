@@ -1,0 +1,76 @@
+"""The one Plan every policy yields (suite.balance.plan): its invariants and the two policy kinds."""
+
+import numpy as np
+import pytest
+
+from suite.balance.costmodel import default_cost_model
+from suite.balance.global_policy import GlobalPolicy
+from suite.balance.plan import Plan, plan_steps
+from suite.balance.policies import DualConstraint, EqualToken
+from suite.balance.sampler import BucketBatchSampler
+from suite.data.corpus import sample_corpus
+
+TOK = sample_corpus(6000, seed=1).tokens.to_numpy()
+M = 3 * 75600
+
+
+def test_bucket_plan_is_the_bucket_samplers_batches():
+    pol = DualConstraint(M, M * 20000**0.5, 1.5)
+    for epoch in (0, 1):
+        s = BucketBatchSampler(TOK, pol, world_size=8, seed=3, drop_last=True)
+        s.set_epoch(epoch)
+        batches = s.global_batches()
+        plan = pol.epoch_plan(TOK, 8, 3, epoch)
+        plan.check(TOK, max_tokens=M, epoch=True)
+        assert plan.steps * 8 == len(batches)
+        for j, b in enumerate(batches):
+            (mb,) = plan.micro_batches(j // 8, j % 8)
+            assert mb.indices.tolist() == b.tolist() and mb.weight == pytest.approx(1 / 8)
+
+
+def test_global_plan_every_sample_once_and_token_weights():
+    pol = GlobalPolicy(m_mem=M, planner=default_cost_model())
+    plan = pol.epoch_plan(TOK, 16, 0, 0)
+    plan.check(TOK, max_tokens=M, epoch=True)
+    assert sorted(plan.samples.tolist()) == list(range(len(TOK)))
+    t = plan.table(TOK)
+    g = t.groupby("step")["tokens"].transform("sum")
+    assert np.allclose(t["weight"], t["tokens"] / g)
+
+
+def test_plan_steps_chains_epochs_deterministically():
+    pol = EqualToken(M)
+    one = pol.epoch_plan(TOK, 4, 0, 0)
+    p = plan_steps(pol, TOK, 4, one.steps + 5, seed=0)
+    assert p.steps == one.steps + 5
+    assert np.array_equal(p.step_samples(one.steps), pol.epoch_plan(TOK, 4, 0, 1).step_samples(0))
+    q = plan_steps(pol, TOK, 4, one.steps + 5, seed=0)
+    assert np.array_equal(p.samples, q.samples)
+    assert not np.array_equal(plan_steps(pol, TOK, 4, 5, seed=1).samples, p.head(5).samples)
+
+
+def test_check_rejects_broken_plans():
+    tok = np.array([10, 10, 20, 20])
+    ok = Plan.from_micro_batches(2, [[[[0, 1]], [[2], [3]]]], [[[0.5], [0.25, 0.25]]])
+    ok.check(tok, epoch=True)
+    mixed = Plan.from_micro_batches(2, [[[[0, 2]], [[1]]]], [[[0.5], [0.5]]])
+    with pytest.raises(ValueError, match="different sequence lengths"):
+        mixed.check(tok)
+    light = Plan.from_micro_batches(2, [[[[0]], [[1]]]], [[[0.5], [0.25]]])
+    with pytest.raises(ValueError, match="sum to 0.75"):
+        light.check(tok)
+    twice = Plan.from_micro_batches(2, [[[[0]], [[0]]]], [[[0.5], [0.5]]])
+    with pytest.raises(ValueError, match="twice"):
+        twice.check(tok, epoch=True)
+    with pytest.raises(ValueError, match="max_tokens"):
+        ok.check(tok, max_tokens=15)
+    with pytest.raises(ValueError, match="world = 3"):
+        Plan.from_micro_batches(3, [[[[0]], [[1]]]], [[[0.5], [0.5]]])
+
+
+def test_empty_rank_and_head():
+    p = Plan.from_micro_batches(2, [[[[0]], []], [[[1]], [[2]]]], [[[1.0], []], [[0.5], [0.5]]])
+    assert p.micro_batches(0, 1) == []
+    assert [m.indices.tolist() for m in p.micro_batches(1, 1)] == [[2]]
+    h = p.head(1)
+    assert h.steps == 1 and h.samples.tolist() == [0]
