@@ -17,7 +17,12 @@ from suite.balance.peers import (
     search_batch_sizes,
     videosys_imbalance,
 )
-from suite.balance.peers_packing import CostAwarePacking, flops_linear_coef, trim_overload
+from suite.balance.peers_packing import (
+    CostAwarePacking,
+    flops_linear_coef,
+    kk_equal_partition,
+    trim_overload,
+)
 from suite.balance.plan import plan_steps
 from suite.data.corpus import sample_corpus
 
@@ -217,6 +222,18 @@ def test_kk_matches_or_beats_lpt_with_few_items_per_rank():
     by = {n: make(n).epoch_steps(TOK, W, 0, 0) for n in ("pack-kk-fitted", "pack-lpt-fitted")}
     mm = {n: np.mean([s.loads.max() / s.loads.mean() for s in st]) for n, st in by.items()}
     assert mm["pack-kk-fitted"] <= mm["pack-lpt-fitted"]
+
+
+def test_kk_equal_size_gives_every_rank_the_same_count():
+    rng = np.random.default_rng(1)
+    for n, R in ((37, 8), (96, 8), (5000, 1024)):
+        c = COST.sample_cost(rng.choice(TOK, n))
+        owner, loads = kk_equal_partition(c, R)
+        count = np.bincount(owner, minlength=R)
+        assert count.max() - count.min() <= 1 and count.sum() == n
+        assert np.allclose(np.bincount(owner, weights=c, minlength=R), loads)
+        dealt = np.bincount(np.arange(n) % R, weights=c, minlength=R)  # round-robin, unsorted
+        assert loads.max() < dealt.max()
 
 
 def test_packing_rejects_bad_input():

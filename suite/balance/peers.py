@@ -266,6 +266,6 @@ PEER_POLICIES: dict[str, Callable] = {
     "opensora-searched": _opensora,
     "bucket-sync": _bucket_sync,
     "videosys-profiled": _videosys,
-    **{n: _packing(n) for n in ("pack-kk-flops", "pack-kk-fitted", "pack-lpt-fitted")},
-    "pack-trim-5pct": _packing("pack-trim-5pct"),
+    **{n: _packing(n) for n in ("pack-kk-flops", "pack-kkeq-flops", "pack-lpt-flops")},
+    **{n: _packing(n) for n in ("pack-kk-fitted", "pack-lpt-fitted", "pack-trim-5pct")},
 }

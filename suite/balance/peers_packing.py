@@ -9,7 +9,9 @@ global_policy.micro_batches) and regroups those into model batches of one length
 Sources (the projects' code, read for this; the code here is ours):
 - verl `verl/utils/seqlen_balancing.py`: `karmarkar_karp` (largest differencing over k-way
   partial partitions) balances ranks and micro-batches; `calculate_workload` prices a sample
-  24576 * L + L^2 (12 h^2 L + 2 h L^2 of a 7B model, h = 4096).
+  24576 * L + L^2 (12 h^2 L + 2 h L^2 of a 7B model, h = 4096); `balance_batch` in
+  `verl/trainer/ppo/ray_trainer.py` splits a batch across DP ranks with equal_size=True (every
+  rank the same number of samples; `kk_equal_partition`).
 - slime `slime/utils/dp_schedule.py`, `--balance-by-flops` (`slime/utils/arguments.py`): the
   workload coeff * L + L^2 with coeff from the model config, partitioned by Karmarkar-Karp; slime
   warns the FLOPs partition may exceed --max-tokens-per-gpu. Here the token cap always holds: the
@@ -24,12 +26,14 @@ Sources (the projects' code, read for this; the code here is ours):
 
 Variants (PACKING_VARIANTS) are named after what they do: the cost (flops: c*L + L^2; fitted: the
 cost model's b*S^p plus its per-batch fixed cost spread over M_mem tokens, as GlobalPolicy) and
-the partitioner (kk: global_policy.kk_partition, for few ranks: O(n R) memory; lpt: its
-vectorised rounds; trim-5pct: LPT then Megatron's 5% trim).
+the partitioner (kk: global_policy.kk_partition, for few ranks: O(n R) memory; kkeq: verl's
+equal-size KK, n / R states of R items, cheap at any R; lpt: global_policy's vectorised rounds;
+trim-5pct: LPT then Megatron's 5% trim).
 """
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +60,40 @@ def flops_linear_coef(cost) -> float:
     from suite.balance.costmodel import WAN14B_FLOPS
 
     return WAN14B_FLOPS[0] / WAN14B_FLOPS[1]
+
+
+def kk_equal_partition(costs, ranks: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rank of each item, load of each rank) by verl's karmarkar_karp(equal_size=True): the
+    sorted costs cut into chunks of `ranks` items, one per partition, each chunk a state; the two
+    states of largest spread (max - min) are merged, the largest sums of one meeting the smallest
+    of the other, until one is left. Every rank gets ceil or floor of n / ranks items (the last
+    chunk is padded with zero-cost items, dropped after)."""
+    costs = np.asarray(costs, float)
+    n = len(costs)
+    c = np.concatenate([costs, np.zeros(-n % ranks)])
+    order = np.argsort(c, kind="stable")
+    heap, tie = [], 0
+    for start in range(0, len(c), ranks):
+        idx = order[start : start + ranks]  # ascending: sums sorted, members one column
+        heap.append((-(c[idx[-1]] - c[idx[0]]), tie, c[idx], idx[:, None]))
+        tie += 1
+    heapq.heapify(heap)
+    while len(heap) > 1:
+        _, _, s1, m1 = heapq.heappop(heap)
+        _, _, s2, m2 = heapq.heappop(heap)
+        s, m = s1 + s2[::-1], np.concatenate([m1, m2[::-1]], axis=1)
+        o = np.argsort(s, kind="stable")
+        heapq.heappush(heap, (-(s[o[-1]] - s[o[0]]), tie, s[o], m[o]))
+        tie += 1
+    owner = np.zeros(len(c), np.int64)
+    loads = np.zeros(ranks)
+    if heap:
+        _, _, loads, members = heap[0]
+        owner[members] = np.arange(ranks)[:, None]
+    return owner[:n], np.asarray(loads, float)
+
+
+PARTITION = {**PARTITIONERS, "kkeq": kk_equal_partition}
 
 
 def trim_overload(costs, owner, loads, pinned, stop_slack: float) -> tuple[np.ndarray, bool]:
@@ -110,8 +148,8 @@ class CostAwarePacking:
         return cls(float(m_mem), float(cost.fixed_s), float(cost.b), float(cost.p), coef, **kw)
 
     def __post_init__(self) -> None:
-        if self.method not in PARTITIONERS:
-            raise ValueError(f"method must be one of {sorted(PARTITIONERS)}, got {self.method!r}")
+        if self.method not in PARTITION:
+            raise ValueError(f"method must be one of {sorted(PARTITION)}, got {self.method!r}")
 
     def sample_cost(self, S) -> np.ndarray:
         S = np.asarray(S, float)
@@ -128,7 +166,7 @@ class CostAwarePacking:
         budget = max(1, round(per_rank * world)) * float(self.sample_cost(tokens).mean())
         q = np.random.default_rng([seed, epoch]).permutation(len(tokens))
         pinned = np.zeros(len(q), bool)  # deferred once already: may not be trimmed again
-        partition = PARTITIONERS[self.method] if self.stop_slack is None else lpt_partition
+        partition = PARTITION[self.method] if self.stop_slack is None else lpt_partition
         steps = []
         while len(q):
             c_all = self.sample_cost(tokens[q])
@@ -163,6 +201,8 @@ class CostAwarePacking:
 # name -> CostAwarePacking.make keywords (suite.balance.peers.PEER_POLICIES builds them)
 PACKING_VARIANTS: dict[str, dict] = {
     "pack-kk-flops": {"cost_form": "flops", "method": "kk"},
+    "pack-kkeq-flops": {"cost_form": "flops", "method": "kkeq"},
+    "pack-lpt-flops": {"cost_form": "flops", "method": "lpt"},
     "pack-kk-fitted": {"cost_form": "fitted", "method": "kk"},
     "pack-lpt-fitted": {"cost_form": "fitted", "method": "lpt"},
     "pack-trim-5pct": {"cost_form": "fitted", "method": "lpt", "stop_slack": 0.05},
