@@ -142,8 +142,13 @@ class CostAwarePacking:
 
     @classmethod
     def make(cls, cost, m_mem: float, cost_form: str = "fitted", **kw) -> CostAwarePacking:
+        """From a power-law CostModel (a + b*B*S^p: its fixed_s, b, p), as GlobalPolicy plans."""
         if cost_form not in COST_FORMS:
             raise ValueError(f"cost_form must be one of {COST_FORMS}, got {cost_form!r}")
+        if not all(hasattr(cost, k) for k in ("fixed_s", "b", "p")):
+            raise ValueError(
+                f"cost must be a power-law CostModel (fixed_s, b, p), got {type(cost).__name__}"
+            )
         coef = flops_linear_coef(cost) if cost_form == "flops" else None
         return cls(float(m_mem), float(cost.fixed_s), float(cost.b), float(cost.p), coef, **kw)
 
