@@ -1,0 +1,271 @@
+"""The balancing policies public training stacks ship, as Plan policies (issue 33).
+
+Each is described from the project's own code; the code here is ours.
+
+- Open-Sora 1.x, per-bucket batch search (hpcaitech/Open-Sora `scripts/misc/search_bs.py`,
+  `configs/opensora-v1-2/misc/bs.py`, `opensora/datasets/sampler.py`). search_bs.py benchmarks a
+  base bucket (`cfg.base = ("512", "408")`: a long video at the largest batch that fits, 12 s/it)
+  by binary search for the largest B that does not run out of memory, then for every other bucket
+  binary-searches B in its bounds, moving up while `step_time < ref_step_time` and keeping the
+  closest such B: the largest B whose step stays *below* the base's. There is no tolerance
+  parameter; the implied one is a step of B (t(B) < t_ref <= t(B + 1)). A bucket where even B = 1
+  is slower than the base gets B = 0 there (skipped); here it keeps B = 1, so every sample runs.
+  Open-Sora's VariableVideoBatchSampler then shuffles the batches with a generator seeded by
+  seed + epoch (the same on every rank) and deals them round-robin (`bucket_access_list[rank]`):
+  the ranks of a step run *different* buckets; balance comes from the equal step times alone
+  (report_02.md: "the local batches on different GPUs have different sizes", "balance the GPU
+  load by search a good batch size for each bucket"). That is `SearchedBucketBatches`.
+  `BucketSynchronous` is the variant issue 33 describes (every rank draws the same bucket in a
+  step): same searched B, ranks identical within a step, the imbalance moved across steps.
+- VideoSys DCP, baseline profile (NUS-HPC-AI-Lab/VideoSys `videosys/core/dcp/profiler.py`,
+  `videosys/training/datasets/open_sora/sampler.py`, `docs/dcp.md`): each bucket's batch is
+  doubled from 1 until it no longer fits `alloc_fraction` of device memory (train.py's default
+  0.70; the example config 0.65); the last batch that fit is the bucket's "max" (B, time). Then
+  `interpolate_profile_results` takes the median of those times over buckets and, for every
+  bucket slower than the median, sets B = max(1, int(B * median / t)) (faster buckets keep their
+  max). Batches are dealt as Open-Sora deals them; the sampler logs the per-step imbalance
+  mean over ranks of (max - t) / max (`videosys_imbalance`). That is `ProfiledRescale`.
+- Cost-aware packing (verl, slime, Megatron-LM): suite.balance.peers_packing.
+
+Every policy here: deterministic per (seed, epoch); within an epoch every sample runs exactly once
+across ranks except the dropped tail (the bucket-dealt ones drop the final incomplete round of
+batches, as bucket_epoch_plan does; BucketSynchronous drops, per bucket, the < world samples that
+cannot give every rank one more sample); no micro-batch holds more than the memory cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from suite.balance.buckets import bucket_index
+from suite.balance.plan import Plan, bucket_epoch_plan
+
+# ----------------------------------------------------------------------------- shared pieces
+
+
+def lengths_of(tokens_or_buckets) -> np.ndarray:
+    """The distinct sequence lengths of per-sample token counts or of a bucket table (column S)."""
+    if isinstance(tokens_or_buckets, pd.DataFrame):
+        if "S" not in tokens_or_buckets:
+            raise ValueError(
+                f"a bucket table needs a column S, got columns {list(tokens_or_buckets.columns)}"
+            )
+        S = tokens_or_buckets["S"].to_numpy(np.int64)
+    else:
+        S = np.asarray(tokens_or_buckets, np.int64)
+    if S.size == 0 or (S < 1).any():
+        raise ValueError("tokens_or_buckets must hold at least one length, all >= 1")
+    return np.unique(S)
+
+
+def memory_tokens(cost, m_mem: float, alloc_fraction: float | None = None) -> float:
+    """The tokens per model batch that fit: m_mem, or with `alloc_fraction` (VideoSys) the B*S
+    whose peak m0 + m1*B*S fits alloc_fraction of the device (the cost model's memory fit),
+    never more than m_mem."""
+    if alloc_fraction is None:
+        return float(m_mem)
+    if not 0 < alloc_fraction <= 1:
+        raise ValueError(f"alloc_fraction must be in (0, 1], got {alloc_fraction}")
+    m0, m1, cap = (float(getattr(cost, k, np.nan)) for k in ("m0", "m1", "capacity_bytes"))
+    if not (np.isfinite(m0) and np.isfinite(m1) and np.isfinite(cap)) or m1 <= 0:
+        raise ValueError("alloc_fraction needs a cost model with a memory fit (m0, m1, capacity)")
+    return float(min(m_mem, (alloc_fraction * cap - m0) / m1))
+
+
+def fitting_batch(S, mem_tokens: float) -> np.ndarray:
+    """The largest B with B * S <= mem_tokens (ValueError if one sample alone does not fit)."""
+    S = np.asarray(S, np.int64)
+    if (S > mem_tokens).any():
+        raise ValueError(f"a sample of {S.max()} tokens exceeds the memory cap {mem_tokens:.0f}")
+    return np.floor(mem_tokens / S * (1 + 1e-12)).astype(np.int64)
+
+
+def predicted_rank_loads(plan: Plan, tokens, cost) -> np.ndarray:
+    """(steps, world) predicted compute per rank: each micro-batch priced by cost.predict(B, S)."""
+    t = plan.table(tokens)
+    price = np.asarray(cost.predict(t["B"].to_numpy(), t["S"].to_numpy()), float)
+    key = t["step"].to_numpy() * plan.world + t["rank"].to_numpy()
+    out = np.bincount(key, weights=price, minlength=plan.steps * plan.world)
+    return out.reshape(plan.steps, plan.world)
+
+
+def videosys_imbalance(plan: Plan, tokens, cost) -> np.ndarray:
+    """Per step, VideoSys's imbalance rate: the mean over ranks of (max - t) / max (sampler.py's
+    `calculate_imbalance`, there with each bucket's profiled time; here cost.predict)."""
+    loads = predicted_rank_loads(plan, tokens, cost)
+    top = loads.max(axis=1)
+    return np.where(top > 0, (top[:, None] - loads).mean(axis=1) / np.maximum(top, 1e-300), 0.0)
+
+
+# ----------------------------------------------------------------------------- Open-Sora
+
+
+def search_batch_sizes(cost, S, base_S: int | None = None, mem_cap: float | None = None):
+    """Open-Sora's search_bs.py against a cost model: B per length in S.
+
+    The base bucket (default the longest S, the one whose memory-bound batch is slowest to reach)
+    gets the largest B that fits (B * S <= mem_cap, default cost.m_mem); its step time t_ref =
+    cost.predict(B_base, base_S). Every other bucket gets, by binary search over [1, B that fits],
+    the largest B with cost.predict(B, S) < t_ref (at least 1). With a step time monotone in B:
+    t(B) < t_ref <= t(B + 1) unless B is memory-capped or 1."""
+    S = np.asarray(S, np.int64)
+    mem_cap = float(cost.m_mem if mem_cap is None else mem_cap)
+    base_S = int(S.max() if base_S is None else base_S)
+    hi = fitting_batch(S, mem_cap)
+    t_ref = float(cost.predict(fitting_batch(base_S, mem_cap), base_S))
+    lo, best = np.ones_like(hi), np.ones_like(hi)
+    while (lo <= hi).any():  # all buckets at once; each narrows as search_bs.py does
+        live = lo <= hi
+        mid = (lo + hi) // 2
+        below = live & (np.asarray(cost.predict(mid, S), float) < t_ref)
+        best = np.where(below, mid, best)
+        lo = np.where(below, mid + 1, lo)
+        hi = np.where(live & ~below, mid - 1, hi)
+    return np.where(S == base_S, fitting_batch(base_S, mem_cap), best)
+
+
+@dataclass(frozen=True)
+class SearchedBucketBatches:
+    """Open-Sora 1.x: searched B per bucket, batches dealt round-robin (module docstring)."""
+
+    cost: object
+    m_mem: float
+    base_S: int
+    name: str = "opensora-searched"
+
+    def batch_size(self, S) -> np.ndarray:
+        return search_batch_sizes(self.cost, S, self.base_S, self.m_mem)
+
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
+        return bucket_epoch_plan(tokens, self.batch_size, world, seed, epoch, self.name)
+
+
+def synchronous_bucket_plan(
+    tokens, batch_size: Callable, world: int, seed: int, epoch: int, policy: str = ""
+) -> Plan:
+    """Every rank runs the same bucket at each step. With a generator seeded by (seed, epoch),
+    each bucket is shuffled and cut into rounds of world * B samples (one step: every rank B of
+    them); a bucket's remainder gives one more round of world * (rem // world) samples; the
+    rounds are shuffled into steps. Per bucket the last rem % world samples are dropped."""
+    S, bucket = bucket_index(tokens)
+    B = np.asarray(batch_size(S), np.int64)
+    if (B < 1).any():
+        raise ValueError(f"the policy gave batch sizes < 1: {B.min()}")
+    rng = np.random.default_rng([seed, epoch])
+    rounds = []  # (per-rank batch size, world * b samples)
+    for k in range(len(S)):
+        idx = rng.permutation(np.flatnonzero(bucket == k))
+        full = len(idx) // (world * B[k])
+        rounds += [(B[k], r) for r in np.split(idx[: full * world * B[k]], full)] if full else []
+        tail = (len(idx) - full * world * B[k]) // world
+        if tail:
+            start = full * world * B[k]
+            rounds.append((tail, idx[start : start + world * tail]))
+    order = rng.permutation(len(rounds))
+    samples = [rounds[j][1] for j in order]
+    per = np.array([rounds[j][0] for j in order], np.int64)
+    batch_of = [
+        step * world + np.arange(world * b) // b for step, b in enumerate(per)
+    ]  # step k's batches are k*world .. k*world + world - 1, b samples each
+    if not samples:
+        return Plan.from_batches(world, np.zeros(0, np.int64), np.zeros(0, np.int64), policy)
+    return Plan.from_batches(world, np.concatenate(batch_of), np.concatenate(samples), policy)
+
+
+@dataclass(frozen=True)
+class BucketSynchronous:
+    """Open-Sora's searched B with every rank on the same bucket in a step (issue 33's reading of
+    Open-Sora; its sampler deals different buckets per rank): rank compute equal within a step,
+    step times differ across steps."""
+
+    cost: object
+    m_mem: float
+    base_S: int
+    name: str = "bucket-sync"
+
+    def batch_size(self, S) -> np.ndarray:
+        return search_batch_sizes(self.cost, S, self.base_S, self.m_mem)
+
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
+        return synchronous_bucket_plan(tokens, self.batch_size, world, seed, epoch, self.name)
+
+
+# ----------------------------------------------------------------------------- VideoSys DCP
+
+
+def profiled_batch_sizes(cost, S, mem_tokens: float, median_s: float) -> np.ndarray:
+    """VideoSys's profile and rescale: the largest power-of-two B that fits (doubling from 1
+    until out of memory), then for buckets slower than `median_s`, B = max(1, int(B * median_s /
+    t)) (their rescale assumes time proportional to B)."""
+    S = np.asarray(S, np.int64)
+    b_max = 2 ** np.floor(np.log2(fitting_batch(S, mem_tokens))).astype(np.int64)
+    t = np.asarray(cost.predict(b_max, S), float)
+    rescaled = np.maximum(1, (b_max * median_s / t).astype(np.int64))
+    return np.where(t > median_s, rescaled, b_max)
+
+
+@dataclass(frozen=True)
+class ProfiledRescale:
+    """VideoSys DCP's baseline: profiled max batch per bucket, rescaled toward the median time."""
+
+    cost: object
+    mem_tokens: float
+    median_s: float  # the median over buckets of the profiled max-batch step times
+    name: str = "videosys-profiled"
+
+    @classmethod
+    def profile(
+        cls, cost, buckets, m_mem: float, alloc_fraction: float | None = None
+    ) -> ProfiledRescale:
+        """Profile the buckets (distinct lengths of `buckets`) under the memory cap; the default
+        alloc_fraction=None keeps the suite's M_mem (the same cap as every other policy; VideoSys
+        ships 0.70 to leave room for NCCL)."""
+        S = lengths_of(buckets)
+        mem = memory_tokens(cost, m_mem, alloc_fraction)
+        b_max = 2 ** np.floor(np.log2(fitting_batch(S, mem))).astype(np.int64)
+        median = float(np.median(np.asarray(cost.predict(b_max, S), float)))
+        return cls(cost, mem, median)
+
+    def batch_size(self, S) -> np.ndarray:
+        return profiled_batch_sizes(self.cost, S, self.mem_tokens, self.median_s)
+
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
+        return bucket_epoch_plan(tokens, self.batch_size, world, seed, epoch, self.name)
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+def _opensora(cost, tokens_or_buckets, m_mem):
+    return SearchedBucketBatches(cost, float(m_mem), int(lengths_of(tokens_or_buckets).max()))
+
+
+def _bucket_sync(cost, tokens_or_buckets, m_mem):
+    return BucketSynchronous(cost, float(m_mem), int(lengths_of(tokens_or_buckets).max()))
+
+
+def _videosys(cost, tokens_or_buckets, m_mem):
+    return ProfiledRescale.profile(cost, tokens_or_buckets, float(m_mem))
+
+
+def _packing(name: str) -> Callable:
+    def make(cost, tokens_or_buckets, m_mem):
+        from suite.balance.peers_packing import PACKING_VARIANTS, CostAwarePacking
+
+        return CostAwarePacking.make(cost, float(m_mem), name=name, **PACKING_VARIANTS[name])
+
+    return make
+
+
+# name -> constructor(cost, tokens_or_buckets, m_mem) -> policy with .name and .epoch_plan
+PEER_POLICIES: dict[str, Callable] = {
+    "opensora-searched": _opensora,
+    "bucket-sync": _bucket_sync,
+    "videosys-profiled": _videosys,
+    **{n: _packing(n) for n in ("pack-kk-flops", "pack-kkeq-flops", "pack-lpt-flops")},
+    **{n: _packing(n) for n in ("pack-kk-fitted", "pack-lpt-fitted", "pack-trim-5pct")},
+}
