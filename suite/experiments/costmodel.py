@@ -1,31 +1,41 @@
 """costmodel: fit step_time ~ a + b*B*S^p to the measured shape sweep (C3), and C1/C2 over it;
-beside it (not judged) the physical form a + c*B + b*B*S + d*B*S^2.
+beside it (not judged) the physical form a + c*B + b*B*S + d*B*S^2, the latency table's
+interpolator.
 
 Reads `shapes_sweep` (written by the `shapes` experiment: B, S, tokens, bs2, repeat, step_s,
-peak_mem_bytes, device, model, layers, dim). Writes
+peak_mem_bytes and what it ran on: device, model, layers, dim, dtype, checkpointing, adaln, arch).
+Every C1-C3 row's conditions name the model class, config, blocks, width, checkpointing and dtype
+(model_conditions; e.g. "diffusers WanTransformer3DModel, Wan 2.1 1.3B, 30 blocks, D=1536,
+gradient checkpointing, bf16"). Writes
     costmodel_fit        one row per variant ("free": p fitted; "p2": p fixed at 2) with a, b, p,
                          their 95% CIs, r2, loo_err, the memory model m0, m1 and the budgets
-                         m_mem, m_comp, s_cross
+                         m_mem, m_comp, s_cross, and META_COLUMNS
     costmodel_residuals  one row per sweep measurement and variant: measured, predicted, residual
     costmodel_quadratic  one row: a, c, b, d of a + c*B + b*B*S + d*B*S^2 (fixed, per-sample,
                          linear token and attention terms; suite.balance.costmodel.
                          fit_quadratic_cost), r2, loo_err (leave-one-bucket-out, the same folds as
-                         the power law's), resid_cv. Beyond the paper: C3 stays judged on the power
-                         law's cost_fit_r2; runs finished before this table existed lack it, and
-                         summarize then omits its rows. Absent when the sweep cannot determine the
-                         four terms (B does not vary).
+                         the power law's), resid_cv, META_COLUMNS. Beyond the paper: C3 stays
+                         judged on the power law's cost_fit_r2; runs finished before this table
+                         existed lack it, and summarize then omits its rows. Absent when the sweep
+                         cannot determine the four terms (B does not vary).
+    costmodel_table      the per-shape latency table: n repeats, median and quartiles, the
+                         quadratic's prediction and relative error. run_table_cost(run) prices
+                         any (B, S) from it: measured median where measured, the quadratic form
+                         elsewhere (what the simulator uses for shapes the sweep did not time).
 Budgets: M_mem from the memory fit and the device capacity (ctx.options["capacity_bytes"], else
 the CUDA device's total memory) with a 10% margin; without a capacity (CPU runs) the Wan-14B-on-H200
 default (suite.balance.costmodel.WAN14B_M_MEM) is used and the row says so. M_comp = M_mem *
 s_cross^(p-1), s_cross chosen by simulated throughput on the default mix at 16 ranks (tuning seed).
-C3's metrics: cost_fit_r2 (R^2 of seconds, the verdict's) and cost_fit_r2_rel (R^2 of the relative
-residuals, the fit's own objective), each with a 95% CI from R2_RESAMPLES refits on resampled shapes.
+C3's metrics: cost_fit_r2 (R^2 of seconds: the verdict's, since the balance rule sums predicted
+seconds per rank) and cost_fit_r2_rel (R^2 of the relative residuals, the fit's own objective,
+shown beside it), each with a 95% CI from R2_RESAMPLES refits on resampled shapes.
 Budget: a few seconds in every profile (curve fits, the R^2 refits, a 2000-resample bootstrap).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,6 +63,10 @@ NAME = "costmodel"
 CLAIMS = ("C1", "C2", "C3")
 NEEDS = "cpu"
 
+# what the sweep was measured on (shapes_sweep's columns; "" where an older sweep lacks one)
+META_COLUMNS = ["device", "model", "layers", "dim", "dtype", "checkpointing", "adaln", "arch"]
+MODEL_NAMES = {"wan-1.3b": "Wan 2.1 1.3B", "wan-14b": "Wan 2.1 14B", "tiny": "tiny test config"}
+TABLE_COLUMNS = ["B", "S", "tokens", "n", "median_s", "q25_s", "q75_s", "quad_s", "quad_rel_err"]
 FIT_COLUMNS = [
     "variant",
     "a",
@@ -76,10 +90,7 @@ FIT_COLUMNS = [
     "m_comp",
     "s_cross",
     "budget_source",
-    "device",
-    "model",
-    "layers",
-    "dim",
+    *META_COLUMNS,
 ]
 QUADRATIC_COLUMNS = [
     "a",
@@ -90,10 +101,7 @@ QUADRATIC_COLUMNS = [
     "loo_err",
     "resid_cv",
     "n",
-    "device",
-    "model",
-    "layers",
-    "dim",
+    *META_COLUMNS,
 ]
 QUADRATIC_FORM = "a + c*B + b*B*S + d*B*S^2"
 
@@ -118,10 +126,7 @@ def fit_tables(
     need = {"B", "S", "step_s"}
     if missing := need - set(sweep.columns):
         raise ValueError(f"shapes_sweep lacks columns {sorted(missing)}; needs {sorted(need)}")
-    meta = {
-        k: (sweep[k].iloc[0] if k in sweep.columns else "")
-        for k in ("device", "model", "layers", "dim")
-    }
+    meta = {k: (sweep[k].iloc[0] if k in sweep.columns else "") for k in META_COLUMNS}
     B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
     mem = (math.nan,) * 3
     if "peak_mem_bytes" in sweep.columns and np.isfinite(sweep["peak_mem_bytes"]).sum() >= 2:
@@ -194,7 +199,64 @@ def fit_tables(
     quad = quadratic_table(B, S, t, meta)
     if quad is not None:
         out["costmodel_quadratic"] = quad
+    out["costmodel_table"] = latency_table(B, S, t, quad)
     return out
+
+
+def latency_table(B, S, t, quad: pd.DataFrame | None) -> pd.DataFrame:
+    """costmodel_table: per measured shape, the repeats' median and quartiles, and the
+    quadratic form's prediction and relative error there (NaN without the form)."""
+    df = pd.DataFrame({"B": B.astype(int), "S": S.astype(int), "t": t})
+    g = df.groupby(["B", "S"])["t"]
+    out = g.agg(n="size", median_s="median").reset_index()
+    out["q25_s"], out["q75_s"] = g.quantile(0.25).to_numpy(), g.quantile(0.75).to_numpy()
+    out["tokens"] = out["B"].astype(np.int64) * out["S"]
+    q = model_from_quadratic(quad) if quad is not None else None
+    out["quad_s"] = q.predict(out["B"], out["S"]) if q else math.nan
+    out["quad_rel_err"] = out["quad_s"] / out["median_s"] - 1
+    return out[TABLE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class TableCost:
+    """The per-shape latency table with the quadratic form as its interpolator: predict(B, S) is
+    the measured median where the sweep timed (B, S), a + c*B + b*B*S + d*B*S^2 elsewhere. The
+    cost interface of CostModel and QuadraticCost (predict, fixed_s)."""
+
+    keys: np.ndarray  # sorted B * 2^32 + S of the measured shapes
+    median_s: np.ndarray  # their medians, in the order of keys
+    quad: QuadraticCost
+
+    @property
+    def fixed_s(self) -> float:
+        return self.quad.a
+
+    def predict(self, B, S) -> np.ndarray:
+        B, S = np.broadcast_arrays(np.asarray(B, float), np.asarray(S, float))
+        out = np.array(self.quad.predict(B, S), dtype=float)
+        key = B.astype(np.int64) * 2**32 + S.astype(np.int64)
+        i = np.clip(np.searchsorted(self.keys, key), 0, len(self.keys) - 1)
+        hit = (self.keys[i] == key) & (B == np.round(B)) & (S == np.round(S))
+        out[hit] = self.median_s[i[hit]]
+        return out
+
+
+def table_cost(table: pd.DataFrame, quad: QuadraticCost) -> TableCost:
+    """TableCost of a costmodel_table and its quadratic form."""
+    key = table["B"].to_numpy(np.int64) * 2**32 + table["S"].to_numpy(np.int64)
+    order = np.argsort(key)
+    return TableCost(key[order], table["median_s"].to_numpy(float)[order], quad)
+
+
+def run_table_cost(run) -> TableCost | None:
+    """The run's TableCost (costmodel_table + costmodel_quadratic), or None where either is
+    missing: the simulator prices measured shapes as measured and the rest by the form."""
+    quad = run_quadratic(run)
+    try:
+        table = run.read_table("costmodel_table")
+    except FileNotFoundError:
+        return None
+    return None if quad is None or table.empty else table_cost(table, quad)
 
 
 def quadratic_table(B, S, t, meta: dict) -> pd.DataFrame | None:
@@ -300,6 +362,29 @@ def r2_intervals(B, S, t, seed: int = 0, n: int = R2_RESAMPLES) -> np.ndarray:
     return np.percentile(np.array(out), [2.5, 97.5], axis=0).T
 
 
+def _given(v) -> bool:
+    return not (v is None or (isinstance(v, float) and math.isnan(v)) or str(v) == "")
+
+
+def model_conditions(meta) -> str:
+    """What a sweep was measured on, e.g. "diffusers WanTransformer3DModel, Wan 2.1 1.3B,
+    30 blocks, D=1536, gradient checkpointing, bf16" (from a costmodel_fit row or the sweep's
+    columns; older runs without arch / checkpointing / dtype say "not recorded")."""
+    get = meta.get if hasattr(meta, "get") else (lambda k, d=None: d)
+    arch, model = get("arch", ""), get("model", "")
+    arch = str(arch).split(" {")[0] if _given(arch) else "architecture not recorded"
+    name = MODEL_NAMES.get(str(model), str(model))
+    ckpt = get("checkpointing", "")
+    if _given(ckpt):
+        ckpt = "gradient checkpointing" if str(ckpt) == "True" else "no checkpointing"
+    else:
+        ckpt = "checkpointing not recorded"
+    dtype = get("dtype", "")
+    dtype = str(dtype) if _given(dtype) else "dtype not recorded"
+    layers = int(get("layers")) if _given(get("layers", "")) else "?"
+    return f"{arch}, {name}, {layers} blocks, D={get('dim', '?')}, {ckpt}, {dtype}"
+
+
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     fit, res = tables.get("costmodel_fit"), tables.get("costmodel_residuals")
     if fit is None or res is None:
@@ -308,8 +393,8 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     p2 = fit[fit["variant"] == "p2"]
     sw = res[res["variant"] == "free"]
     cond = (
-        f"{free['model']} L={free['layers']} D={free['dim']} on {free['device']}; "
-        f"{len(sw)} timed runs, fit to per-shape medians, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
+        f"{model_conditions(free)} on {free['device']}; {len(sw)} timed runs, fit to per-shape "
+        f"medians, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
         f"B {int(sw['B'].min())}-{int(sw['B'].max())}"
     )
     ev = "costmodel_fit, costmodel_residuals; figure costmodel_fit"
@@ -326,7 +411,8 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "ci_low": alo,
             "ci_high": ahi,
             "unit": "R^2",
-            "conditions": f"p free = {free['p']:.3f}; R^2 of seconds (absolute space); {boot}; {cond}",
+            "conditions": f"p free = {free['p']:.3f}; R^2 of seconds (absolute space; the "
+            f"verdict's); {boot}; {cond}",
             "evidence": ev,
         },
         {
@@ -336,8 +422,8 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             "ci_low": rlo,
             "ci_high": rhi,
             "unit": "R^2",
-            "conditions": f"R^2 of relative residuals (weights 1/t^2, the fit's own objective); "
-            f"{boot}; {cond}",
+            "conditions": f"R^2 of relative residuals (weights 1/t^2, the fit's own objective; "
+            f"not the verdict's); {boot}; {cond}",
             "evidence": ev,
         },
         {
