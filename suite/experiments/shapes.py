@@ -55,7 +55,7 @@ QUICK_BUCKETS = (1560, 3600, 7800, 14040, 18000, 20280, 26520, 32760, 46800, 612
 FULL_BUCKETS = (1560, 3600, 7800, 10920, 14040, 18000, 20280, 23400, 26520, 32760, 39600, 46800,
                 54000, 61200, 68400, 75600)  # fmt: skip
 # the planning prior of the docstring: step seconds = a + c*B + b*B*S + d*B*S^2 on one H200
-H200_PRIOR = dict(a=0.1, c=0.005, b=2.97e-5, d=1.42e-9)
+H200_PRIOR = dict(a=0.1, c=0.005, b=2.969e-5, d=1.4185e-9)
 
 
 @dataclass(frozen=True)
