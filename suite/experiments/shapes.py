@@ -27,7 +27,9 @@ assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from issue 31's H200 numbers, 2.
 Tables
   shapes_sweep    one row per timed repeat: B, S, tokens (= B*S), bs2 (= B*S^2), repeat, step_s,
                   peak_mem_bytes (max allocated during the step; 0 on CPU), device, model, layers,
-                  dim, dtype, adaln, checkpointing, text_len, arch (the model class and config)
+                  dim, dtype, adaln, checkpointing, m_tok (the equal-token budget: the shape with
+                  B = m_tok // S is its bucket's equal-token batch), text_len, arch (the model
+                  class and config)
   shapes_skipped  one row per shape that ran out of memory: B, S, tokens, reason + the same meta
   shapes_warmup   one row per shape: its warm-up step's step_s and peak_mem_bytes (what the first
                   step at a shape costs beyond the timed ones; not used by any fit)
@@ -143,6 +145,7 @@ def _meta(ctx: RunContext, prof: Profile, step) -> dict:
         "dtype": prof.dtype,
         "adaln": prof.adaln,
         "checkpointing": bool(step.checkpointing),
+        "m_tok": prof.m_tok,
         "text_len": step.text_len,
         "arch": f"diffusers {type(step.model).__name__} {asdict(cfg)}",
     }
