@@ -12,8 +12,9 @@
 # Estimate (suite/experiments/shapes.py's docstring: 2.6 s at one 32,760-token clip, 3.8x spread
 # at equal tokens): install 15 s, tests ~40 s, sweep ~185 s + ~15 s model build and fits: ~4.3 min.
 # Every step is under `timeout`, so the script ends by ~5.5 min even if the estimate is off.
-# $OUT: gpu.txt, pytest.log, reproduce.log, run/results/{shapes_*,costmodel_*}.csv (+ done.json);
-# the per-shape medians and the fits print last.
+# $OUT (5 files): gpu.txt, pytest.log, reproduce.log, shapes_sweep.csv and run.tgz (the whole run
+# directory: results/{shapes_*,costmodel_*}.csv, done.json, env.json); the per-shape medians and
+# the fits print last.
 set -o pipefail
 OUT=${OUT:-reports/runs/gpu_shapes31}
 . "$(dirname "$0")/gpu_common.sh"
@@ -27,15 +28,18 @@ timeout "${TEST_TIMEOUT:-75}" python3 -m pytest -q -m gpu -rs tests/test_stepfn.
   | tee "$OUT/pytest.log" | tail -6
 
 stamp "quick-profile sweep + fits (reproduce --only costmodel)"
+run=/tmp/run-shapes31
+rm -rf "$run"
 start=$(date +%s)
 timeout "${SWEEP_TIMEOUT:-240}" python3 -m suite reproduce --profile quick --only costmodel \
-  --out "$OUT/run" --no-report >"$OUT/reproduce.log" 2>&1
+  --out "$run" --no-report >"$OUT/reproduce.log" 2>&1
 echo "reproduce exit status $? (timeout: 124) after $(( $(date +%s) - start )) s; last log lines:"
 grep -a "shapes:\|costmodel:" "$OUT/reproduce.log" | tail -n 4
-rm -rf "$OUT/run/figures" 2>/dev/null
+tar czf "$OUT/run.tgz" -C /tmp run-shapes31
+cp "$run"/results/shapes_sweep.csv* "$OUT"/ 2>/dev/null
 
 stamp "tables"
-python3 - "$OUT/run" <<'PY'
+python3 - "$run" <<'PY'
 import sys
 from pathlib import Path
 

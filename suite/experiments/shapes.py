@@ -16,13 +16,14 @@ Budget (planning estimate, not a result: a + c*B + b*B*S + d*B*S^2 with a = 0.1 
 assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from issue 31's H200 numbers, 2.6 s at one
 32,760-token clip and a 3.8x spread at equal tokens, i.e. 2.73 s at (48, 1560) and 10.5 s at
 (1, 75600)):
-  quick: 11 buckets, 25 shapes, 3 steps each. The 11 equal-token steps carry 70,200-75,600 tokens
+  quick: 11 buckets, 25 shapes, 3 steps each. The 11 equal-token steps carry 46,800-75,600 tokens
          each and cost 2.7-10.5 s, 51 s per pass, 153 s for warm-up + 2 repeats; the 14 ladder
          shapes (<= 12,000 tokens) add 32 s: ~185 s, plus ~10 s to build the model. Over the
          ~150 s target: the equal-token steps alone exceed it. 8 buckets (1560, 3600, 7800,
          14040, 20280, 32760, 46800, 75600) would give ~130 s.
   full:  16 buckets, 40 shapes (ladder <= 25,000 tokens), warm-up + 3 repeats: ~385 s.
-  cpu:   tiny config, S 16-2048, a few seconds.
+  cpu:   tiny config, S 64-2048 (M_tok 4,096), 14 shapes, warm-up + 3 repeats: ~15-25 s on 2 shared
+         cores.
 
 Tables
   shapes_sweep    one row per timed repeat: B, S, tokens (= B*S), bs2 (= B*S^2), repeat, step_s,
