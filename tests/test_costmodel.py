@@ -284,3 +284,23 @@ def test_every_c1_c3_row_names_model_blocks_checkpointing_and_dtype():
         "architecture not recorded, Wan 2.1 1.3B, 2 blocks, D=1536, "
         "checkpointing not recorded, dtype not recorded"
     )
+
+
+def test_c1_alternatives_over_the_equal_token_shapes_of_the_sweep():
+    from suite.experiments import costmodel as exp
+    from suite.experiments.shapes import M_TOK, QUICK_BUCKETS, prior_seconds
+
+    sw = _grid_sweep(prior_seconds).assign(device="synthetic", model="wan-1.3b", m_tok=M_TOK)
+    rows = exp.summarize(exp.fit_tables(sw)).set_index("metric")
+    eq = [prior_seconds(M_TOK // s, s) for s in QUICK_BUCKETS]
+    assert rows.loc["latency_spread_eqtok", "value"] == pytest.approx(max(eq) / min(eq))
+    assert rows.loc["latency_spread_eqtok", "unit"] == "x"
+    r_eq, r_all = rows.loc["r_tokens_sweep_eqtok", "value"], rows.loc["r_tokens_sweep", "value"]
+    assert r_eq < 0.5 < r_all  # near-degenerate at equal tokens; across token counts it is not
+    assert (
+        "the 11 equal-token shapes (B = floor(75600 / S)"
+        in rows.loc["r_tokens_sweep_eqtok", "conditions"]
+    )
+    # a sweep that does not record M_tok gets no such rows
+    plain = exp.summarize(exp.fit_tables(sw.drop(columns="m_tok")))
+    assert not {"r_tokens_sweep_eqtok", "latency_spread_eqtok"} & set(plain["metric"])

@@ -64,7 +64,9 @@ CLAIMS = ("C1", "C2", "C3")
 NEEDS = "cpu"
 
 # what the sweep was measured on (shapes_sweep's columns; "" where an older sweep lacks one)
-META_COLUMNS = ["device", "model", "layers", "dim", "dtype", "checkpointing", "adaln", "arch"]
+META_COLUMNS = [
+    "device", "model", "layers", "dim", "dtype", "checkpointing", "adaln", "arch", "m_tok"
+]  # fmt: skip
 MODEL_NAMES = {"wan-1.3b": "Wan 2.1 1.3B", "wan-14b": "Wan 2.1 14B", "tiny": "tiny test config"}
 TABLE_COLUMNS = ["B", "S", "tokens", "n", "median_s", "q25_s", "q75_s", "quad_s", "quad_rel_err"]
 FIT_COLUMNS = [
@@ -474,7 +476,43 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "evidence": "costmodel_residuals; figure costmodel_correlation",
             }
         )
+    rows += _equal_token_rows(med, free.get("m_tok", ""), cond)
     return metric_rows(rows)
+
+
+def _equal_token_rows(med: pd.DataFrame, m_tok, cond: str) -> list[dict]:
+    """C1 alternatives over the sweep's equal-token shapes (B = M_tok // S, one per bucket): R of
+    latency with B*S there (near-degenerate: B*S is held near M_tok) and the latency spread,
+    max / min median. None for sweeps that do not record M_tok or have < 3 such shapes."""
+    if not _given(m_tok):
+        return []
+    eq = med[med["B"] == int(m_tok) // med["S"]]
+    if len(eq) < 3:
+        return []
+    y = eq["step_s"].to_numpy(float)
+    r, lo, hi = pearson_ci((eq["B"] * eq["S"]).to_numpy(float), y, seed=0)
+    what = f"the {len(eq)} equal-token shapes (B = floor({int(m_tok)} / S), one per bucket)"
+    ev = "costmodel_residuals, shapes_sweep"
+    return [
+        {
+            "claim": "C1",
+            "metric": "r_tokens_sweep_eqtok",
+            "value": r,
+            "ci_low": lo,
+            "ci_high": hi,
+            "unit": "R",
+            "conditions": f"Pearson R of median step time with B*S over {what}; {cond}",
+            "evidence": ev,
+        },
+        {
+            "claim": "C1",
+            "metric": "latency_spread_eqtok",
+            "value": y.max() / y.min(),
+            "unit": "x",
+            "conditions": f"slowest / fastest median step time over {what}; {cond}",
+            "evidence": ev,
+        },
+    ]
 
 
 def _quadratic_rows(quad: pd.DataFrame | None, free: pd.Series, cond: str) -> list[dict]:
