@@ -174,27 +174,17 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 def _equal_token_rows(med: pd.DataFrame, m_tok, cond: str) -> list[dict]:
     """C1 alternatives over the sweep's equal-token shapes (B = M_tok // S, one per bucket): R of
     latency with B*S there (near-degenerate: B*S is held near M_tok) and the latency spread,
-    max / min median. None for sweeps that do not record M_tok or have < 3 such shapes."""
+    max / min median (R only where B*S varies). None for sweeps that do not record M_tok or have
+    < 3 such shapes."""
     if not _given(m_tok):
         return []
     eq = med[med["B"] == int(m_tok) // med["S"]]
     if len(eq) < 3:
         return []
-    y = eq["step_s"].to_numpy(float)
-    r, lo, hi = pearson_ci((eq["B"] * eq["S"]).to_numpy(float), y, seed=0)
+    y, tok = eq["step_s"].to_numpy(float), (eq["B"] * eq["S"]).to_numpy(float)
     what = f"the {len(eq)} equal-token shapes (B = floor({int(m_tok)} / S), one per bucket)"
     ev = "costmodel_residuals, shapes_sweep"
-    return [
-        {
-            "claim": "C1",
-            "metric": "r_tokens_sweep_eqtok",
-            "value": r,
-            "ci_low": lo,
-            "ci_high": hi,
-            "unit": "R",
-            "conditions": f"Pearson R of median step time with B*S over {what}; {cond}",
-            "evidence": ev,
-        },
+    rows = [
         {
             "claim": "C1",
             "metric": "latency_spread_eqtok",
@@ -202,8 +192,24 @@ def _equal_token_rows(med: pd.DataFrame, m_tok, cond: str) -> list[dict]:
             "unit": "x",
             "conditions": f"slowest / fastest median step time over {what}; {cond}",
             "evidence": ev,
-        },
+        }
     ]
+    if np.ptp(tok) > 0:  # every bucket dividing M_tok exactly leaves R undefined
+        r, lo, hi = pearson_ci(tok, y, seed=0)
+        rows.insert(
+            0,
+            {
+                "claim": "C1",
+                "metric": "r_tokens_sweep_eqtok",
+                "value": r,
+                "ci_low": lo,
+                "ci_high": hi,
+                "unit": "R",
+                "conditions": f"Pearson R of median step time with B*S over {what}; {cond}",
+                "evidence": ev,
+            },
+        )
+    return rows
 
 
 def _quadratic_rows(quad: pd.DataFrame | None, free: pd.Series, cond: str) -> list[dict]:
