@@ -194,3 +194,113 @@ def test_a_run_without_the_quadratic_table_still_summarizes():
     one_b = exp.fit_tables(_quad_sweep(batch_sizes=(1,)))
     assert "costmodel_quadratic" not in one_b
     assert not quad_keys & set(exp.summarize(one_b)["metric"])
+
+
+# -- the fits on the issue-31 grid (equal-token buckets + ladder), the latency table, conditions
+H200_LIKE = {"a": 0.1, "c": 0.005, "b": 2.97e-5, "d": 1.42e-9}  # shapes.H200_PRIOR's scale
+
+
+def _grid_sweep(cost, repeats=2):
+    """shapes_sweep rows on the quick profile's grid, exact times from `cost`."""
+    import pandas as pd
+
+    from suite.balance.shapebench import equal_token_grid
+    from suite.experiments.shapes import M_TOK, QUICK_BUCKETS
+
+    B, S = np.array(equal_token_grid(QUICK_BUCKETS, M_TOK, 12_000), dtype=float).T
+    df = pd.DataFrame({"B": np.repeat(B, repeats), "S": np.repeat(S, repeats)})
+    df["repeat"] = np.tile(np.arange(repeats), len(B))
+    df["step_s"] = cost(df["B"].to_numpy(), df["S"].to_numpy())
+    df["tokens"], df["bs2"] = df["B"] * df["S"], df["B"] * df["S"] ** 2
+    return df
+
+
+def test_quadratic_fit_recovers_known_coefficients_on_the_sweep_grid():
+    from suite.balance.costmodel import QuadraticCost, fit_quadratic_cost
+
+    q = H200_LIKE
+    sw = _grid_sweep(lambda B, S: q["a"] + q["c"] * B + q["b"] * B * S + q["d"] * B * S**2)
+    fit = fit_quadratic_cost(sw["B"], sw["S"], sw["step_s"])
+    for k, v in q.items():
+        assert getattr(fit, k) == pytest.approx(v, rel=1e-6), k
+    assert fit.r2 == pytest.approx(1.0) and isinstance(fit, QuadraticCost)
+
+
+def test_power_law_fit_recovers_known_a_b_p_on_the_sweep_grid():
+    a, b, p = 0.2, 3e-8, 1.54
+    sw = _grid_sweep(lambda B, S: a + b * B * S**p)
+    m = fit_cost(sw["B"], sw["S"], sw["step_s"])
+    assert m.p == pytest.approx(p, abs=1e-4) and m.a == pytest.approx(a, rel=1e-3)
+    assert m.b == pytest.approx(b, rel=1e-2) and m.r2 == pytest.approx(1.0, abs=1e-9)
+
+
+def test_latency_table_prices_measured_shapes_as_measured_and_the_rest_by_the_quadratic():
+    from suite.experiments import costmodel as exp
+    from suite.rundir import RunDir
+
+    sw = _quad_sweep(noise=0.05, seed=5)
+    tables = exp.fit_tables(sw)
+    tab = tables["costmodel_table"]
+    assert list(tab.columns) == exp.TABLE_COLUMNS
+    med = sw.groupby(["B", "S"])["step_s"].median()
+    assert len(tab) == len(med) and (tab["n"] == 3).all()
+    np.testing.assert_allclose(tab.set_index(["B", "S"])["median_s"].loc[med.index], med)
+    assert (tab["q25_s"] <= tab["median_s"]).all() and (tab["median_s"] <= tab["q75_s"]).all()
+    run = RunDir(__import__("tempfile").mkdtemp())
+    for k, v in tables.items():
+        run.write_table(k, v)
+    cost, quad = exp.run_table_cost(run), exp.run_quadratic(run)
+    (b0, s0), t0 = med.index[0], med.iloc[0]
+    got = cost.predict([b0, 3, b0], [s0, 5000, s0])
+    assert got[0] == pytest.approx(t0) and got[2] == pytest.approx(t0)
+    assert got[1] == pytest.approx(quad.predict(3, 5000)) and cost.fixed_s == quad.a
+    assert np.asarray(cost.predict(1.5, s0)) == pytest.approx(quad.predict(1.5, s0))
+
+
+def test_every_c1_c3_row_names_model_blocks_checkpointing_and_dtype():
+    from suite.experiments import costmodel as exp
+
+    sw = _quad_sweep(seed=6).assign(
+        model="wan-1.3b",
+        layers=30,
+        dim=1536,
+        dtype="bf16",
+        checkpointing=True,
+        adaln="wan",
+        arch="diffusers WanTransformer3DModel {'num_layers': 30}",
+    )
+    rows = exp.summarize(exp.fit_tables(sw))
+    want = (
+        "diffusers WanTransformer3DModel, Wan 2.1 1.3B, 30 blocks, D=1536, "
+        "gradient checkpointing, bf16"
+    )
+    assert set(rows["claim"]) == {"C1", "C2", "C3"}
+    assert all(want in c for c in rows["conditions"]), rows["conditions"].tolist()
+    r2 = rows.set_index("metric")["conditions"]
+    assert "the verdict's" in r2["cost_fit_r2"] and "not the verdict's" in r2["cost_fit_r2_rel"]
+    # a sweep of an older run, without those columns, says so instead of guessing
+    old = exp.model_conditions({"model": "wan-1.3b", "layers": 2, "dim": 1536})
+    assert old == (
+        "architecture not recorded, Wan 2.1 1.3B, 2 blocks, D=1536, "
+        "checkpointing not recorded, dtype not recorded"
+    )
+
+
+def test_c1_alternatives_over_the_equal_token_shapes_of_the_sweep():
+    from suite.experiments import costmodel as exp
+    from suite.experiments.shapes import M_TOK, QUICK_BUCKETS, prior_seconds
+
+    sw = _grid_sweep(prior_seconds).assign(device="synthetic", model="wan-1.3b", m_tok=M_TOK)
+    rows = exp.summarize(exp.fit_tables(sw)).set_index("metric")
+    eq = [prior_seconds(M_TOK // s, s) for s in QUICK_BUCKETS]
+    assert rows.loc["latency_spread_eqtok", "value"] == pytest.approx(max(eq) / min(eq))
+    assert rows.loc["latency_spread_eqtok", "unit"] == "x"
+    r_eq, r_all = rows.loc["r_tokens_sweep_eqtok", "value"], rows.loc["r_tokens_sweep", "value"]
+    assert r_eq < 0.5 < r_all  # near-degenerate at equal tokens; across token counts it is not
+    assert (
+        "the 11 equal-token shapes (B = floor(75600 / S)"
+        in rows.loc["r_tokens_sweep_eqtok", "conditions"]
+    )
+    # a sweep that does not record M_tok gets no such rows
+    plain = exp.summarize(exp.fit_tables(sw.drop(columns="m_tok")))
+    assert not {"r_tokens_sweep_eqtok", "latency_spread_eqtok"} & set(plain["metric"])

@@ -1,31 +1,42 @@
 """costmodel: fit step_time ~ a + b*B*S^p to the measured shape sweep (C3), and C1/C2 over it;
-beside it (not judged) the physical form a + c*B + b*B*S + d*B*S^2.
+beside it (not judged) the physical form a + c*B + b*B*S + d*B*S^2, the latency table's
+interpolator.
 
 Reads `shapes_sweep` (written by the `shapes` experiment: B, S, tokens, bs2, repeat, step_s,
-peak_mem_bytes, device, model, layers, dim). Writes
+peak_mem_bytes and what it ran on: device, model, layers, dim, dtype, checkpointing, adaln, arch).
+Every C1-C3 row's conditions name the model class, config, blocks, width, checkpointing and dtype
+(model_conditions; e.g. "diffusers WanTransformer3DModel, Wan 2.1 1.3B, 30 blocks, D=1536,
+gradient checkpointing, bf16"). Writes
     costmodel_fit        one row per variant ("free": p fitted; "p2": p fixed at 2) with a, b, p,
                          their 95% CIs, r2, loo_err, the memory model m0, m1 and the budgets
-                         m_mem, m_comp, s_cross
+                         m_mem, m_comp, s_cross, and META_COLUMNS
     costmodel_residuals  one row per sweep measurement and variant: measured, predicted, residual
     costmodel_quadratic  one row: a, c, b, d of a + c*B + b*B*S + d*B*S^2 (fixed, per-sample,
                          linear token and attention terms; suite.balance.costmodel.
                          fit_quadratic_cost), r2, loo_err (leave-one-bucket-out, the same folds as
-                         the power law's), resid_cv. Beyond the paper: C3 stays judged on the power
-                         law's cost_fit_r2; runs finished before this table existed lack it, and
-                         summarize then omits its rows. Absent when the sweep cannot determine the
-                         four terms (B does not vary).
+                         the power law's), resid_cv, META_COLUMNS. Beyond the paper: C3 stays
+                         judged on the power law's cost_fit_r2; runs finished before this table
+                         existed lack it, and summarize then omits its rows. Absent when the sweep
+                         cannot determine the four terms (B does not vary).
+    costmodel_table      the per-shape latency table: n repeats, median and quartiles, the
+                         quadratic's prediction and relative error. run_table_cost(run) prices
+                         any (B, S) from it: measured median where measured, the quadratic form
+                         elsewhere (what the simulator uses for shapes the sweep did not time).
 Budgets: M_mem from the memory fit and the device capacity (ctx.options["capacity_bytes"], else
 the CUDA device's total memory) with a 10% margin; without a capacity (CPU runs) the Wan-14B-on-H200
 default (suite.balance.costmodel.WAN14B_M_MEM) is used and the row says so. M_comp = M_mem *
 s_cross^(p-1), s_cross chosen by simulated throughput on the default mix at 16 ranks (tuning seed).
-C3's metrics: cost_fit_r2 (R^2 of seconds, the verdict's) and cost_fit_r2_rel (R^2 of the relative
-residuals, the fit's own objective), each with a 95% CI from R2_RESAMPLES refits on resampled shapes.
+C3's metrics: cost_fit_r2 (R^2 of seconds: the verdict's, since the balance rule sums predicted
+seconds per rank) and cost_fit_r2_rel (R^2 of the relative residuals, the fit's own objective,
+shown beside it), each with a 95% CI from R2_RESAMPLES refits on resampled shapes.
+The metric rows (`summarize`, model_conditions) are in suite.experiments.costmodel_rows.
 Budget: a few seconds in every profile (curve fits, the R^2 refits, a 2000-resample bootstrap).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -36,7 +47,6 @@ from suite.balance.costmodel import (
     WAN14B_M_MEM,
     CostModel,
     QuadraticCost,
-    _fit_norm,
     fit_cost,
     fit_memory,
     fit_quadratic_cost,
@@ -45,14 +55,22 @@ from suite.balance.costmodel import (
 )
 from suite.balance.simulator import tune_s_cross
 from suite.data.corpus import sample_corpus
-from suite.experiments import metric_rows
+from suite.experiments.costmodel_rows import (  # noqa: F401 (summarize: this experiment's)
+    QUADRATIC_FORM,
+    model_conditions,
+    summarize,
+)
 from suite.rundir import RunContext
-from suite.stats import pearson_ci
 
 NAME = "costmodel"
 CLAIMS = ("C1", "C2", "C3")
 NEEDS = "cpu"
 
+# what the sweep was measured on (shapes_sweep's columns; "" where an older sweep lacks one)
+META_COLUMNS = [
+    "device", "model", "layers", "dim", "dtype", "checkpointing", "adaln", "arch", "m_tok"
+]  # fmt: skip
+TABLE_COLUMNS = ["B", "S", "tokens", "n", "median_s", "q25_s", "q75_s", "quad_s", "quad_rel_err"]
 FIT_COLUMNS = [
     "variant",
     "a",
@@ -76,10 +94,7 @@ FIT_COLUMNS = [
     "m_comp",
     "s_cross",
     "budget_source",
-    "device",
-    "model",
-    "layers",
-    "dim",
+    *META_COLUMNS,
 ]
 QUADRATIC_COLUMNS = [
     "a",
@@ -90,12 +105,8 @@ QUADRATIC_COLUMNS = [
     "loo_err",
     "resid_cv",
     "n",
-    "device",
-    "model",
-    "layers",
-    "dim",
+    *META_COLUMNS,
 ]
-QUADRATIC_FORM = "a + c*B + b*B*S + d*B*S^2"
 
 
 def _capacity(ctx: RunContext) -> float:
@@ -118,10 +129,7 @@ def fit_tables(
     need = {"B", "S", "step_s"}
     if missing := need - set(sweep.columns):
         raise ValueError(f"shapes_sweep lacks columns {sorted(missing)}; needs {sorted(need)}")
-    meta = {
-        k: (sweep[k].iloc[0] if k in sweep.columns else "")
-        for k in ("device", "model", "layers", "dim")
-    }
+    meta = {k: (sweep[k].iloc[0] if k in sweep.columns else "") for k in META_COLUMNS}
     B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
     mem = (math.nan,) * 3
     if "peak_mem_bytes" in sweep.columns and np.isfinite(sweep["peak_mem_bytes"]).sum() >= 2:
@@ -194,7 +202,64 @@ def fit_tables(
     quad = quadratic_table(B, S, t, meta)
     if quad is not None:
         out["costmodel_quadratic"] = quad
+    out["costmodel_table"] = latency_table(B, S, t, quad)
     return out
+
+
+def latency_table(B, S, t, quad: pd.DataFrame | None) -> pd.DataFrame:
+    """costmodel_table: per measured shape, the repeats' median and quartiles, and the
+    quadratic form's prediction and relative error there (NaN without the form)."""
+    df = pd.DataFrame({"B": B.astype(int), "S": S.astype(int), "t": t})
+    g = df.groupby(["B", "S"])["t"]
+    out = g.agg(n="size", median_s="median").reset_index()
+    out["q25_s"], out["q75_s"] = g.quantile(0.25).to_numpy(), g.quantile(0.75).to_numpy()
+    out["tokens"] = out["B"].astype(np.int64) * out["S"]
+    q = model_from_quadratic(quad) if quad is not None else None
+    out["quad_s"] = q.predict(out["B"], out["S"]) if q else math.nan
+    out["quad_rel_err"] = out["quad_s"] / out["median_s"] - 1
+    return out[TABLE_COLUMNS]
+
+
+@dataclass(frozen=True)
+class TableCost:
+    """The per-shape latency table with the quadratic form as its interpolator: predict(B, S) is
+    the measured median where the sweep timed (B, S), a + c*B + b*B*S + d*B*S^2 elsewhere. The
+    cost interface of CostModel and QuadraticCost (predict, fixed_s)."""
+
+    keys: np.ndarray  # sorted B * 2^32 + S of the measured shapes
+    median_s: np.ndarray  # their medians, in the order of keys
+    quad: QuadraticCost
+
+    @property
+    def fixed_s(self) -> float:
+        return self.quad.a
+
+    def predict(self, B, S) -> np.ndarray:
+        B, S = np.broadcast_arrays(np.asarray(B, float), np.asarray(S, float))
+        out = np.array(self.quad.predict(B, S), dtype=float)
+        key = B.astype(np.int64) * 2**32 + S.astype(np.int64)
+        i = np.clip(np.searchsorted(self.keys, key), 0, len(self.keys) - 1)
+        hit = (self.keys[i] == key) & (B == np.round(B)) & (S == np.round(S))
+        out[hit] = self.median_s[i[hit]]
+        return out
+
+
+def table_cost(table: pd.DataFrame, quad: QuadraticCost) -> TableCost:
+    """TableCost of a costmodel_table and its quadratic form."""
+    key = table["B"].to_numpy(np.int64) * 2**32 + table["S"].to_numpy(np.int64)
+    order = np.argsort(key)
+    return TableCost(key[order], table["median_s"].to_numpy(float)[order], quad)
+
+
+def run_table_cost(run) -> TableCost | None:
+    """The run's TableCost (costmodel_table + costmodel_quadratic), or None where either is
+    missing: the simulator prices measured shapes as measured and the rest by the form."""
+    quad = run_quadratic(run)
+    try:
+        table = run.read_table("costmodel_table")
+    except FileNotFoundError:
+        return None
+    return None if quad is None or table.empty else table_cost(table, quad)
 
 
 def quadratic_table(B, S, t, meta: dict) -> pd.DataFrame | None:
@@ -267,157 +332,3 @@ def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:
         s_cross=r["s_cross"],
         source=f"costmodel_fit[{variant}] ({r['device']} {r['model']})",
     )
-
-
-R2_RESAMPLES = 200  # refits of the power law per C3 interval (~1 s)
-
-
-def r2_pair(t: np.ndarray, pred: np.ndarray) -> tuple[float, float]:
-    """(R^2 in absolute space, R^2 of the relative residuals): 1 - SS_res / SS_tot with weights 1
-    and 1/t^2 (the power law's fit minimises the weighted one: sum((pred - t) / t)^2)."""
-    w = 1 / t**2
-    tw = np.sum(w * t) / np.sum(w)
-    r2 = 1 - np.sum((t - pred) ** 2) / np.sum((t - t.mean()) ** 2)
-    rel = 1 - np.sum(w * (t - pred) ** 2) / np.sum(w * (t - tw) ** 2)
-    return float(r2), float(rel)
-
-
-def r2_intervals(B, S, t, seed: int = 0, n: int = R2_RESAMPLES) -> np.ndarray:
-    """95% percentile CIs [[abs lo, abs hi], [rel lo, rel hi]] of r2_pair for the p-free power law
-    refitted on shapes resampled with replacement (the per-shape medians are the units)."""
-    rng = np.random.default_rng(seed)
-    s_ref, t_ref = S.max(), t.max()
-    out = []
-    for _ in range(n):
-        i = rng.integers(0, len(t), len(t))
-        if len(np.unique(S[i])) < 3:
-            continue
-        try:
-            (a, b, p), _ = _fit_norm(B[i], S[i] / s_ref, t[i] / t_ref)
-        except (RuntimeError, ValueError):  # a resample the fit cannot follow is left out
-            continue
-        out.append(r2_pair(t[i], t_ref * (a + b * B[i] * (S[i] / s_ref) ** p)))
-    return np.percentile(np.array(out), [2.5, 97.5], axis=0).T
-
-
-def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    fit, res = tables.get("costmodel_fit"), tables.get("costmodel_residuals")
-    if fit is None or res is None:
-        return metric_rows([])
-    free = fit[fit["variant"] == "free"].iloc[0]
-    p2 = fit[fit["variant"] == "p2"]
-    sw = res[res["variant"] == "free"]
-    cond = (
-        f"{free['model']} L={free['layers']} D={free['dim']} on {free['device']}; "
-        f"{len(sw)} timed runs, fit to per-shape medians, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
-        f"B {int(sw['B'].min())}-{int(sw['B'].max())}"
-    )
-    ev = "costmodel_fit, costmodel_residuals; figure costmodel_fit"
-    med = sw.groupby(["B", "S"], as_index=False)["step_s"].median()
-    mB, mS, y = (med[c].to_numpy(float) for c in ("B", "S", "step_s"))
-    _, r2_rel = r2_pair(y, free["a"] + free["b"] * mB * mS ** free["p"])
-    (alo, ahi), (rlo, rhi) = r2_intervals(mB, mS, y)
-    boot = f"95% CI: {R2_RESAMPLES} refits on shapes resampled with replacement"
-    rows = [
-        {
-            "claim": "C3",
-            "metric": "cost_fit_r2",
-            "value": free["r2"],
-            "ci_low": alo,
-            "ci_high": ahi,
-            "unit": "R^2",
-            "conditions": f"p free = {free['p']:.3f}; R^2 of seconds (absolute space); {boot}; {cond}",
-            "evidence": ev,
-        },
-        {
-            "claim": "C3",
-            "metric": "cost_fit_r2_rel",
-            "value": r2_rel,
-            "ci_low": rlo,
-            "ci_high": rhi,
-            "unit": "R^2",
-            "conditions": f"R^2 of relative residuals (weights 1/t^2, the fit's own objective); "
-            f"{boot}; {cond}",
-            "evidence": ev,
-        },
-        {
-            "claim": "C3",
-            "metric": "cost_fit_loo_err",
-            "value": 100 * free["loo_err"],
-            "unit": "%",
-            "conditions": f"leave-one-bucket-out mean |rel. error|; {cond}",
-            "evidence": ev,
-        },
-        {
-            "claim": "C3",
-            "metric": "cost_fit_p",
-            "value": free["p"],
-            "ci_low": free["p_lo"],
-            "ci_high": free["p_hi"],
-            "unit": "p",
-            "conditions": cond,
-            "evidence": ev,
-        },
-    ]
-    if not p2.empty:
-        rows.append(
-            {
-                "claim": "C3",
-                "metric": "cost_fit_r2_p2",
-                "value": p2.iloc[0]["r2"],
-                "unit": "R^2",
-                "conditions": f"p fixed at 2; {cond}",
-                "evidence": ev,
-            }
-        )
-    rows += _quadratic_rows(tables.get("costmodel_quadratic"), free, cond)
-    for claim, key, x in (
-        ("C1", "r_tokens_sweep", med["B"] * med["S"]),
-        ("C2", "r_bs2_sweep", med["B"] * med["S"] ** 2.0),
-    ):
-        r, lo, hi = pearson_ci(x.to_numpy(float), y, seed=0)
-        rows.append(
-            {
-                "claim": claim,
-                "metric": key,
-                "value": r,
-                "ci_low": lo,
-                "ci_high": hi,
-                "unit": "R",
-                "conditions": f"Pearson over the {len(med)} shapes' median step times; {cond}",
-                "evidence": "costmodel_residuals; figure costmodel_correlation",
-            }
-        )
-    return metric_rows(rows)
-
-
-def _quadratic_rows(quad: pd.DataFrame | None, free: pd.Series, cond: str) -> list[dict]:
-    """Non-judged C3 rows of the physical form (none for runs without costmodel_quadratic)."""
-    if quad is None or quad.empty:
-        return []
-    q = quad.iloc[0]
-    what = (
-        f"not judged (beyond the paper): {QUADRATIC_FORM} (fixed, per-sample, linear token and "
-        f"attention terms) by non-negative least squares; C3 is judged on cost_fit_r2 of "
-        f"a + b*B*S^p (R^2 {free['r2']:.3f}, leave-one-bucket-out {100 * free['loo_err']:.1f}%)"
-    )
-    ev = "costmodel_quadratic, shapes_sweep; figure costmodel_fit"
-    return [
-        {
-            "claim": "C3",
-            "metric": "cost_fit_r2_quadratic",
-            "value": q["r2"],
-            "unit": "R^2",
-            "conditions": f"{what}; {cond}",
-            "evidence": ev,
-        },
-        {
-            "claim": "C3",
-            "metric": "cost_fit_loo_err_quadratic",
-            "value": 100 * q["loo_err"],
-            "unit": "%",
-            "conditions": f"leave-one-bucket-out mean |rel. error|, the power law's folds; "
-            f"{what}; {cond}",
-            "evidence": ev,
-        },
-    ]

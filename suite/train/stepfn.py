@@ -1,68 +1,134 @@
-"""A synchronised training-step function for shape sweeps: step(B, S) -> (seconds, peak_bytes).
+"""One synchronised training step of diffusers' Wan model at any (B, S): step(B, S) -> (s, bytes).
 
-`make_step_fn(model="tiny", layers=None, device="cpu", adaln="wan", dtype="bf16")` builds the model
-and an AdamW optimizer once; each call runs one full step (forward + backward + optimizer) on
-synthetic inputs of B samples of S tokens, synchronised (CUDA events on a GPU, perf_counter on
-CPU), and returns its seconds and the peak allocated bytes of that step (0 on CPU).
+    from suite.train.stepfn import make_step_fn
+    step = make_step_fn("wan-1.3b", device="cuda")   # 30 blocks, bf16, gradient checkpointing
+    seconds, peak_bytes = step(4, 14040)             # 4 samples of 14,040 tokens (33 480p frames)
 
-The token grid of S: (S / 1560, 30, 52) when S is a whole number of 480x832 frames, (S / 3600,
-45, 80) for 720x1280 frames, else (1, 1, S). RoPE positions follow the grid; the cost does not.
+`make_step_fn` builds `suite.model.wan.build_wan(...)` (diffusers' `WanTransformer3DModel`, random
+init, cast as diffusers loads it) and one AdamW once. Each call draws random latents, timesteps and
+text embeddings for B samples of S tokens on the device (outside the timed region), then times
+`suite.model.wan.train_step` (fwd + MSE + bwd) + `optimizer.step()` between two device syncs and
+returns the seconds and the peak allocated bytes of that step (0 on CPU). A step that runs out of
+device memory raises `suite.balance.shapebench.ShapeOutOfMemory` after freeing what it held, so a
+sweep can record the shape as skipped and go on.
+
+Token grid of S (patch units; the latent is (f, 2h, 2w)): S / 3600 frames of 45 x 80 (720x1280),
+else S / 1560 frames of 30 x 52 (480x832), else the small grids of the CPU tests. RoPE follows the
+grid; the cost depends on S only.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import torch
 
-from suite.model import WanDiT, get_config
-from suite.train.instrument import PhaseTimer, peak_bytes, reset_peak
-from suite.train.trainer import forward_backward
+from suite.balance.shapebench import ShapeOutOfMemory
+from suite.model.wan import TEXT_LEN, build_wan, get_wan_config, train_step
 
-FRAME_GRIDS = ((1560, 30, 52), (3600, 45, 80), (256, 16, 16), (64, 8, 8), (16, 4, 4))
+# (tokens per latent frame, h, w) in patch units, tried in order; 46,800 is 720p (49 frames)
+FRAME_GRIDS = ((3600, 45, 80), (1560, 30, 52), (256, 16, 16), (64, 8, 8), (16, 4, 4))
+TINY_TEXT_LEN = 16  # text tokens for the tiny CPU config (Wan's 512 elsewhere)
+ADALN = ("wan", "fused")  # diffusers' own modulated norms | suite.ops.diffusers.patch_wan
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def token_grid(S: int) -> tuple[int, int, int]:
+    """(frames, h, w) in patch units with frames * h * w == S."""
     for per_frame, h, w in FRAME_GRIDS:
-        if S % per_frame == 0:
+        if S >= per_frame and S % per_frame == 0:
             return (S // per_frame, h, w)
-    return (1, 1, int(S))
+    raise ValueError(
+        f"S must be a positive multiple of one of {[g[0] for g in FRAME_GRIDS]} tokens per "
+        f"latent frame, got {S!r}"
+    )
+
+
+def _dtype(dtype: str | torch.dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)} or a torch.dtype, got {dtype!r}")
+    return DTYPES[dtype]
 
 
 def make_step_fn(
-    model: str = "tiny",
+    model: str = "wan-1.3b",
     layers: int | None = None,
     device: str = "cpu",
     adaln: str = "wan",
-    dtype: str = "bf16",
+    dtype: str | torch.dtype = "bf16",
+    checkpointing: bool = True,
     seed: int = 0,
     text_len: int | None = None,
-    checkpointing: bool = False,
-):
-    """Returns step(B, S) -> (seconds, peak_bytes); step.model is the model it trains."""
+    lr: float = 1e-5,
+) -> Callable[[int, int], tuple[float, int]]:
+    """step(B, S) -> (seconds, peak_bytes) of one full training step of config `model` (a name
+    of suite.model.wan.CONFIGS) with `layers` blocks (None: the config's). Attributes: step.model
+    (the diffusers model), step.config (its WanConfig), step.text_len, step.checkpointing."""
+    if adaln not in ADALN:
+        raise ValueError(f"adaln must be one of {ADALN}, got {adaln!r}")
+    cfg = get_wan_config(model, layers)
     dev = torch.device(device)
-    overrides = {"text_len": text_len} if text_len else {}
-    cfg = get_config(model, layers, **overrides)
-    torch.manual_seed(seed)
-    net = WanDiT(cfg, adaln=adaln, checkpointing=checkpointing).to(dev)
-    opt = torch.optim.AdamW(net.parameters(), lr=1e-5, weight_decay=0.0)
-    gen = torch.Generator(device=dev)
-    gen.manual_seed(seed)
+    net = build_wan(
+        model,
+        layers=layers,
+        dtype=_dtype(dtype),
+        device=dev,
+        checkpointing=checkpointing,
+        seed=seed,
+    )
+    if adaln == "fused":
+        from suite.ops.diffusers import patch_wan
+
+        patch_wan(net)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.0)
+    n_text = int(text_len or (TINY_TEXT_LEN if model == "tiny" else TEXT_LEN))
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    x_dtype = net.proj_out.weight.dtype
+    cuda = dev.type == "cuda"
+
+    def inputs(B: int, S: int) -> dict[str, torch.Tensor]:
+        f, h, w = token_grid(S)
+        pt, ph, pw = cfg.patch_size
+        latent = (B, cfg.in_channels, f * pt, h * ph, w * pw)
+
+        def randn(*shape):
+            return torch.randn(shape, device=dev, generator=gen, dtype=x_dtype)
+
+        return {
+            "hidden_states": randn(*latent),
+            "timestep": torch.rand(B, device=dev, generator=gen) * 1000,
+            "encoder_hidden_states": randn(B, n_text, cfg.text_dim),
+            "target": randn(*latent),
+        }
+
+    def timed(B: int, S: int) -> tuple[float, int]:
+        batch = inputs(B, S)
+        if cuda:
+            torch.cuda.synchronize(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+        t0 = time.perf_counter()
+        train_step(net, batch)
+        opt.step()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        seconds = time.perf_counter() - t0
+        return seconds, int(torch.cuda.max_memory_allocated(dev)) if cuda else 0
 
     def step(B: int, S: int) -> tuple[float, int]:
-        f, h, w = token_grid(int(S))
-        pf, ph, pw = cfg.patch_size
-        x0 = torch.randn((int(B), cfg.in_dim, f * pf, h * ph, w * pw), device=dev, generator=gen)
-        ctx = torch.randn((int(B), cfg.text_len, cfg.text_dim), device=dev, generator=gen)
-        reset_peak(dev)
-        timer = PhaseTimer(dev)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        timer.mark("start")
-        forward_backward(net, x0, ctx, gen, dtype)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        timer.mark("end")
-        timer.finish()
-        return timer.seconds("start", "end"), peak_bytes(dev)[0]
+        if int(B) != B or B < 1:
+            raise ValueError(f"B must be a positive integer, got {B!r}")
+        try:
+            return timed(int(B), int(S))
+        except torch.OutOfMemoryError as e:
+            reason = str(e).splitlines()[0]
+        # outside the except block: the traceback (and the step's tensors) is gone
+        net.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.empty_cache()
+        raise ShapeOutOfMemory(B, S, reason)
 
-    step.model = net
+    step.model, step.config, step.text_len, step.checkpointing = net, cfg, n_text, checkpointing
     return step
