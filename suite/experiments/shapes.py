@@ -16,11 +16,11 @@ Budget (planning estimate, not a result: a + c*B + b*B*S + d*B*S^2 with a = 0.1 
 assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from issue 31's H200 numbers, 2.6 s at one
 32,760-token clip and a 3.8x spread at equal tokens, i.e. 2.73 s at (48, 1560) and 10.5 s at
 (1, 75600)):
-  quick: 11 buckets, 25 shapes, 3 steps each. The 11 equal-token steps carry 46,800-75,600 tokens
-         each and cost 2.7-10.5 s, 51 s per pass, 153 s for warm-up + 2 repeats; the 14 ladder
-         shapes (<= 12,000 tokens) add 32 s: ~185 s, plus ~10 s to build the model. Over the
-         ~150 s target: the equal-token steps alone exceed it. 8 buckets (1560, 3600, 7800,
-         14040, 20280, 32760, 46800, 75600) would give ~130 s.
+  quick: 8 of the default mix's 11 buckets (1560, 3600, 7800, 14040, 20280, 32760, 46800,
+         75600; the quadratic fit prices the other three), warm-up + 2 repeats. Measured on one
+         H200 (7f37301, reports/reference/h200/shapes-7f37301) with all 11 buckets: 219 s (131.5 s
+         timed + 73.5 s warm-up, 25 shapes); the three dropped buckets' equal-token steps took
+         4.4 + 4.0 + 7.9 s per pass, so ~16 s x 3 + their ladder shapes: ~150 s with 8.
   full:  16 buckets, 40 shapes (ladder <= 25,000 tokens), warm-up + 3 repeats: ~385 s.
   cpu:   tiny config, S 64-2048 (M_tok 4,096), 14 shapes, warm-up + 3 repeats: ~15-25 s on 2 shared
          cores.
@@ -54,7 +54,7 @@ NEEDS = "cpu"
 
 M_TOK = 75_600  # equal-token budget of the sweep: one 81-frame 720p clip
 # 480p: image, 17, 33, 49, 65, 81 frames; 720p: image, 17, 49, 65, 81 frames (suite.data.corpus)
-QUICK_BUCKETS = (1560, 3600, 7800, 14040, 18000, 20280, 26520, 32760, 46800, 61200, 75600)
+QUICK_BUCKETS = (1560, 3600, 7800, 14040, 20280, 32760, 46800, 75600)  # 8 of the 11: H200 sweep 219 s -> ~150 s
 FULL_BUCKETS = (1560, 3600, 7800, 10920, 14040, 18000, 20280, 23400, 26520, 32760, 39600, 46800,
                 54000, 61200, 68400, 75600)  # fmt: skip
 # the planning prior of the docstring: step seconds = a + c*B + b*B*S + d*B*S^2 on one H200
