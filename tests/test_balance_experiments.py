@@ -17,7 +17,6 @@ GLOBAL_KEYS = {
     "maxmean_global_sim_16",
     "maxmean_global_sim_1024",
     "planner_ms",
-    "mean_delay_global_sim",
     "throughput_gain_global_8_sim",
     "throughput_gain_global_16_sim",
 }
