@@ -202,7 +202,7 @@ def simulate_plan(plan, tokens, cost, cfg: SimConfig, extra: dict | None = None)
     )
 
 
-CORPUS_CAP = 200_000  # samples drawn from a bucket table at most; longer runs chain epochs
+CORPUS_CAP = 4_000_000  # samples drawn from a bucket table at most; longer runs chain epochs
 
 
 def draw_corpus(buckets: pd.DataFrame, n: int, seed: int) -> np.ndarray:

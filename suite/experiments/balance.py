@@ -3,7 +3,7 @@
 The primary evidence for claims C4-C9 (issue 31). Every policy of suite.balance.registry is
 planned (plan_steps: the Plan the trainer runs) and costed (simulate_plan) on the same corpus
 draws with the same plan seeds (common random numbers), for thousands of steps, repeated over
-DRAWS independent plan seeds; a claim's value is the mean over seeds of its per-seed value (a
+PROFILES' independent plan seeds; a claim's value is the mean over seeds of its per-seed value (a
 gain compares the same seed's runs: paired), its interval the 95% t-interval across seeds.
 Step cost: the run's shape sweep of the real model (table shapes_sweep) in the physical form
 a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's costmodel_quadratic; fitted here from
@@ -18,7 +18,7 @@ Runs per plan seed (steps: PROFILES; per-sample noise CV 5%):
     default mix at 8 and 16 ranks, noisy and (16) noise-free ("cost"); long-video mix at 16
     ranks (C9); C7 is judged on the 8-rank runs' own plans.
     scaling sweep 32 ... 1024 ranks on the default mix, seed 0 only, scale_steps(R) steps
-    (fewer at many ranks: 200 at 512 and 1024, where a global step plans in ~10 ms).
+    (fewer at many ranks, where a global step plans in ~10-20 ms on one core).
 Tables:
     balance_ranks    policy, mix, ranks, noise, step, rank, S, B, tokens, compute_s (8/16 ranks,
                      seed 0, the first RANK_ROWS_STEPS steps)
@@ -63,8 +63,7 @@ NOISE_CV = 0.05
 SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
 PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "draw", "planner_ms"]
 CORPUS_SIZE = 100_000  # samples of each mix's bucket table
-PROFILES = {"cpu": (1000, 3), "quick": (2000, 6), "full": (4000, 10)}  # (steps, plan seeds)
-DRAWS = 6
+PROFILES = {"cpu": (1000, 3), "quick": (2000, 5), "full": (4000, 10)}  # (steps, plan seeds)
 RANK_ROWS_STEPS = 1000
 # (mix, ranks, noise CV, every plan seed): the claim runs; the scaling sweep is added per SCALES
 RUNS = (
@@ -77,8 +76,8 @@ RUNS = (
 
 def scale_steps(ranks: int, steps: int) -> int:
     """Steps of a scaling-sweep run: `steps`, fewer past 64 ranks (about 64,000 rank-steps, at
-    least 200 steps, so the p99 over steps is the 2nd-worst step or better)."""
-    return int(min(steps, max(200, 64_000 // ranks)))
+    least steps / 10: 100 / 200 / 400 at 1024 ranks in the cpu / quick / full profile)."""
+    return int(min(steps, max(steps // 10, 64_000 // ranks)))
 
 
 def load_cost(ctx: RunContext | None) -> tuple[CostModel, str]:
