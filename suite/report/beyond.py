@@ -219,17 +219,16 @@ def section(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
     trow = []
     for _, t in targets.iterrows():
         label, unit, f = fmts.get(t["key"], (VALIDATION_LABELS.get(t["key"], ""), "%", "{:.1f}"))
+        measured = f" (measured {_fmt(t['value'], f)})" if t["key"] in VALIDATION_LABELS else ""
         trow.append(
             {
                 "target": f"{label} {t['op']} {f.format(t['threshold'])}"
-                f"{' ' + unit if unit else ''}",
+                f"{' ' + unit if unit else ''}{measured}",
                 "ranks": str(t["ranks"]) if t["ranks"] else "–",
                 "paper": t["paper"] or "–",
                 "cells": [_fmt(t[p], f) for p in names],
                 "best": t["best"] or "–",
-                "met": "not measured"
-                if t["met"] is None
-                else (f"met ({t['best']})" if t["met"] else f"not met (best: {t['best']})"),
+                "met": "not measured" if t["met"] is None else ("met" if t["met"] else "not met"),
             }
         )
     setup = tables.get("balance_setup")
@@ -247,7 +246,7 @@ def section(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         "recommend": recommendations(tables).to_dict("records"),
         "cost_source": source,
         "noise": noise,
-        "met": sum(r["met"].startswith("met") for r in trow),
+        "met": sum(r["met"] == "met" for r in trow),
         "n_targets": len(trow),
     }
 
