@@ -117,7 +117,10 @@ class Plan:
         smax = int(S.max()) + 1 if len(S) else 1
         key = (step * world + rank) * smax + (smax - 1 - S)  # (step, rank, longest first)
         o = np.argsort(key, kind="stable")  # stable: assignment order within one length
-        sample, step, rank, S = sample[o], step[o], rank[o], S[o]
+        key, sample = key[o], sample[o]  # step, rank and S read back from the sorted key
+        sr, S = np.divmod(key, smax)
+        S = smax - 1 - S
+        step, rank = np.divmod(sr, world)
         n = len(sample)
         head = np.ones(n, bool)  # first sample of a (step, rank, S) group
         head[1:] = (step[1:] != step[:-1]) | (rank[1:] != rank[:-1]) | (S[1:] != S[:-1])

@@ -242,6 +242,11 @@ def simulate(data, policy, cost, cfg: SimConfig) -> SimResult:
     from suite.balance.plan import plan_steps
 
     if isinstance(data, pd.DataFrame):
+        if not {"S", "share"} <= set(data.columns):
+            raise ValueError(
+                f"a bucket table needs columns S and share, got {sorted(data.columns)}; pass a "
+                "corpus as its array of sample lengths instead"
+            )
         n = corpus_size(data, cfg, samples_per_rank_step(policy, data))
         tokens = draw_corpus(data, n, cfg.seed)
     else:
