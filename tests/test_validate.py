@@ -423,6 +423,9 @@ def test_emulation_error_needs_a_baseline_and_another_run():
     q = QuadraticCost(a=0.05, c=2e-3, b=2e-6, d=5e-11)
     assert emulation_error(_quad_trace(q, 0.03, runs=RUNS[:1]), 0.03) is None
     assert emulation_error(_quad_trace(q, 0.03, runs=RUNS[1:]), 0.03) is None
+    renamed = ("16/equal-token", "16/dual")  # another naming: the equal-token run calibrates
+    e = emulation_error(_quad_trace(q, 0.03, runs=renamed), 0.03, draws=50)
+    assert e["baseline"] == "16/equal-token" and e["runs"] == 1
 
 
 def test_emulation_error_on_the_reference_trace():

@@ -215,12 +215,16 @@ def emulation_error(
     emulation ran: a + c*B + b*B*S + d*B*S^2 fitted (fit_quadratic_cost) to the calibration
     run's own rank-batches (its blocks, dtype, checkpointing), predicting the other runs' steps
     (held out). {value: mean over held-out steps of |sim / emulated - 1| (%), ci_low, ci_high:
-    95% percentile bootstrap over those steps (seeded), steps, runs}; None where the trace
-    cannot determine the form or holds no other run."""
+    95% percentile bootstrap over those steps (seeded), steps, runs, baseline}; the baseline is
+    `baseline`, else the first equal-token run; None where the trace cannot determine the form
+    or holds no other run."""
     from suite.balance.costmodel import fit_quadratic_cost
 
     r = _trace(ranks)
     r = r[r["S"] > 0] if "S" in r.columns else r
+    if not (r["run"] == baseline).any() and "policy" in r.columns:  # runs named otherwise
+        eq = sorted(r.loc[r["policy"] == "equal-token", "run"].unique())
+        baseline = eq[0] if eq else baseline
     if r.empty or not (r["run"] == baseline).any() or (r["run"] != baseline).sum() == 0:
         return None
     base = r[r["run"] == baseline]
@@ -240,6 +244,7 @@ def emulation_error(
         "ci_high": float(hi),
         "steps": len(err),
         "runs": int(r.loc[r["run"] != baseline, "run"].nunique()),
+        "baseline": baseline,
     }
 
 

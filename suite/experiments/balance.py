@@ -284,7 +284,7 @@ def _validation_rows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     (suite.balance.validate.emulation_error: a + c*B + b*B*S + d*B*S^2 fitted to the emulated
     baseline run's own rank-batches, the model and blocks the emulation ran, predicting the
     other emulated runs); nothing without the training experiment's trace."""
-    from suite.balance.validate import BASELINE_RUN, emulation_error
+    from suite.balance.validate import emulation_error
 
     ranks = tables.get("training_ranks")
     if ranks is None or ranks.empty or not {"B", "S", "compute_s", "step"} <= set(ranks.columns):
@@ -304,7 +304,7 @@ def _validation_rows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "conditions": f"validation of the simulator, not judged: mean |simulated / "
                 f"emulated - 1| step time over {e['steps']} held-out steps of {e['runs']} "
                 f"emulated runs; step model a + c*B + b*B*S + d*B*S^2 fitted to "
-                f"{BASELINE_RUN}'s own rank-batches (the emulated model's blocks), per-sample "
+                f"{e['baseline']}'s own rank-batches (the emulated model's blocks), per-sample "
                 f"noise CV {NOISE_CV:.0%}; 95% percentile bootstrap over steps",
                 "evidence": "training_ranks",
             }
