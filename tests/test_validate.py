@@ -383,7 +383,7 @@ def test_summary_validation_rows_keep_their_names_and_add_the_quadratic():
     assert "no rank-level noise" in rows["sim_step_error_pct"]["conditions"]
 
 
-def _quad_trace(q: QuadraticCost, cv: float, steps=10, ranks=8, seed=0, runs=RUNS):
+def _quadratic_trace(q: QuadraticCost, cv: float, steps=10, ranks=8, seed=0, runs=RUNS):
     """Rank-batches of a quadratic step model (B and S varied) with per-sample noise cv."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -406,11 +406,11 @@ def test_emulation_error_of_a_known_model_is_small_and_its_interval_holds_it():
     from suite.balance.validate import emulation_error
 
     q = QuadraticCost(a=0.05, c=2e-3, b=2e-6, d=5e-11)
-    e = emulation_error(_quad_trace(q, 0.03), 0.03, draws=100)
+    e = emulation_error(_quadratic_trace(q, 0.03), 0.03, draws=100)
     assert e["steps"] == 10 and e["runs"] == 1
     assert e["ci_low"] <= e["value"] <= e["ci_high"] and e["value"] < 3.0
     # a held-out run 30% slower than the model: the error says so
-    tr = _quad_trace(q, 0.03)
+    tr = _quadratic_trace(q, 0.03)
     slow = tr["run"] != RUNS[0]
     tr.loc[slow, "compute_s"] *= 1.3
     worse = emulation_error(tr, 0.03, draws=100)
@@ -421,10 +421,10 @@ def test_emulation_error_needs_a_baseline_and_another_run():
     from suite.balance.validate import emulation_error
 
     q = QuadraticCost(a=0.05, c=2e-3, b=2e-6, d=5e-11)
-    assert emulation_error(_quad_trace(q, 0.03, runs=RUNS[:1]), 0.03) is None
-    assert emulation_error(_quad_trace(q, 0.03, runs=RUNS[1:]), 0.03) is None
+    assert emulation_error(_quadratic_trace(q, 0.03, runs=RUNS[:1]), 0.03) is None
+    assert emulation_error(_quadratic_trace(q, 0.03, runs=RUNS[1:]), 0.03) is None
     renamed = ("16/equal-token", "16/dual")  # another naming: the equal-token run calibrates
-    e = emulation_error(_quad_trace(q, 0.03, runs=renamed), 0.03, draws=50)
+    e = emulation_error(_quadratic_trace(q, 0.03, runs=renamed), 0.03, draws=50)
     assert e["baseline"] == "16/equal-token" and e["runs"] == 1
 
 
