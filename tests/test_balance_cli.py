@@ -86,7 +86,7 @@ def test_forecast_manifest_and_plot(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "recommend: policy" in out and "M_comp" in out and plot.stat().st_size > 0
+    assert "recommend: policy" in out and "M_mem" in out and plot.stat().st_size > 0
     assert forecast_main(["--manifest", str(m), "--gpus", "8", "--steps", "100", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["recommend"]["policy"] in {p["policy"] for p in obj["policies"]}
@@ -106,55 +106,73 @@ def test_help_exits_zero():
         assert e.value.code == 0
 
 
-def test_simulate_with_measured_latency_table(tmp_path, capsys):
+def _latency_run(tmp_path, capsys, rows: str, steps: int = 400) -> dict:
     lat = tmp_path / "lat.csv"
-    lat.write_text("B,S,step_s\n2,1560,1.0\n1,3120,1.5\n")
+    lat.write_text("B,S,step_s\n" + rows)
     m = tmp_path / "m.csv"
     m.write_text("height,width,frames\n480,832,1\n480,832,5\n")
-    assert (
-        simulate_main(
-            [
-                "--policy",
-                "equal-token",
-                "--manifest",
-                str(m),
-                "--latency",
-                str(lat),
-                "--gpus",
-                "2",
-                "--steps",
-                "50",
-                "--json",
-            ]
-        )
-        == 2
-    )  # B=145 not measured
-    assert "no measurement for B=145, S=1560" in capsys.readouterr().err
-    lat.write_text("B,S,step_s\n145,1560,1.0\n72,3120,3.0\n")
-    assert (
-        simulate_main(
-            [
-                "--policy",
-                "equal-token",
-                "--manifest",
-                str(m),
-                "--latency",
-                str(lat),
-                "--gpus",
-                "2",
-                "--steps",
-                "400",
-                "--noise",
-                "0",
-                "--json",
-            ]
-        )
-        == 0
-    )
-    out = json.loads(capsys.readouterr().out)
+    args = ["--policy", "equal-token", "--manifest", str(m), "--latency", str(lat), "--gpus", "2"]
+    assert simulate_main([*args, "--steps", str(steps), "--noise", "0", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_simulate_with_measured_latency_table(tmp_path, capsys):
+    out = _latency_run(tmp_path, capsys, "145,1560,1.0\n72,3120,3.0\n")
     # batches of 1 s (prob (1/145) / (1/145 + 1/72) = 0.332) and 3 s on 2 ranks: a mixed step
     # (prob 2 * 0.332 * 0.668) has max/mean 1.5, so the mean max/mean is 1 + 0.4435 * 0.5
     assert out["maxmean"] == pytest.approx(1.222, abs=0.03)
+    assert out["maxmean_p99"] == pytest.approx(1.5)
+    assert out["step_model"].startswith("latency table")
+
+
+def test_latency_table_falls_back_to_the_cost_model_for_unmeasured_shapes(tmp_path, capsys):
+    """Shapes the table lacks cost what the step model says: a table of other shapes only
+    gives the cost model's own result."""
+    plain = json.loads(_plain(tmp_path, capsys))
+    other = _latency_run(tmp_path, capsys, "2,1560,1.0\n1,3120,1.5\n")
+    assert other["throughput"] == pytest.approx(plain["throughput"])
+    measured = _latency_run(tmp_path, capsys, "145,1560,1.0\n")  # one shape measured
+    assert measured["throughput"] != pytest.approx(plain["throughput"])
+
+
+def _plain(tmp_path, capsys) -> str:
+    m = tmp_path / "m.csv"
+    m.write_text("height,width,frames\n480,832,1\n480,832,5\n")
+    args = ["--policy", "equal-token", "--manifest", str(m), "--gpus", "2", "--steps", "400"]
+    assert simulate_main([*args, "--noise", "0", "--json"]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("policy", ["equal-token", "dual", "global"])
+def test_simulate_json_has_the_metric_keys_for_every_policy(policy, capsys):
+    from suite.balance.registry import POLICIES
+
+    assert policy in POLICIES
+    assert simulate_main(["--policy", policy, "--gpus", "8", "--steps", "120", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    keys = ("rank_cv", "rank_cv_p99", "maxmean", "maxmean_p99", "step_cv", "bubble")
+    for k in (*keys, "throughput", "planner_ms"):
+        assert k in out and out[k] == out[k], k  # present and not NaN
+    assert out["rank_cv_p99"] >= out["rank_cv"] and out["maxmean_p99"] >= out["maxmean"] >= 1
+    assert out["policy"] == policy and out["planner_ms"] > 0
+
+
+def test_forecast_ranks_every_registry_policy_and_says_why(tmp_path, capsys, monkeypatch):
+    """The recommendation reads the registry: a policy added there is simulated and can win."""
+    from suite.balance import registry
+    from suite.balance.policies import EqualToken
+
+    table = dict(registry.POLICIES)
+    table["tiny-batches"] = lambda cost, buckets: EqualToken(m_tok=1, name="tiny-batches")
+    monkeypatch.setattr(registry, "POLICIES", table)
+    monkeypatch.setattr("suite.balance.cli.POLICIES", table)
+    args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "8", "--steps", "100", "--json"]
+    assert forecast_main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in out["policies"]] == list(table)
+    best = max(out["policies"], key=lambda r: r["throughput"])
+    assert out["recommend"]["policy"] == best["policy"] != "tiny-batches"
+    assert "highest simulated throughput" in out["recommend"]["reason"]
 
 
 def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):

@@ -17,7 +17,6 @@ GLOBAL_KEYS = {
     "maxmean_global_sim_16",
     "maxmean_global_sim_1024",
     "planner_ms",
-    "mean_delay_global_sim",
     "throughput_gain_global_8_sim",
     "throughput_gain_global_16_sim",
 }
@@ -143,3 +142,23 @@ def test_costmodel_without_sweep_says_what_is_missing(tmp_path):
     ctx = RunContext(run=RunDir(tmp_path), profile="cpu", device="cpu")
     with pytest.raises(FileNotFoundError, match="shapes_sweep"):
         cm.run(ctx)
+
+
+def test_validation_row_from_the_emulated_trace(run_dir):
+    """With the training experiment's trace (here the committed H200 reference's), balance emits
+    the simulator's error on the emulated steps, shown under C8 and never judged."""
+    from pathlib import Path
+
+    from suite.claims import evaluate
+
+    ref = RunDir(Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200")
+    tables = run_dir.tables() | {"training_ranks": ref.read_table("training_ranks")}
+    m = bal.summarize(tables)
+    row = m[m["metric"] == "sim_emulation_error_pct"].iloc[0]
+    assert row["claim"] == "C8" and row["unit"] == "% error"
+    assert row["ci_low"] <= row["value"] <= row["ci_high"] and 0 < row["value"] < 10
+    v = {v.id: v for v in evaluate(m)}["C8"]
+    assert v.metric == "throughput_gain_16_sim"
+    (alt,) = [a for a in v.alternatives if a["metric"] == "sim_emulation_error_pct"]
+    assert alt["verdict"] == ""  # another unit: shown, not judged
+    assert "sim_emulation_error_pct" not in set(bal.summarize(run_dir.tables())["metric"])

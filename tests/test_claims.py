@@ -208,7 +208,7 @@ def test_evaluate_gives_all_18_with_verdict_or_reason():
         assert v.verdict in ("exceeded", "reproduced") or v.reason, v.id
     by = {v.id: v for v in verdicts}
     assert by["C5"].verdict == "reproduced" and by["C5"].metric == "rank_cv_sim"
-    assert by["C5"].reason == "training not run (needs a CUDA GPU); judged on rank_cv_sim"
+    assert by["C5"].reason == ""  # the simulation is C5's primary (issue 31): no stand-in
     assert by["C5"].baseline == 39.0 and by["C5"].conditions == "16 ranks"
     assert by["C11"].verdict == "inconclusive"  # [2.3, 4.3] straddles 3.01 and 3.59
     assert by["C10"].reason == "needs a CUDA GPU"
@@ -216,52 +216,66 @@ def test_evaluate_gives_all_18_with_verdict_or_reason():
     assert "kernels ran but produced none of" in by["C12"].reason  # no reason given: it ran
 
 
+SIM = {"C4": "cv_reduction_sim", "C5": "rank_cv_sim", "C6": "step_cv_sim"}
+SIM |= {"C7": "throughput_gain_8_sim", "C8": "throughput_gain_16_sim", "C9": "floor_gain_sim"}
+EMU = {c: k.replace("_sim", "_emulated") for c, k in SIM.items()}
+
+
 @pytest.mark.parametrize("claim_id", ["C4", "C5", "C6", "C7", "C8", "C9"])
 @pytest.mark.parametrize(
     "reason, says",
     [
-        ("failed: RuntimeError: CUDA out of memory", "training failed (RuntimeError: CUDA out"),
-        ("summarize failed: KeyError: 'step'", "training failed (summarize failed: KeyError"),
-        ("not run in this run directory", "training not run in this run directory"),
+        ("failed: ValueError: boom", "balance failed (ValueError: boom"),
+        ("summarize failed: KeyError: 'step'", "balance failed (summarize failed: KeyError"),
+        ("not run in this run directory", "balance not run in this run directory"),
     ],
 )
-def test_training_failure_never_falls_back_to_simulated(claim_id, reason, says):
-    """Old behaviour: the simulated key (the next `primary` key, from balance) stood in silently."""
-    sim = {"C4": "cv_reduction_sim", "C5": "rank_cv_sim", "C6": "step_cv_sim"}
-    sim |= {"C7": "throughput_gain_8_sim", "C8": "throughput_gain_16_sim", "C9": "floor_gain_sim"}
-    not_run = {} if reason is None else {"training": reason}
-    v = {v.id: v for v in evaluate(rows((claim_id, sim[claim_id], 20.0, 39.0)), not_run)}[claim_id]
+def test_simulation_failure_never_falls_back_to_emulated(claim_id, reason, says):
+    """C4-C9 are judged on the trace-driven simulation (issue 31); when it failed the emulated
+    key (the next `primary` key, from training) is shown, never judged."""
+    metrics = rows((claim_id, EMU[claim_id], 20.0, 39.0))
+    v = {v.id: v for v in evaluate(metrics, {"balance": reason})}[claim_id]
     assert v.verdict == "not-run" and v.reason.startswith(says), v.reason
-    assert sim[claim_id] in {a["metric"] for a in v.alternatives}  # still shown, not judged
+    assert EMU[claim_id] in {a["metric"] for a in v.alternatives}
 
 
-def test_a_training_run_without_its_keys_is_named_when_the_simulation_stands_in():
-    v = {v.id: v for v in evaluate(rows(("C4", "cv_reduction_sim", 50.0)))}["C4"]
-    assert v.metric == "cv_reduction_sim" and v.verdict == "reproduced"
+@pytest.mark.parametrize("claim_id", ["C4", "C5", "C6", "C7", "C8", "C9"])
+def test_simulation_is_primary_and_emulation_an_alternative(claim_id):
+    metrics = rows((claim_id, SIM[claim_id], 20.0, 39.0), (claim_id, EMU[claim_id], 21.0, 39.0))
+    v = {v.id: v for v in evaluate(metrics, {"training": "failed: boom"})}[claim_id]
+    assert v.metric == SIM[claim_id] and "training" not in v.reason
+    assert EMU[claim_id] in {a["metric"] for a in v.alternatives}
+
+
+def test_a_balance_run_without_its_keys_is_named_when_the_emulation_stands_in():
+    v = {v.id: v for v in evaluate(rows(("C4", "cv_reduction_emulated", 50.0)))}["C4"]
+    assert v.metric == "cv_reduction_emulated" and v.verdict == "reproduced"
     assert (
         v.reason
-        == "training ran but produced none of cv_reduction_emulated; judged on cv_reduction_sim"
+        == "balance ran but produced none of cv_reduction_sim; judged on cv_reduction_emulated"
     )
 
 
 def test_same_experiment_keys_fall_back_in_order():
-    """C7: real ranks, then the one-GPU emulation, both of `training`."""
-    v = {v.id: v for v in evaluate(rows(("C7", "throughput_gain_8_emulated", 26.0)))}["C7"]
-    assert v.metric == "throughput_gain_8_emulated" and v.verdict == "reproduced" and not v.reason
+    """C7: simulated, then real ranks, then the one-GPU emulation (both of `training`)."""
+    metrics = rows(("C7", "throughput_gain_8_emulated", 26.0))
+    v = {v.id: v for v in evaluate(metrics, {"balance": "needs nothing"})}["C7"]
+    assert v.metric == "throughput_gain_8_emulated" and v.verdict == "reproduced"
+    assert v.reason == "balance not run (needs nothing); judged on throughput_gain_8_emulated"
 
 
 def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
     metrics = rows(
-        ("C5", "rank_cv_sim", 30.0, 39.0),
-        ("C5", "rank_cv_emulated", 18.5, 39.0),
+        ("C5", "rank_cv_emulated", 30.0, 39.0),
+        ("C5", "rank_cv_sim", 18.5, 39.0),
         ("C5", "rank_maxmean_sim", 1.4),
     )
     v = {v.id: v for v in evaluate(metrics)}["C5"]
-    assert v.metric == "rank_cv_emulated" and v.verdict == "reproduced"  # [17.5, 19.5]
+    assert v.metric == "rank_cv_sim" and v.verdict == "reproduced"  # [17.5, 19.5]
     alts = {a["metric"]: a for a in v.alternatives}
-    assert alts["rank_cv_sim"]["verdict"] == "partial"
+    assert alts["rank_cv_emulated"]["verdict"] == "partial"
     assert "rank_maxmean_sim" in alts
-    assert "rank_cv_emulated" not in alts
+    assert "rank_cv_sim" not in alts
 
 
 def test_alternative_in_another_unit_is_shown_not_judged():

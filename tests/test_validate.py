@@ -381,3 +381,57 @@ def test_summary_validation_rows_keep_their_names_and_add_the_quadratic():
     assert rows["sim_step_error_pct_quadratic"]["value"] < 3
     assert "a + c*B + b*B*S + d*B*S^2" in rows["sim_step_error_pct_quadratic"]["conditions"]
     assert "no rank-level noise" in rows["sim_step_error_pct"]["conditions"]
+
+
+def _quadratic_trace(q: QuadraticCost, cv: float, steps=10, ranks=8, seed=0, runs=RUNS):
+    """Rank-batches of a quadratic step model (B and S varied) with per-sample noise cv."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for run in runs:
+        for step in range(steps):
+            S = rng.choice([1000, 2000, 4000, 16000], ranks)
+            B = rng.integers(1, 9, ranks)
+            t = noisy(rng, q.predict(B, S), q.fixed_s, B, cv)
+            rows += [
+                {"run": run, "policy": run.split("/")[1], "step": step, "rank": r, "B": B[r],
+                 "S": S[r], "compute_s": t[r], "collective_s": 0.001, "optimizer_s": 0.002}
+                for r in range(ranks)
+            ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_emulation_error_of_a_known_model_is_small_and_its_interval_holds_it():
+    """The simulator on held-out emulated steps, with the form refitted on the baseline run's own
+    rank-batches: a trace drawn from that form and noise replays within a few percent."""
+    from suite.balance.validate import emulation_error
+
+    q = QuadraticCost(a=0.05, c=2e-3, b=2e-6, d=5e-11)
+    e = emulation_error(_quadratic_trace(q, 0.03), 0.03, draws=100)
+    assert e["steps"] == 10 and e["runs"] == 1
+    assert e["ci_low"] <= e["value"] <= e["ci_high"] and e["value"] < 3.0
+    # a held-out run 30% slower than the model: the error says so
+    tr = _quadratic_trace(q, 0.03)
+    slow = tr["run"] != RUNS[0]
+    tr.loc[slow, "compute_s"] *= 1.3
+    worse = emulation_error(tr, 0.03, draws=100)
+    assert 20 < worse["value"] < 30 and worse["ci_low"] > e["ci_high"]
+
+
+def test_emulation_error_needs_a_baseline_and_another_run():
+    from suite.balance.validate import emulation_error
+
+    q = QuadraticCost(a=0.05, c=2e-3, b=2e-6, d=5e-11)
+    assert emulation_error(_quadratic_trace(q, 0.03, runs=RUNS[:1]), 0.03) is None
+    assert emulation_error(_quadratic_trace(q, 0.03, runs=RUNS[1:]), 0.03) is None
+    renamed = ("16/equal-token", "16/dual")  # another naming: the equal-token run calibrates
+    e = emulation_error(_quadratic_trace(q, 0.03, runs=renamed), 0.03, draws=50)
+    assert e["baseline"] == "16/equal-token" and e["runs"] == 1
+
+
+def test_emulation_error_on_the_reference_trace():
+    """The committed H200 quick reference's emulated runs (1-block Wan 1.3B): the quadratic
+    refit on its equal-token run predicts the other runs' steps to a few percent."""
+    from suite.balance.validate import emulation_error
+
+    e = emulation_error(pd.read_csv(REF / "results" / "training_ranks.csv"), 0.05)
+    assert e is not None and e["runs"] >= 2 and 0 < e["value"] < 10

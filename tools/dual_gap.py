@@ -44,6 +44,12 @@ class QuadraticBudget:
         comp = np.floor(self.k / self.cost.sample_cost(S))
         return np.maximum(1, np.minimum(mem, comp)).astype(np.int64)
 
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int):
+        """The bucket sampler's plan of these batch sizes (what the simulator costs)."""
+        from suite.balance.plan import bucket_epoch_plan
+
+        return bucket_epoch_plan(tokens, self.batch_size, world, seed, epoch, self.name)
+
 
 def replay_gain(res: Path, truth, mix: str) -> float:
     """The dual run's throughput gain over equal-token, % (mix's wan runs), replaying the

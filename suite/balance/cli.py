@@ -23,18 +23,22 @@ from suite.balance.costmodel import (
     loo_error_quadratic,
     memory_budget,
 )
-from suite.balance.policies import POLICIES
+from suite.balance.registry import POLICIES, budgets, make_policy
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
 from suite.rundir import read_csv
 
 METRIC_LABELS = {
     "rank_cv": "rank CV",
+    "rank_cv_p99": "rank CV p99",
     "maxmean": "max/mean",
+    "maxmean_p99": "max/mean p99",
     "bubble": "bubble",
     "step_cv": "step CV",
     "throughput": "tokens/s",
     "floor_p5": "p5 tokens/s",
+    "planner_ms": "planner ms",
 }
+PERCENT = ("rank_cv", "rank_cv_p99", "bubble", "step_cv")  # fractions, printed as percent
 
 
 def _fail(msg: str) -> int:
@@ -60,29 +64,6 @@ def _buckets(manifest: str | None, mix: str, seed: int) -> tuple[pd.DataFrame, s
     if manifest:
         return bucket_table(read_manifest(manifest)["tokens"]), f"manifest {manifest}"
     return bucket_table(sample_corpus(100_000, mix, seed=seed)["tokens"]), f"{mix} mix"
-
-
-def make_policy(name: str, cost: CostModel, buckets: pd.DataFrame, tune_ranks: int = 16):
-    """The named policy with budgets from `cost` (M_comp tuned on `buckets` when absent, by
-    simulating with the cost's step model: its quadratic form where it has one)."""
-    from suite.balance.policies import DualConstraint, EqualToken
-
-    if name == "equal-token":
-        return EqualToken(m_tok=cost.m_mem), cost
-    if not math.isfinite(cost.m_comp):
-        step = cost.step_model()
-        s_cross, _ = tune_s_cross(buckets, step, cost.m_mem, ranks=min(tune_ranks, 64), p=cost.p)
-        cost = cost.with_budgets(cost.m_mem, s_cross)
-    if name == "dual":
-        return DualConstraint(m_mem=cost.m_mem, m_comp=cost.m_comp, p=cost.p), cost
-    if name == "global":
-        try:
-            from suite.balance.global_policy import GlobalPolicy
-        except ImportError:
-            raise ValueError("the global policy is not available in this version") from None
-        # the planner predicts with the power law; the simulated steps may be the quadratic's
-        return GlobalPolicy(m_mem=cost.m_mem, planner=cost), cost
-    raise ValueError(f"unknown policy {name!r}; accepted: {', '.join(POLICIES)}")
 
 
 def _sim_args(p: argparse.ArgumentParser) -> None:
@@ -133,7 +114,12 @@ def simulate_main(argv: list[str]) -> int:
         description="Simulate R synchronous data-parallel ranks for N steps under a batching "
         "policy and print rank CV, max/mean, bubble, step CV and throughput.",
     )
-    p.add_argument("--policy", choices=POLICIES, default="dual")
+    p.add_argument(
+        "--policy",
+        choices=list(POLICIES),
+        default="dual",
+        help="batching policy (suite.balance.registry); default dual",
+    )
     p.add_argument(
         "--manifest",
         help="CSV/JSONL/Parquet with height, width, frames per sample (default: the synthetic mix)",
@@ -146,25 +132,20 @@ def simulate_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--latency",
-        help="measured per-shape latency CSV (B, S, step_s) to time the "
-        "batches with instead of the cost model (bucket policies)",
+        help="measured per-shape latency CSV (B, S, step_s): micro-batches of a measured shape "
+        "cost its median, other shapes the cost model's step model",
     )
     _sim_args(p)
     a = p.parse_args(argv)
     try:
         cost = _load_cost(a.cost, a.step_model)
         buckets, data = _buckets(a.manifest, a.mix, a.seed)
-        pol, cost = make_policy(a.policy, cost, buckets, a.gpus)
+        pol = make_policy(a.policy, cost, buckets)
         timing = cost.step_model()
         if a.latency:
             from suite.balance.simulator import LatencyTable
 
-            if a.policy == "global":
-                raise ValueError(
-                    "--latency times whole bucket batches; the global policy needs "
-                    "per-sample costs (use --cost)"
-                )
-            timing = LatencyTable(read_csv(a.latency))
+            timing = LatencyTable(read_csv(a.latency), fallback=timing)
         m = simulate(buckets, pol, timing, _config(a)).metrics()
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
@@ -174,7 +155,7 @@ def simulate_main(argv: list[str]) -> int:
         "steps": a.steps,
         "data": data,
         "m_mem": cost.m_mem,
-        "m_comp": cost.m_comp if a.policy != "equal-token" else None,
+        "m_comp": getattr(pol, "m_comp", None),
         "p": cost.p,
         "step_model": _step_name(cost) if not a.latency else f"latency table {a.latency}",
         **m,
@@ -188,11 +169,7 @@ def simulate_main(argv: list[str]) -> int:
         )
         for k, label in METRIC_LABELS.items():
             v = m[k]
-            print(
-                f"  {label:<12} {100 * v:8.2f} %"
-                if k in ("rank_cv", "bubble", "step_cv")
-                else f"  {label:<12} {v:10.3f}"
-            )
+            print(f"  {label:<14} {100 * v:8.2f} %" if k in PERCENT else f"  {label:<14} {v:10.3f}")
     return 0
 
 
@@ -216,24 +193,34 @@ def forecast_main(argv: list[str]) -> int:
     try:
         cost = _load_cost(a.cost, a.step_model)
         buckets, data = _buckets(a.manifest, "default", a.seed)
-        rows = []
+        rows, skipped = [], []
         for name in POLICIES:
             try:
-                pol, cost = make_policy(name, cost, buckets, a.gpus)
-            except ValueError:
-                continue  # a policy this version lacks
+                pol = make_policy(name, cost, buckets)
+            except ValueError as e:
+                skipped.append(f"{name} ({e})")  # a policy that does not apply to this data
+                continue
             m = simulate(buckets, pol, cost.step_model(), _config(a)).metrics()
-            rows.append({"policy": name, **m})
+            rows.append({"policy": name, **budgets(pol), **m})
+        if not rows:
+            raise ValueError(f"no policy applies: {'; '.join(skipped)}")
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
     table = pd.DataFrame(rows)
-    best = table.loc[table["throughput"].idxmax(), "policy"]
+    best = table.loc[table["throughput"].idxmax()]
+    why = (
+        f"highest simulated throughput ({best['throughput']:.4g} tokens/s; next "
+        f"{table['throughput'].nlargest(2).iloc[-1]:.4g}) on {a.gpus} ranks"
+        if len(table) > 1
+        else "the only policy that applies"
+    )
     rec = {
-        "policy": best,
+        "policy": best["policy"],
+        "reason": why,
         "m_mem": cost.m_mem,
-        "m_comp": cost.m_comp,
+        "m_comp": None if pd.isna(best.get("m_comp")) else float(best["m_comp"]),
         "p": cost.p,
-        "s_cross": cost.s_cross,
+        "skipped": skipped,
     }
     if a.json:
         print(
@@ -255,20 +242,18 @@ def forecast_main(argv: list[str]) -> int:
             f"{_step_name(cost)}"
         )
         show = table[["policy", *METRIC_LABELS]].copy()
-        for k in ("rank_cv", "bubble", "step_cv"):  # fractions -> percent for reading
+        for k in PERCENT:  # fractions -> percent for reading
             show[k] = 100 * show[k]
         show = show.rename(
-            columns={
-                k: v + (" %" if k in ("rank_cv", "bubble", "step_cv") else "")
-                for k, v in METRIC_LABELS.items()
-            }
+            columns={k: v + (" %" if k in PERCENT else "") for k, v in METRIC_LABELS.items()}
         )
         print(show.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        print(
-            f"recommend: policy {best}, M_mem = {cost.m_mem:.0f} tokens, "
-            f"M_comp = {cost.m_comp:.4g} (B*S^p, p = {cost.p:.3f}, constraints cross at "
-            f"S = {cost.s_cross:.0f})"
+        for s_ in skipped:
+            print(f"skipped: {s_}")
+        m_comp = (
+            f", M_comp = {rec['m_comp']:.4g} (B*S^p, p = {cost.p:.3f})" if rec["m_comp"] else ""
         )
+        print(f"recommend: policy {rec['policy']}, M_mem = {cost.m_mem:.0f} tokens{m_comp}: {why}")
     if a.plot:
         _plot(table, a.plot, f"{data}, {a.gpus} ranks")
     return 0
@@ -283,7 +268,8 @@ def _plot(table: pd.DataFrame, path: str, title: str) -> None:
     fig = Figure(figsize=(10, 3))
     axes = fig.subplots(1, 4)
     for ax, k in zip(axes, ("rank_cv", "maxmean", "bubble", "throughput")):
-        ax.bar(table["policy"], table[k], color=["#c0392b", "#2e86c1", "#1b7f3b"][: len(table)])
+        palette = ["#c0392b", "#2e86c1", "#1b7f3b", "#8e44ad", "#d68910", "#566573"]
+        ax.bar(table["policy"], table[k], color=[palette[i % 6] for i in range(len(table))])
         ax.set_title(METRIC_LABELS[k], fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
     fig.suptitle(title, fontsize=9)

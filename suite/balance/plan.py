@@ -96,7 +96,53 @@ class Plan:
             policy,
         )
 
+    @staticmethod
+    def from_assignment(
+        world: int,
+        steps: int,
+        sample: np.ndarray,
+        step: np.ndarray,
+        rank: np.ndarray,
+        tokens,
+        cap: float,
+        policy: str = "",
+    ) -> Plan:
+        """Samples assigned to (step, rank), each rank's samples of a step regrouped into model
+        batches of one length, longest first, of B = max(1, floor(cap / S)) samples at most
+        (in assignment order within a length), weight = batch tokens / the step's tokens.
+        One vectorised pass (no loop over steps or ranks)."""
+        tokens = np.asarray(tokens, np.int64)
+        sample, step, rank = (np.asarray(x, np.int64) for x in (sample, step, rank))
+        S = tokens[sample]
+        smax = int(S.max()) + 1 if len(S) else 1
+        key = (step * world + rank) * smax + (smax - 1 - S)  # (step, rank, longest first)
+        o = np.argsort(key, kind="stable")  # stable: assignment order within one length
+        key, sample = key[o], sample[o]  # step, rank and S read back from the sorted key
+        sr, S = np.divmod(key, smax)
+        S = smax - 1 - S
+        step, rank = np.divmod(sr, world)
+        n = len(sample)
+        head = np.ones(n, bool)  # first sample of a (step, rank, S) group
+        head[1:] = (step[1:] != step[:-1]) | (rank[1:] != rank[:-1]) | (S[1:] != S[:-1])
+        gstart = np.flatnonzero(head)
+        pos = np.arange(n) - gstart[np.cumsum(head) - 1]
+        k = pos // np.maximum(1, np.floor(cap / S * (1 + 1e-12)).astype(np.int64))
+        first = head.copy()
+        first[1:] |= k[1:] != k[:-1]
+        mb = np.flatnonzero(first)
+        start = np.append(mb, n).astype(np.int64)
+        g = np.bincount(step, weights=S, minlength=steps)
+        w = np.diff(start) * S[mb] / g[step[mb]] if n else np.zeros(0)
+        return Plan(world, int(steps), step[mb], rank[mb], w, start, sample, policy)
+
     # ------------------------------------------------------------------ reading
+    def rank_sums(self, values) -> np.ndarray:
+        """(steps, world) array: per-micro-batch `values` summed per step and rank (0 where a
+        rank has no micro-batch)."""
+        key = self.mb_step * self.world + self.mb_rank
+        flat = np.bincount(key, weights=values, minlength=self.steps * self.world)
+        return flat.reshape(self.steps, self.world)
+
     @property
     def n_micro(self) -> int:
         return len(self.mb_step)

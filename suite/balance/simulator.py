@@ -1,26 +1,28 @@
-"""Cluster simulator: R synchronous data-parallel ranks for N steps under a batching policy.
+"""Cluster simulator: R synchronous data-parallel ranks for N steps of a policy's Plan.
 
-Model (per step): every rank draws one bucket batch independently, as the bucket sampler deals them
-(a batch of bucket k comes up with probability proportional to share_k / B_k, the bucket's share of
-the epoch's batches). Rank compute = fixed part + variable part x noise, where the noise is the mean
-of B per-sample multiplicative factors, each Gamma with mean 1 and CV `noise_cv`; the mean of B
-such factors is exactly Gamma(B / cv^2, cv^2 / B), so it is drawn once per batch (`noisy`; its
-optional rank-level factor is used by the trace validation, not by `simulate`). Step time =
-max over ranks + collective + optimizer. Everything is a (steps, ranks) numpy array, no Python
-loop over steps or ranks.
+Every policy yields a Plan (suite.balance.plan: per step, per rank, micro-batches of one sequence
+length). `simulate_plan` costs it without running it: a micro-batch of B samples of length S costs
+`cost.predict(B, S)` (a fitted step model, or a measured LatencyTable where it has the shape), its
+variable part times the mean of B per-sample Gamma factors with mean 1 and CV `noise_cv` (the mean
+of B such factors is exactly Gamma(B / cv^2, cv^2 / B), so it is drawn once per micro-batch:
+`noisy`; its optional rank-level factor is used by the trace validation, not here); a rank's
+compute is the sum of its micro-batches; step time = max over ranks + collective + optimizer.
+`simulate(data, policy, cost, cfg)` builds the plan with `plan_steps` (timed: planner_ms) and
+costs it, the same path for every policy. `data` is a corpus (sample lengths) or a bucket table
+(S, share), from which a corpus is drawn (`draw_corpus`, seeded by cfg.seed only, so every policy
+of one seed plans over the same samples: common random numbers).
 
-Metrics (see BALANCING.md):
-    rank_cv      per-step std/mean of rank compute (population std), averaged over steps
-    maxmean      per-step max/mean of rank compute, averaged over steps
+Metrics (see BALANCING.md), over steps:
+    rank_cv, rank_cv_p99    per-step std/mean of rank compute (population std): mean, 99th pct
+    maxmean, maxmean_p99    per-step max/mean of rank compute: mean, 99th percentile
     bubble       per-step 1 - mean/max (= the imbalance rate (max - mean)/max), averaged
     step_cv      std/mean of step time across steps
     step_cv_per_token  std/mean across steps of step time per latent token
     throughput   latent tokens (no padding) of all ranks / total time, tokens/s
     floor_p5     5th percentile over steps of the step's tokens / step time
+    planner_ms   wall time to build the plan per step (this machine, one core)
 
-Timing it (benchmarks/ is another engineer's): `simulate(bucket_table(sample_corpus(100_000).tokens),
-EqualToken(75600), default_cost_model(), SimConfig(ranks=1024, steps=1000))` inside
-`time.perf_counter()`; see `time_simulator` below, which returns seconds for that case.
+Timing it: `time_simulator` (benchmarks/bench_balance.py tracks it).
 """
 
 from __future__ import annotations
@@ -52,12 +54,11 @@ class LatencyTable:
     """A measured per-shape latency table (columns B, S, step_s) used as a cost model.
 
     predict(B, S) returns the median measured step time of that exact (B, S); shapes the table
-    lacks raise KeyError naming them (measure the buckets you simulate).
+    lacks come from `fallback` (a fitted model with predict and fixed_s) where one is given, else
+    raise KeyError naming them (measure the buckets you simulate).
     """
 
-    fixed_s = 0.0
-
-    def __init__(self, table: pd.DataFrame) -> None:
+    def __init__(self, table: pd.DataFrame, fallback=None) -> None:
         missing = {"B", "S", "step_s"} - set(table.columns)
         if missing:
             raise ValueError(f"latency table lacks columns {sorted(missing)}; needs B, S, step_s")
@@ -65,25 +66,30 @@ class LatencyTable:
         self._keys = np.array([int(b) * 2**32 + int(s) for b, s in med.index], dtype=np.int64)
         order = np.argsort(self._keys)
         self._keys, self._vals = self._keys[order], med.to_numpy(float)[order]
+        self.fallback = fallback
+        self.fixed_s = float(fallback.fixed_s) if fallback is not None else 0.0
 
     def predict(self, B, S) -> np.ndarray:
         B, S = np.broadcast_arrays(np.asarray(B, np.int64), np.asarray(S, np.int64))
         k = B * 2**32 + S
         i = np.clip(np.searchsorted(self._keys, k), 0, len(self._keys) - 1)
         miss = self._keys[i] != k
+        out = self._vals[i].astype(float)
         if miss.any():
-            j = np.flatnonzero(miss.ravel())[0]
-            raise KeyError(
-                f"latency table has no measurement for B={B.ravel()[j]}, S={S.ravel()[j]}"
-            )
-        return self._vals[i]
+            if self.fallback is None:
+                j = np.flatnonzero(miss.ravel())[0]
+                raise KeyError(
+                    f"latency table has no measurement for B={B.ravel()[j]}, S={S.ravel()[j]}"
+                )
+            out[miss] = np.asarray(self.fallback.predict(B[miss], S[miss]), float)
+        return out
 
 
 @dataclass
 class SimResult:
     policy: str
     ranks: int
-    S: np.ndarray  # (steps, ranks) sequence length of each rank's batch (0 for mixed batches)
+    S: np.ndarray  # (steps, ranks) sequence length of each rank's batches (0: mixed, or none)
     B: np.ndarray  # (steps, ranks) samples per rank
     tokens: np.ndarray  # (steps, ranks) latent tokens per rank
     compute: np.ndarray  # (steps, ranks) seconds
@@ -93,17 +99,21 @@ class SimResult:
     def metrics(self) -> dict[str, float]:
         c = self.compute
         mean, mx = c.mean(axis=1), c.max(axis=1)
+        cv, mm = c.std(axis=1) / mean, mx / mean
         step_tokens = self.tokens.sum(axis=1)
         per_tok = self.step_s / step_tokens
         out = {
-            "rank_cv": float(np.mean(c.std(axis=1) / mean)),
-            "maxmean": float(np.mean(mx / mean)),
+            "rank_cv": float(np.mean(cv)),
+            "rank_cv_p99": float(np.percentile(cv, 99)),
+            "maxmean": float(np.mean(mm)),
+            "maxmean_p99": float(np.percentile(mm, 99)),
             "bubble": float(np.mean(1 - mean / mx)),
             "step_cv": float(self.step_s.std() / self.step_s.mean()),
             "step_cv_per_token": float(per_tok.std() / per_tok.mean()),
             "throughput": float(step_tokens.sum() / self.step_s.sum()),
             "floor_p5": float(np.percentile(step_tokens / self.step_s, 5)),
             "step_s_mean": float(self.step_s.mean()),
+            "planner_ms": float("nan"),
         }
         out.update(self.extra or {})
         return out
@@ -167,26 +177,86 @@ def noisy(
     return out
 
 
-def simulate(buckets: pd.DataFrame, policy, cost, cfg: SimConfig) -> SimResult:
-    """Simulate `policy` (a bucket policy with batch_size(S), or a global policy with plan_steps)
-    on the sample distribution `buckets` (columns S, share) with `cost` (predict(B, S), fixed_s)."""
-    if hasattr(policy, "simulate"):  # coordinated policies bring their own step model
-        return policy.simulate(buckets, cost, cfg)
-    S_k = buckets["S"].to_numpy(np.int64)
-    B_k = np.asarray(policy.batch_size(S_k), np.int64)
-    w = buckets["share"].to_numpy(float) / B_k
-    cdf = np.cumsum(w / w.sum())
-    rng = np.random.default_rng([cfg.seed, cfg.ranks])
-    k = np.minimum(
-        np.searchsorted(cdf, rng.random((cfg.steps, cfg.ranks)), side="right"), len(S_k) - 1
-    )
-    S, B = S_k[k], B_k[k]
-    base = np.asarray(cost.predict(B_k, S_k), float)[k]
-    compute = noisy(rng, base, float(cost.fixed_s), B, cfg.noise_cv)
+def simulate_plan(plan, tokens, cost, cfg: SimConfig, extra: dict | None = None) -> SimResult:
+    """Cost `plan` (over the corpus `tokens`) with `cost` (predict(B, S), fixed_s): the module
+    doc's step model. The noise is drawn from (cfg.seed, plan.world), one factor per
+    micro-batch, so a plan's result is deterministic per seed."""
+    tokens = np.asarray(tokens, np.int64)
+    B = np.diff(plan.mb_start)
+    S = tokens[plan.samples[plan.mb_start[:-1]]] if plan.n_micro else np.zeros(0, np.int64)
+    base = np.asarray(cost.predict(B, S), float)
+    rng = np.random.default_rng([cfg.seed, plan.world, 1])
+    mb = noisy(rng, base, float(cost.fixed_s), B, cfg.noise_cv)
+    compute = plan.rank_sums(mb)
+    n_b = plan.rank_sums(B).astype(np.int64)
+    toks = plan.rank_sums(B * S).astype(np.int64)
+    one_s = np.zeros(plan.steps * plan.world, np.int64)  # the rank's one length, 0 if mixed
+    if plan.n_micro:
+        key = plan.mb_step * plan.world + plan.mb_rank
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        hi, lo = np.maximum.reduceat(S, starts), np.minimum.reduceat(S, starts)
+        one_s[key[starts]] = np.where(hi == lo, hi, 0)
     step_s = compute.max(axis=1) + cfg.collective_s + cfg.optimizer_s
     return SimResult(
-        getattr(policy, "name", type(policy).__name__), cfg.ranks, S, B, B * S, compute, step_s
+        plan.policy, plan.world, one_s.reshape(compute.shape), n_b, toks, compute, step_s, extra
     )
+
+
+CORPUS_CAP = 4_000_000  # samples drawn from a bucket table at most; longer runs chain epochs
+
+
+def draw_corpus(buckets: pd.DataFrame, n: int, seed: int) -> np.ndarray:
+    """n sample lengths drawn i.i.d. from a bucket table (S, share), seeded by `seed` alone."""
+    share = buckets["share"].to_numpy(float)
+    if len(share) == 0 or (share < 0).any() or share.sum() <= 0:
+        raise ValueError("the bucket table needs rows with shares >= 0 summing to > 0")
+    cdf = np.cumsum(share / share.sum())
+    k = np.searchsorted(cdf, np.random.default_rng([seed, 0xC0]).random(n), side="right")
+    return buckets["S"].to_numpy(np.int64)[np.minimum(k, len(cdf) - 1)]
+
+
+def corpus_size(buckets: pd.DataFrame, cfg: SimConfig, per_rank_step: float) -> int:
+    """Samples to draw: enough for cfg.steps x cfg.ranks rank-steps of `per_rank_step` samples
+    (so a run never repeats a sample), at most CORPUS_CAP (then epochs chain, reshuffled), at
+    least 8 full steps."""
+    need = cfg.steps * cfg.ranks * per_rank_step * 1.1
+    return int(max(min(need, CORPUS_CAP), 8 * cfg.ranks * per_rank_step, 64))
+
+
+def samples_per_rank_step(policy, buckets: pd.DataFrame) -> float:
+    """Expected samples per rank and step: a bucket policy's mean batch size over its batches
+    (1 / sum(share / B)); otherwise M_mem / mean S (a packer filling M_mem tokens per rank)."""
+    S, share = buckets["S"].to_numpy(float), buckets["share"].to_numpy(float)
+    share = share / share.sum()
+    if hasattr(policy, "batch_size"):
+        return float(1 / np.sum(share / np.asarray(policy.batch_size(S), float)))
+    m = getattr(policy, "m_mem", None)
+    return float(m / np.dot(share, S)) if m else 64.0
+
+
+def simulate(data, policy, cost, cfg: SimConfig) -> SimResult:
+    """Simulate `policy` (anything with epoch_plan) on `data` with `cost` (predict(B, S),
+    fixed_s): the plan of cfg.steps steps over cfg.ranks ranks from plan_steps(seed=cfg.seed),
+    costed by simulate_plan. `data`: a corpus's sample lengths, or a bucket table (S, share)
+    from which `draw_corpus` draws one (corpus_size)."""
+    from suite.balance.plan import plan_steps
+
+    if isinstance(data, pd.DataFrame):
+        if not {"S", "share"} <= set(data.columns):
+            raise ValueError(
+                f"a bucket table needs columns S and share, got {sorted(data.columns)}; pass a "
+                "corpus as its array of sample lengths instead"
+            )
+        n = corpus_size(data, cfg, samples_per_rank_step(policy, data))
+        tokens = draw_corpus(data, n, cfg.seed)
+    else:
+        tokens = np.asarray(data, np.int64)
+    t0 = time.perf_counter()
+    plan = plan_steps(policy, tokens, cfg.ranks, cfg.steps, cfg.seed)
+    planner_ms = 1e3 * (time.perf_counter() - t0) / plan.steps
+    res = simulate_plan(plan, tokens, cost, cfg, {"planner_ms": planner_ms})
+    res.policy = getattr(policy, "name", type(policy).__name__)
+    return res
 
 
 def tune_s_cross(

@@ -168,6 +168,86 @@ def cost_models(ranks: pd.DataFrame, fit: pd.DataFrame, baseline: str = BASELINE
     return out
 
 
+def replay(
+    trace: pd.DataFrame, cost, noise_cv: float, rank_cv: float = 0.0, draws: int = 400, seed=0
+) -> list[dict]:
+    """Each measured (run, step) of `trace` (_trace rows) replayed through the simulator's step
+    model (`noisy`) `draws` times: predicted step = mean over draws of max over ranks + the
+    row's collective + optimizer. One dict per step (run, step, ranks, measured/predicted step
+    and compute max, signed and absolute error in %)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for (run, step), d in trace.groupby(["run", "step"], sort=True):
+        B, S = d["B"].to_numpy(np.int64), d["S"].to_numpy(np.int64)
+        base = np.broadcast_to(cost.predict(B, S), (draws, len(d)))
+        n = np.broadcast_to(B, (draws, len(d)))
+        comp = noisy(rng, base, cost.fixed_s, n, noise_cv, rank_cv)
+        pred_max = float(comp.max(axis=1).mean())
+        extra = float(d["collective_s"].max() + d["optimizer_s"].max())
+        measured = float(d["compute_s"].max()) + extra
+        pred = pred_max + extra
+        rows.append(
+            {
+                "run": run,
+                "step": int(step),
+                "ranks": len(d),
+                "measured_step_s": measured,
+                "predicted_step_s": pred,
+                "measured_compute_max_s": float(d["compute_s"].max()),
+                "predicted_compute_max_s": pred_max,
+                "signed_error_pct": 100 * (pred - measured) / measured,
+                "error_pct": 100 * abs(pred - measured) / measured,
+            }
+        )
+    return rows
+
+
+def emulation_error(
+    ranks: pd.DataFrame,
+    noise_cv: float,
+    *,
+    draws: int = 200,
+    seed: int = 0,
+    baseline: str = BASELINE_RUN,
+    resamples: int = 2000,
+) -> dict | None:
+    """The simulator's error on the emulated runs' step times, with a model of the model the
+    emulation ran: a + c*B + b*B*S + d*B*S^2 fitted (fit_quadratic_cost) to the calibration
+    run's own rank-batches (its blocks, dtype, checkpointing), predicting the other runs' steps
+    (held out). {value: mean over held-out steps of |sim / emulated - 1| (%), ci_low, ci_high:
+    95% percentile bootstrap over those steps (seeded), steps, runs, baseline}; the baseline is
+    `baseline`, else the first equal-token run; None where the trace cannot determine the form
+    or holds no other run."""
+    from suite.balance.costmodel import fit_quadratic_cost
+
+    r = _trace(ranks)
+    r = r[r["S"] > 0] if "S" in r.columns else r
+    if not (r["run"] == baseline).any() and "policy" in r.columns:  # runs named otherwise
+        eq = sorted(r.loc[r["policy"] == "equal-token", "run"].unique())
+        baseline = eq[0] if eq else baseline
+    if r.empty or not (r["run"] == baseline).any() or (r["run"] != baseline).sum() == 0:
+        return None
+    base = r[r["run"] == baseline]
+    try:
+        cost = fit_quadratic_cost(
+            base["B"].to_numpy(float), base["S"].to_numpy(float), base["compute_s"].to_numpy(float)
+        )
+    except ValueError:
+        return None
+    rows = replay(r[r["run"] != baseline], cost, noise_cv, 0.0, draws, seed)
+    err = np.array([x["error_pct"] for x in rows])
+    boot = np.random.default_rng(seed).choice(err, (resamples, len(err))).mean(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return {
+        "value": float(err.mean()),
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "steps": len(err),
+        "runs": int(r.loc[r["run"] != baseline, "run"].nunique()),
+        "baseline": baseline,
+    }
+
+
 def validate(
     ranks: pd.DataFrame,
     fit: pd.DataFrame,
@@ -197,29 +277,12 @@ def validate(
     rank_cvs = {name: fitted[name] if rank_noise else 0.0 for name in models}
     rows = []
     for name, cost in models.items():
-        rng = np.random.default_rng(seed)
-        for (run, step), d in r.groupby(["run", "step"], sort=True):
-            B, S = d["B"].to_numpy(np.int64), d["S"].to_numpy(np.int64)
-            base = np.broadcast_to(cost.predict(B, S), (draws, len(d)))
-            n = np.broadcast_to(B, (draws, len(d)))
-            comp = noisy(rng, base, cost.fixed_s, n, noise_cv, rank_cvs[name])
-            pred_max = float(comp.max(axis=1).mean())
-            extra = float(d["collective_s"].max() + d["optimizer_s"].max())
-            measured = float(d["compute_s"].max()) + extra
-            pred = pred_max + extra
+        for row in replay(r, cost, noise_cv, rank_cvs[name], draws, seed):
             rows.append(
                 {
                     "model": name,
-                    "run": run,
-                    "step": int(step),
-                    "ranks": len(d),
-                    "held_out": name == "costmodel_fit" or run != baseline,
-                    "measured_step_s": measured,
-                    "predicted_step_s": pred,
-                    "measured_compute_max_s": float(d["compute_s"].max()),
-                    "predicted_compute_max_s": pred_max,
-                    "signed_error_pct": 100 * (pred - measured) / measured,
-                    "error_pct": 100 * abs(pred - measured) / measured,
+                    **row,
+                    "held_out": name == "costmodel_fit" or row["run"] != baseline,
                     "rank_noise_cv": rank_cvs[name],
                 }
             )

@@ -45,23 +45,16 @@ def global_plan(
     seed: int = 0,
     max_defer: int = 1,
 ) -> list:
-    """plan[step] = StepPlan(ranks=[micro-batches of rank r], global_tokens), epochs chained."""
-    from suite.balance.global_policy import GlobalBatchSampler
+    """plan[step] = StepPlan(ranks=[model batches of rank r], global_tokens), epochs chained:
+    the global policy's Plan (suite.balance.plan.plan_steps)."""
+    from suite.balance.global_policy import GlobalPolicy, StepPlan
+    from suite.balance.plan import plan_steps
 
     tokens = corpus.tokens.to_numpy()
     m_mem = max(float(m_mem), float(tokens.max()))
-    sampler = GlobalBatchSampler(
-        tokens, cost, m_mem, world_size=world, seed=seed, max_defer=max_defer
-    )
-    out, epoch = [], 0
-    while len(out) < steps:
-        sampler.set_epoch(epoch)
-        plans = sampler.plan()
-        if not plans:
-            raise ValueError(f"the corpus ({len(corpus)} samples) gives no global step")
-        out += plans
-        epoch += 1
-    return out[:steps]
+    pol = GlobalPolicy(m_mem=m_mem, planner=cost, max_defer=max_defer)
+    plan = plan_steps(pol, tokens, world, steps, seed)
+    return [StepPlan.of(plan, tokens, k) for k in range(plan.steps)]
 
 
 def sub_batches(micro_batch, tokens) -> list[list[int]]:

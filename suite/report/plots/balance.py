@@ -11,13 +11,26 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 COLOURS = {"equal-token": "#c0392b", "dual": "#2e86c1", "global": "#1b7f3b"}
+OTHERS = ("#8e44ad", "#d68910", "#566573", "#17a589", "#a04000")  # policies added later
+
+
+def _names(policies) -> list[str]:
+    """Known policies in their order, then the others (the registry may grow)."""
+    return [p for p in COLOURS if p in policies] + sorted(set(policies) - set(COLOURS))
+
+
+def _colour(name: str, names: list[str]) -> str:
+    extra = [n for n in names if n not in COLOURS]
+    return COLOURS.get(name) or OTHERS[extra.index(name) % len(OTHERS)]
 
 
 def policies_figure(steps: pd.DataFrame) -> Figure:
     fig = Figure(figsize=(12, 4))
     ax1, ax2, ax3 = fig.subplots(1, 3)
     sel = steps[(steps["mix"] == "default") & (steps["ranks"] == 16) & (steps["noise"] == "noisy")]
-    names = [p for p in COLOURS if p in set(sel["policy"])]
+    if "draw" in sel.columns:
+        sel = sel[sel["draw"] == 0]
+    names = _names(set(sel["policy"]))
     data_cv = [100 * sel.loc[sel["policy"] == p, "rank_cv"].to_numpy() for p in names]
     data_st = [sel.loc[sel["policy"] == p, "step_s"].to_numpy() for p in names]
     data_pt = [
@@ -31,7 +44,7 @@ def policies_figure(steps: pd.DataFrame) -> Figure:
     ):
         parts = ax.violinplot(data, showmedians=True)
         for body, p in zip(parts["bodies"], names):
-            body.set_facecolor(COLOURS[p])
+            body.set_facecolor(_colour(p, names))
         ax.set_xticks(range(1, len(names) + 1), names)
         ax.set_ylabel(label)
     ax1.set_title("rank compute CV per step, 16 ranks, default mix")
@@ -45,6 +58,9 @@ def policies_figure(steps: pd.DataFrame) -> Figure:
 
 def scaling_figure(steps: pd.DataFrame) -> Figure:
     sel = steps[(steps["mix"] == "default") & (steps["noise"] == "noisy")]
+    if "draw" in sel.columns:
+        sel = sel[sel["draw"] == 0]
+    names = _names(set(sel["policy"]))
     rows = []
     for (p, R), g in sel.groupby(["policy", "ranks"]):
         mm = g["max_s"] / g["mean_s"]
@@ -54,6 +70,7 @@ def scaling_figure(steps: pd.DataFrame) -> Figure:
                 "ranks": R,
                 "cv": 100 * g["rank_cv"].mean(),
                 "maxmean": mm.mean(),
+                "maxmean_p99": np.percentile(mm, 99),
                 "bubble": 100 * np.mean(1 - 1 / mm),
                 "tput": g["tokens"].sum() / g["step_s"].sum() / R,
             }
@@ -65,18 +82,18 @@ def scaling_figure(steps: pd.DataFrame) -> Figure:
         axes,
         (
             ("cv", "rank compute CV (%)"),
-            ("maxmean", "max/mean"),
+            ("maxmean_p99", "max/mean, 99th percentile over steps"),
             ("bubble", "bubble fraction (%)"),
             ("tput", "throughput per rank (tokens/s)"),
         ),
     ):
         for p, g in df.groupby("policy"):
             g = g.sort_values("ranks")
-            ax.plot(g["ranks"], g[col], "o-", color=COLOURS.get(p, "#444"), label=p)
+            ax.plot(g["ranks"], g[col], "o-", color=_colour(p, names), label=p)
         ax.set(xscale="log", xlabel="ranks", ylabel=label)
         ax.set_xticks(sorted(df["ranks"].unique()), [str(r) for r in sorted(df["ranks"].unique())])
     axes[0].legend(frameon=False)
-    fig.suptitle("Simulated scaling, default mix, 5% per-sample noise")
+    fig.suptitle("Simulated scaling, default mix, 5% per-sample noise, plan seed 0")
     fig.tight_layout()
     return fig
 
@@ -94,8 +111,8 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         ),
         (
             "balance_scaling",
-            "Simulated rank CV, max/mean, bubble and per-rank throughput from 8 "
-            "to 1024 ranks for each policy.",
+            "Simulated rank CV, max/mean (99th percentile over steps), bubble and per-rank "
+            "throughput from 8 to 1024 ranks for each policy.",
             scaling_figure(steps),
         ),
     ]
