@@ -26,12 +26,13 @@ class StepfnConfig:
     in_dim: int
     text_len: int
     text_dim: int
+    dim: int
 
 
 def get_config(name: str, layers: int | None = None, text_len: int | None = None) -> StepfnConfig:
     c = get_wan_config(name, layers)
     tl = int(text_len or TEXT_LENS.get(name, TEXT_LEN))
-    return StepfnConfig(name, c.num_layers, c.patch_size, c.in_channels, tl, c.text_dim)
+    return StepfnConfig(name, c.num_layers, c.patch_size, c.in_channels, tl, c.text_dim, c.dim)
 
 
 def WanDiT(cfg: StepfnConfig, adaln: str = "wan", checkpointing: bool = False):  # noqa: N802

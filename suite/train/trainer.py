@@ -14,8 +14,9 @@ and one JSONL line per rank and step goes to OUT/rank{r}.jsonl (schema: instrume
 DDP: the model is wrapped in DistributedDataParallel (parameter broadcast, the standard API), the
 backward runs under no_sync() and the gradients are then summed by all_reduce over flat buckets,
 so compute and collective are measured apart (the paper's step = compute + collective + optimizer).
-FSDP2 (--fsdp): fully_shard per block of model.blocks, then the root, gradient divide factor 1
-(a SUM, as the plan's weights ask); its collectives overlap forward/backward, so they sit inside
+FSDP2 (--fsdp): fully_shard per block of model.blocks, then the root; its reduce-scatter averages
+over ranks, so the reduce phase multiplies the gradient shards by the world size (a SUM, as the
+plan's weights ask; gloo has no pre-multiplied reduce for a divide factor of 1); its collectives overlap forward/backward, so they sit inside
 compute_s and collective_wait_s is the wait for outstanding reduce-scatters. bf16 under FSDP2 is
 Wan's own FSDP recipe (fp32 sharded parameters, bf16 compute, fp32 reduce: FSDP2 needs one dtype
 per sharded group, and diffusers keeps some of a block's parameters fp32); every rank must run the
@@ -121,7 +122,8 @@ def run_setup(args: TrainArgs, device: torch.device, world: int, fsdp: bool = Fa
 
 
 def shard(model, d: Dist, dtype: str):
-    """FSDP2: fully_shard each block, then the root; SUM gradients (divide factor 1)."""
+    """FSDP2: fully_shard each block, then the root (mixed precision: `dtype` compute, fp32
+    sharded parameters and reduce)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -133,9 +135,22 @@ def shard(model, d: Dist, dtype: str):
     for block in model.blocks:
         fully_shard(block, mesh=mesh, mp_policy=mp)
     fully_shard(model, mesh=mesh, mp_policy=mp)
-    for m in [*model.blocks, model]:
-        m.set_gradient_divide_factor(1.0)
     return model
+
+
+def fsdp_sum(world: int, cuda: bool):
+    """The FSDP2 run's reduce phase: wait for outstanding reduce-scatters (CUDA), then undo their
+    average (x world): the plan's weights already sum to 1 over the ranks."""
+
+    def reduce(params):
+        if cuda:
+            torch.cuda.current_stream().synchronize()
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    p.grad.mul_(world)
+
+    return reduce
 
 
 def _equal_micro_counts(plan) -> bool:
@@ -164,8 +179,7 @@ def train(args: TrainArgs) -> Path:
         reduce = None
         if args.fsdp:
             wrapped = shard(model, d, args.dtype)
-            if d.device.type == "cuda":  # outstanding reduce-scatters
-                reduce = lambda params: torch.cuda.current_stream().synchronize()  # noqa: E731
+            reduce = fsdp_sum(d.world, d.device.type == "cuda")
         elif d.initialized:
             ids = [d.device.index] if d.device.type == "cuda" else None
             wrapped = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
