@@ -123,7 +123,13 @@ PROFILES = {
     "cpu": CPU_PROFILE,
     # SUITE_TRAINING_DEVICE=cpu: the cpu profile cut down for the torchrun test (< 30 s on 2 cores)
     "cpu-test": dict(
-        CPU_PROFILE, steps=2, long_steps=1, global8_steps=0, loss_steps=4, real_steps_max=4
+        CPU_PROFILE,
+        steps=2,
+        long_steps=1,
+        steps8=1,
+        global8_steps=0,
+        loss_steps=4,
+        real_steps_max=4,
     ),
     "quick": QUICK_PROFILE,
     # 2 layers, more steps (the global run as many as the others), a longer loss run and C14 probe

@@ -213,7 +213,7 @@ def _tuned_row(ranks, summ, base, new, info: pd.Series, cond: str) -> list[dict]
     this run's own measured rank-batches of both policies; per-step max over ranks, mean over steps."""
     runs = ranks[ranks["run"].isin([base[0], new[0]])]
     x, y = (runs.B * runs.S).to_numpy(float), runs.peak_mem_bytes.to_numpy(float)
-    if len(np.unique(x)) < 2 or not np.isfinite(info.get("m_comp", math.nan)):
+    if len(np.unique(x)) < 2 or not (y > 0).any() or not np.isfinite(info.get("m_comp", math.nan)):
         return []
     m1, m0 = np.polyfit(x, y, 1)
     r2 = 1 - np.sum((y - (m0 + m1 * x)) ** 2) / np.sum((y - y.mean()) ** 2)
