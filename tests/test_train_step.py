@@ -134,3 +134,15 @@ def test_noise_is_keyed_by_sample_and_epoch_not_step_or_rank(corpus):
     assert loss[("a", i[0])] == loss[("b", i[0])]  # step 0 rank 0 vs step 1 rank 0
     assert loss[("a", i[1])] == loss[("b", i[1])]
     assert loss[("b", i[2])][0] != loss[("b", i[2])][1]  # epoch 0 vs epoch 1
+
+
+def test_c14_probe_runs_one_clip_through_the_step():
+    """C14's probe: one 480p clip of S tokens as a one-sample corpus, one step (peak 0 on CPU)."""
+    from suite.experiments.training_probes import clip_corpus, probe_peak
+
+    c = clip_corpus(3120)
+    assert c.iloc[0][["frames", "height", "width", "tokens"]].tolist() == [5, 480, 832, 3120]
+    with pytest.raises(ValueError, match="multiple of 1560"):
+        clip_corpus(1000)
+    model = _model()
+    assert probe_peak(model, torch.optim.SGD(model.parameters(), lr=0.0), 1560) == 0

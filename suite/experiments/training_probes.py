@@ -37,7 +37,7 @@ def probe_peak(model, opt, S: int, seed: int = 0) -> int:
     """Peak allocated bytes of one training step of one S-token clip (suite.train.step)."""
     from suite.train.step import train_step
 
-    plan = Plan.from_micro_batches(1, [[[0]]], [[[1.0]]], "probe")
+    plan = Plan.from_micro_batches(1, [[[[0]]]], [[[1.0]]], "probe")
     return train_step(model, opt, plan, 0, clip_corpus(S), ranks=[0], seed=seed).ranks[0][
         "peak_mem_bytes"
     ]
