@@ -16,7 +16,8 @@ can go on alone with the emulated runs while the other ranks leave.
   global tokens / total step time, bootstrap CI over steps; throughput_gain_global_real (C7, C8):
   the global policy (its K-rank plan) over equal-token, any K.
 - emulation_error_pct (C7): the emulator's prediction for K ranks against the measured real steps.
-  The prediction regroups the 16-virtual-rank emulated run of the same policy into K-rank steps
+  The prediction is the emulated run of the same policy on its own K-rank plan (`RUN@K`, e.g. the
+  8-rank runs of C7) where there is one; otherwise it regroups the 16-virtual-rank run into K-rank steps
   (`summary.regroup`: global batch k*16 + r becomes step (k*16 + r) // K, rank (k*16 + r) % K), which
   is the real run's plan exactly, and recomposes the step as slowest rank + all-reduce model for K
   ranks + optimizer. The metric is the mean over matched steps (both policies) of
@@ -184,7 +185,9 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
         for run, st in steps.items():
             if "/global/" in run:  # a 16-rank global plan is not a K-rank one: no regrouping
                 continue
-            er = emu[emu["run"] == run]
+            er = emu[emu["run"] == f"{run}@{K}"]  # the policy's own K-rank plan, if emulated
+            if er.empty:
+                er = emu[emu["run"] == run]
             if er.empty or int(er["world"].iloc[0]) % K:
                 continue
             if "busbw_gbps" in real.columns:  # the all-reduce bandwidth measured on the K ranks
