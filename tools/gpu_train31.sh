@@ -12,7 +12,7 @@ set -o pipefail
 source tools/gpu_common.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LAYERS=${LAYERS:-2}
-STEPS=${STEPS:-4}
+STEPS=${STEPS:-3}
 gpu_env | tee "$OUT/gpu.txt"
 
 stamp "GPU tests (tests/test_train_gpu.py)"

@@ -42,28 +42,37 @@ BUCKET_BYTES = 25 * 2**20  # all_reduce bucket, as DDP's default
 class StepRecord:
     step: int
     ranks: list[dict]  # one row per rank of `ranks`: B, S, tokens, ..., compute_s, peak memory
-    micro: list[dict] = field(
-        default_factory=list
-    )  # one row per micro-batch: rank, micro, B, S, compute_s
+    micro: list[dict] = field(default_factory=list)  # per micro-batch: rank, micro, B, S, compute_s
     collective_s: float = 0.0  # the measured reduce (0 without one)
     optimizer_s: float = 0.0
 
 
 @dataclass(frozen=True)
-class _Micro:
+class _Batch:
+    """One micro-batch ready to run: its plan entry and tensors (x0, text, t, eps)."""
+
     indices: np.ndarray
-    epochs: np.ndarray
     weight: float
+    x0: torch.Tensor
+    text: torch.Tensor
+    t: torch.Tensor
+    eps: torch.Tensor
+    S: int  # its one sequence length
 
 
-def rank_micro_batches(plan: Plan, step: int, rank: int, seen: np.ndarray) -> list[_Micro]:
-    """Rank `rank`'s micro-batches at `step` with each sample's epoch (`seen[i]`: how many
-    earlier steps of the plan trained sample i)."""
-    ids = np.flatnonzero((plan.mb_step == step) & (plan.mb_rank == rank))
+def rank_batches(
+    plan: Plan, step: int, rank: int, corpus, seen, info, seed, device
+) -> list[_Batch]:
+    """Rank `rank`'s micro-batches at `step` as tensors; noise by (seed, sample, epoch), the
+    epoch of sample i being seen[i] (how many earlier steps of the plan trained it)."""
     out = []
-    for i in ids:
+    for i in np.flatnonzero((plan.mb_step == step) & (plan.mb_rank == rank)):
         idx = plan.samples[plan.mb_start[i] : plan.mb_start[i + 1]]
-        out.append(_Micro(idx, seen[idx], float(plan.mb_weight[i])))
+        x0, text, b = make_batch(
+            corpus, idx, text_len=info.text_len, text_dim=info.text_dim, seed=seed, device=device
+        )
+        t, eps = sample_noise(idx, seen[idx], x0.shape[1:], seed=seed, device=device)
+        out.append(_Batch(idx, float(plan.mb_weight[i]), x0, text, t, eps, int(b["S"])))
     return out
 
 
@@ -110,62 +119,25 @@ def train_step(
     params = [p for p in model.parameters() if p.requires_grad]
     device = params[0].device
     seen = epochs_before(plan, step, len(corpus))
-    tokens = corpus.tokens.to_numpy()
-    global_tokens = int(tokens[plan.step_samples(step)].sum())
     no_sync = model.no_sync if hasattr(model, "no_sync") else contextlib.nullcontext
-    pending = []  # (rank row, micro rows, timer, loss tensors): read after one sync at the end
+    pending = []  # per rank: what its rows need; timings and losses read after one sync
     for r in ranks:
         t0 = time.perf_counter()
-        mbs = rank_micro_batches(plan, step, r, seen)
-        batches = []
-        for mb in mbs:
-            x0, text, binfo = make_batch(
-                corpus, mb.indices, text_len=info.text_len, text_dim=info.text_dim, seed=seed,
-                device=device,
-            )  # fmt: skip
-            t, eps = sample_noise(mb.indices, mb.epochs, x0.shape[1:], seed=seed, device=device)
-            batches.append((mb, x0, text, t, eps, binfo))
+        batches = rank_batches(plan, step, r, corpus, seen, info, seed, device)
         data_s = time.perf_counter() - t0
         reset_peak(device)
         timer = PhaseTimer(device)
         timer.mark("start")
         losses = []
         with no_sync():
-            for m, (mb, x0, text, t, eps, _) in enumerate(batches):
-                loss = flow_matching_loss(model, x0, text, t, eps)
-                (loss * mb.weight).backward()
+            for m, b in enumerate(batches):
+                loss = flow_matching_loss(model, b.x0, b.text, b.t, b.eps)
+                (loss * b.weight).backward()
                 losses.append(loss.detach())
                 timer.mark(f"mb{m}")
         timer.mark("compute")
-        peak, reserved = peak_bytes(device)
-        n = sum(len(mb.indices) for mb in mbs)
-        tok = int(sum(b[5]["tokens"] for b in batches))
-        row = {
-            "step": step,
-            "rank": r,
-            "world": plan.world,
-            "policy": plan.policy,
-            "adaln": info.adaln,
-            "model": info.model,
-            "layers": info.layers,
-            "dim": info.dim,
-            "B": n,
-            "S": int(round(tok / n)) if n else 0,  # its one length, or the mean of a mixed rank
-            "tokens": tok,
-            "samples": n,
-            "bucket": int(max((b[5]["S"] for b in batches), default=0)),
-            "micro_batches": len(mbs),
-            "sum_s2": float(sum(b[5]["B"] * float(b[5]["S"]) ** 2 for b in batches)),
-            "global_tokens": global_tokens,
-            "data_s": data_s,
-            "peak_mem_bytes": peak,
-            "peak_reserved_bytes": reserved,
-        }
-        micro = [
-            {"step": step, "rank": r, "micro": m, "B": b[5]["B"], "S": b[5]["S"], "weight": b[0].weight}
-            for m, b in enumerate(batches)
-        ]  # fmt: skip
-        pending.append((row, micro, timer, [b[5]["tokens"] for b in batches], losses))
+        shapes = [(len(b.indices), b.S, b.weight) for b in batches]  # the tensors go
+        pending.append((r, shapes, timer, losses, data_s, *peak_bytes(device)))
     timer = PhaseTimer(device)
     timer.mark("start")
     if reduce is not None:
@@ -175,17 +147,39 @@ def train_step(
     optimizer.zero_grad(set_to_none=True)
     timer.mark("optimizer")
     timer.finish()
+    meta = {"world": plan.world, "policy": plan.policy, "adaln": info.adaln, "model": info.model,
+            "layers": info.layers, "dim": info.dim}  # fmt: skip
+    global_tokens = int(corpus.tokens.to_numpy()[plan.step_samples(step)].sum())
     rows, micros = [], []
-    for row, micro, t, toks, losses in pending:
-        marks = ["start"] + [f"mb{m}" for m in range(len(micro))]
-        for m, mrow in enumerate(micro):
-            mrow["compute_s"] = t.seconds(marks[m], marks[m + 1])
-            mrow["loss"] = float(losses[m])
-        lsum = sum(float(v) * k for v, k in zip(losses, toks))
-        row["loss"] = lsum / sum(toks) if toks else math.nan  # token mean over its micro-batches
-        row["compute_s"] = t.seconds("start", "compute")
-        rows.append(row)
-        micros += micro
+    for r, shapes, t, losses, data_s, peak, reserved in pending:
+        marks = ["start"] + [f"mb{m}" for m in range(len(shapes))]
+        loss = [float(v) for v in losses]
+        for m, (B, S, w) in enumerate(shapes):
+            secs = t.seconds(marks[m], marks[m + 1])
+            micros.append({"step": step, "rank": r, "micro": m, "B": B, "S": S, "weight": w,
+                           "loss": loss[m], "compute_s": secs})  # fmt: skip
+        n, tok = sum(B for B, _, _ in shapes), [B * S for B, S, _ in shapes]
+        rows.append(
+            {
+                "step": step,
+                "rank": r,
+                **meta,
+                "B": n,
+                "S": int(round(sum(tok) / n)) if n else 0,  # its one length, or a mixed rank's mean
+                "tokens": sum(tok),
+                "samples": n,
+                "bucket": max((S for _, S, _ in shapes), default=0),
+                "micro_batches": len(shapes),
+                "sum_s2": float(sum(B * float(S) ** 2 for B, S, _ in shapes)),
+                "global_tokens": global_tokens,
+                # token mean over its micro-batches (nan: a rank without samples this step)
+                "loss": sum(v * k for v, k in zip(loss, tok)) / sum(tok) if n else math.nan,
+                "data_s": data_s,
+                "compute_s": t.seconds("start", "compute"),
+                "peak_mem_bytes": peak,
+                "peak_reserved_bytes": reserved,
+            }
+        )
     return StepRecord(
         step, rows, micros, timer.seconds("start", "collective"),
         timer.seconds("collective", "optimizer"),
