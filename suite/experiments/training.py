@@ -10,7 +10,8 @@ the real ranks alike.
 Quick profile: 1 block (the 1-layer stand-in's budget: one 16-rank emulated step ~8-12 s on one
 H200; a 30-block fwd+bwd of one 81-frame 480p clip is ~2.6 s eager, so every further block adds
 ~1/30 of that per sample, and checkpointing ~1/3 more), 16 virtual ranks, 8 steps per policy on
-the default mix, 3 on the long-video mix, the default pair again on its own 8-rank plans (C7),
+the default mix, 3 on the long-video mix, the default pair again on its own 8-rank plans (C7, 4
+steps),
 then the global policy; the emulated runs stop at time_budget_s (a run that would end past it is
 skipped and says so in training_runs, later runs first). Step times of a profile are printed by
 tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
@@ -103,6 +104,7 @@ QUICK_PROFILE = dict(
     ranks=16,
     steps=8,
     long_steps=3,
+    steps8=4,  # C7's pair on 8-rank plans: 64 rank-batches each, half a 16-rank run's
     global_steps=4,
     m_mem_factor=3,
     loss_steps=40,
@@ -138,6 +140,7 @@ PROFILES = {
         layers=2,
         steps=20,
         long_steps=10,
+        steps8=20,
         global_steps=20,
         global8_steps=20,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
         time_budget_s=2700,
