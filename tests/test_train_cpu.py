@@ -217,9 +217,19 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
     g = m.set_index("metric").loc["loss_final_rel_diff_global"]
     assert "mean tokens per step" in g.conditions and g.claim == "C15"
     tr = tables["training_ranks"]
-    at8 = tr.run == "default/global/wan@8"  # the global policy planned for 8 ranks (issue 7)
-    assert at8.any() and (tr.world[at8] == 8).all() and (tr.world[~at8] == 16).all()
-    assert (tr.policy[at8] == "global").all() and set(tr["rank"][at8]) == set(range(8))
+    # C7: equal-token and dual on their own 8-rank plans; the global policy also at 8 (issue 7)
+    at8 = tr.run.str.endswith("@8")
+    assert set(tr.run[at8]) == {f"default/{p}/wan@8" for p in ("equal-token", "dual", "global")}
+    assert (tr.world[at8] == 8).all() and (tr.world[~at8] == 16).all()
+    assert set(tr["rank"][at8]) == set(range(8))
+    c7 = m.set_index("metric").loc["throughput_gain_8_emulated"]
+    assert c7.claim == "C7" and "own 8-rank plans" in c7.conditions
+    # the per-micro-batch trace: one row per micro-batch of every rank row
+    mi = tables["training_micro"]
+    assert len(mi) == tr.micro_batches.sum() and {"run", "step", "rank", "micro", "B", "S",
+                                                  "compute_s"} <= set(mi.columns)  # fmt: skip
+    assert (mi.groupby(["run", "step", "rank"]).compute_s.sum() > 0).all()
+    assert "diffusers WanTransformer3DModel" in c7.conditions
     figs = training_plots.figures(ctx.run.tables(), m) + shapes_plots.figures({"shapes_sweep": sw})
     assert {f[0] for f in figs} >= {
         "training_latency",

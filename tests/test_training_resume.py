@@ -101,7 +101,7 @@ def test_a_run_that_does_not_fit_is_left_and_later_runs_go_first(tmp_path, monke
     first = "default/equal-token/wan"
 
     def fits(self, what, need_s):
-        if first in what:
+        if what == f"the run {first}":
             self.deferred.append((what, need_s))
             return False
         return real_fits(self, what, need_s)

@@ -54,7 +54,16 @@ NEEDS = "cpu"
 
 M_TOK = 75_600  # equal-token budget of the sweep: one 81-frame 720p clip
 # 480p: image, 17, 33, 49, 65, 81 frames; 720p: image, 17, 49, 65, 81 frames (suite.data.corpus)
-QUICK_BUCKETS = (1560, 3600, 7800, 14040, 20280, 32760, 46800, 75600)  # 8 of the 11: H200 sweep 219 s -> ~150 s
+QUICK_BUCKETS = (
+    1560,
+    3600,
+    7800,
+    14040,
+    20280,
+    32760,
+    46800,
+    75600,
+)  # 8 of the 11: H200 sweep 219 s -> ~150 s
 FULL_BUCKETS = (1560, 3600, 7800, 10920, 14040, 18000, 20280, 23400, 26520, 32760, 39600, 46800,
                 54000, 61200, 68400, 75600)  # fmt: skip
 # the planning prior of the docstring: step seconds = a + c*B + b*B*S + d*B*S^2 on one H200

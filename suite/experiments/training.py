@@ -1,53 +1,27 @@
 """training: the reference trainer on one GPU with emulated ranks (C1/C2 on steps, C4-C10, C14,
 C15, C17, C18), and under torchrun with K > 1 processes also with K real ranks (C7/C8).
 
-Budget, quick profile (about 5.3 min of the 8-minute H200 budget; the whole quick run about 6.7
-min): wan-1.3b width (D = 1536, 12 heads, FFN 8960), 1 layer, bf16, 16 virtual ranks (8-rank steps
-are the two halves of each 16-rank step: ranks 0-7 and 8-15, i.e. an 8-rank run over the same
-batch stream), 8 steps per policy on the default mix (4 for the global policy) and 3 on the
-long-video mix, the emulated runs stopped at 390 s (a run that would end past it is skipped and
-says so in training_runs).
-Arithmetic, from the H200 reference run (reports/reference/h200: reproduce.log, 242 s in all, and
-results/training_ranks.csv, 4 and 3 steps): per emulated step of 16 ranks, default mix equal-token
-9.2 s, dual 8.0 s, dual + fused 7.4 s (24.6 s per step of the three runs); long-video equal-token
-11.5 s, dual ~10 s (the runner's own estimate was 28 s for 3 steps); global not measured yet,
-taken as dual's 8 s (12 s would still fit); warm-up and model set-up ~7 s; C14 + C15 ~10 s;
-everything but training 92 s (shapes 29, balance 10, kernels 33, report and start-up ~20).
-Emulated runs in order: 7 + 8 x 24.6 (default: ends at 204 s) + 4 x 8 (global: 236 s) + 3 x 11.5
-(long equal-token: 270 s) + 3 x 10 (long dual: 300 s; it starts with ~26 s estimated, inside the
-320 s budget, so C9 is measured). Training ~310 s, the quick run ~92 + 310 = 402 s = 6.7 min.
-9 steps would give ~427 s and too little margin under 480 s. The worst case (a run that overshoots
-its estimate by ~30 s) is the budget + 30 s + 10 s + ~97 s: 452 s at the old 320 s budget, 487 s
-at 350 s, which a slower GPU could pass.
-Measured (H200, commit 240d3cd): training 321 s, the whole quick run 418 s, every run measured.
-Measured (H200, commit cbb70ff, first-step shapes warmed): the long-video dual run was to start
-at 311 s with ~30 s estimated, past the then 320 s budget, and was skipped (C9 fell back to its
-simulated metric); training 323 s, the quick run 420 s. Hence the 350 s budget. Measured (H200,
-commit 8b9ee1c, every step's shapes warmed): training 354 s, the quick run 433 s; the long-video
-dual run again skipped (345 s spent, ~33 s more needed): warming every step cost more than the
-budget gained. A 385 s budget would fit it at ~468 s in all, too close to 480 s to take.
-Measured (H200, commit 6001933): the default mix's s_cross came out 32400 (9360 at 64bc62f: two
-candidates within 1-4% in the simulation), the dual runs' rank-batches 50% larger and longer, and
-the long-video dual run skipped again (319 s spent, ~32 s more needed). Since then the long pair
-runs before the global policy (issue 7, beyond the paper), so a tight budget drops the global run
-first, and the budget is 390 s (the device's commands may now run 10 minutes): training ~365 s,
-the quick run ~455 s predicted; measured (H200, bd60510): all six runs, training 360 s, the quick
-run 479 s (the default mix's s_cross 28800).
+Model: diffusers' WanTransformer3DModel in the Wan 2.1 1.3B configuration (D = 1536, 12 heads,
+FFN 8960, text 512 tokens) with `layers` of its 30 blocks, random init, bf16 as diffusers casts it
+(fp32 kept modules), per-block gradient checkpointing as Wan training uses it; the cpu profile
+trains the tiny config (2 blocks, D = 32) in fp32. Every run is a policy's Plan (suite.balance.plan)
+executed by suite.train.step.train_step: the emulated ranks, the C14 probes, the C15 loss runs and
+the real ranks alike.
+Quick profile: 1 block (the 1-layer stand-in's budget: one 16-rank emulated step ~8-12 s on one
+H200; a 30-block fwd+bwd of one 81-frame 480p clip is ~2.6 s eager, so every further block adds
+~1/30 of that per sample, and checkpointing ~1/3 more), 16 virtual ranks, 8 steps per policy on
+the default mix, 3 on the long-video mix, the default pair again on its own 8-rank plans (C7, 4
+steps),
+then the global policy; the emulated runs stop at time_budget_s (a run that would end past it is
+skipped and says so in training_runs, later runs first). Step times of a profile are printed by
+tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
-the three policies on the default mix: ~1 s per step, e.g. 3 x 16 s at K = 8.
-Full profile: 2 layers (~1.9x the 1-layer step), 20 and 10 steps, the global run included and
-the global policy again at 8 ranks (20 steps, last), time_budget_s 2700: about 20 x 47 + 10 x 41
-+ 20 x 15 (global) + 20 x 8 (global, 8 ranks) = 1810 s of emulated runs plus
-~4 min of C14/C15 (200 loss steps): ~32 min of training, with shapes (~2 min), balance (~1),
-kernels (~5) and a report per invocation about 45-50 min on one H200 (an estimate from the
-1-layer timings). Measured (H200, 3828555): the default-mix runs 342 s (equal-token/wan), 318 s
-(dual/wan), 305 s (dual/fused), each with its warm-up. It does not fit one 10-minute command: run
-it as `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
+the three policies on the default mix.
+Full profile: 2 blocks, 20 and 10 steps, the global run included and the global policy again at
+8 ranks (20 steps, last), time_budget_s 2700, in resumable invocations: run it as
+`python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and the C15 loss runs are kept in
-results/training_parts/ (suite/experiments/training_parts.py) and reused; work that would end
-past the invocation's deadline is left to the next invocation while later work that fits runs
-first (the experiment then fails with TrainingIncomplete naming what is left; finished
-experiments are skipped on the rerun).
+results/training_parts/ (suite/experiments/training_parts.py) and reused.
 The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs a shorter one
 (cpu-test) under reproduce.
 
@@ -65,8 +39,9 @@ Method (same data order and seed for every run; a fresh model with the same init
   (the same memory cap).
 - runs (tables training_runs, training_ranks): suite/experiments/training_emulated.py.
 - C14 (training_maxseq), C15 (training_loss): suite/experiments/training_probes.py.
-Loss normalisation: each rank's loss is the mean over its batch's latent tokens (and channels);
-ranks' gradients are averaged with equal weight (data-parallel mean), whatever B the bucket has.
+Loss normalisation: each micro-batch's loss is the mean over its latent elements times the plan's
+weight (1/world for a bucket policy's one batch per rank, tokens / step tokens for the global
+policy); gradients are summed over ranks. Noise per (seed, sample, epoch): paired across policies.
 """
 
 from __future__ import annotations
@@ -122,12 +97,14 @@ CPU_PROFILE = dict(
 QUICK_PROFILE = dict(
     model="wan-1.3b",
     layers=1,
+    checkpointing=True,
     dtype="bf16",
     mix="default",
     long_mix="long-video",
     ranks=16,
     steps=8,
     long_steps=3,
+    steps8=4,  # C7's pair on 8-rank plans: 64 rank-batches each, half a 16-rank run's
     global_steps=4,
     m_mem_factor=3,
     loss_steps=40,
@@ -148,7 +125,13 @@ PROFILES = {
     "cpu": CPU_PROFILE,
     # SUITE_TRAINING_DEVICE=cpu: the cpu profile cut down for the torchrun test (< 30 s on 2 cores)
     "cpu-test": dict(
-        CPU_PROFILE, steps=2, long_steps=1, global8_steps=0, loss_steps=4, real_steps_max=4
+        CPU_PROFILE,
+        steps=2,
+        long_steps=1,
+        steps8=1,
+        global8_steps=0,
+        loss_steps=4,
+        real_steps_max=4,
     ),
     "quick": QUICK_PROFILE,
     # 2 layers, more steps (the global run as many as the others), a longer loss run and C14 probe
@@ -157,6 +140,7 @@ PROFILES = {
         layers=2,
         steps=20,
         long_steps=10,
+        steps8=20,
         global_steps=20,
         global8_steps=20,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
         time_budget_s=2700,
@@ -212,12 +196,18 @@ def _tuning_model(ctx: RunContext, cm):
 
 
 def _fused_available(device: str) -> str:
+    """'' when patch_wan's fused AdaLN runs here (a tiny model's forward), else why not."""
     if device != "cuda":
         return "fused AdaLN needs CUDA"
     try:
-        from suite.model.dit import _fused_adaln
+        import torch
 
-        _fused_adaln()
+        from suite.model.wan import build_wan, step_inputs
+
+        m = build_wan("tiny", device="cuda", adaln="fused")
+        x = step_inputs(m, 1, 1, 32, 32, device="cuda")
+        m(x["hidden_states"], x["timestep"], x["encoder_hidden_states"][:, :8], return_dict=False)
+        torch.cuda.synchronize()
         return ""
     except Exception as e:  # the kernel issue's op may be missing or fail to compile
         return f"fused AdaLN unavailable: {e}"
@@ -229,7 +219,7 @@ def _real_ranks(ctx, prof, corpus, budgets):
     import torch.distributed as dist
 
     from suite.rundir import atomic_write_text
-    from suite.train.realranks import broadcast, init_group, real_runs, supported_policies
+    from suite.train.realranks import REAL_RUN_POLICIES, broadcast, init_group, real_runs
 
     # kept across invocations of a resumed run (--budget): every rank sees the same file and
     # skips the real runs together; removed with the emulated parts when the experiment ends
@@ -253,23 +243,18 @@ def _real_ranks(ctx, prof, corpus, budgets):
             if R % world == 0
             else prof["steps"]
         )
-        cost = None
-        if rank == 0:
-            from suite.train.globalstep import planner_cost
-
-            cost = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
-        cost = broadcast(cost)  # the global policy's planner cost model, rank 0's
+        # the global policy's planner cost model, rank 0's (None: b * S^p, suite.train.plan)
+        cost = broadcast(_cost_model(ctx)[0] if rank == 0 else None)
         real = real_runs(
             lambda d: _new_model(prof, "wan", d, ctx.seed),
             corpus,
             budgets,
-            supported_policies(budgets, cost),
+            REAL_RUN_POLICIES,
             steps=steps,
             seed=ctx.seed,
-            dtype=prof["dtype"],
             device=dev,
             log=ctx.log,
-            global_cost=cost,
+            cost=cost,
         )
     finally:
         dist.destroy_process_group()
@@ -309,7 +294,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
                 return {}  # rank 0 writes; it goes on alone with the one-GPU emulation
         fused_reason = _fused_available(ctx.device)
         mix_budgets = {"default": budgets, "long": long_budgets}
-        ranks, runs, parts = _emulated_runs(ctx, prof, mix_budgets, fused_reason, busbw)
+        ranks, runs, parts, micro = _emulated_runs(ctx, prof, mix_budgets, fused_reason, busbw)
         # skip_maxseq / skip_loss (options["training"]): keep those tables from an earlier run
         maxseq = loss = None
         if not prof.get("skip_maxseq"):
@@ -336,6 +321,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
                 "profile": prof["name"],
                 "model": prof["model"],
                 "layers": int(ranks.layers.iloc[0]),
+                "checkpointing": bool(prof.get("checkpointing", False)),
                 "dim": int(ranks.dim.iloc[0]),
                 "dtype": prof["dtype"],
                 "ranks": prof["ranks"],
@@ -363,6 +349,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     parts.clear()  # complete: the tables below replace the parts
     out = {
         "training_ranks": ranks,
+        "training_micro": micro,
         "training_runs": runs,
         "training_info": info,
         "training_maxseq": maxseq,

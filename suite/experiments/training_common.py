@@ -1,6 +1,7 @@
 """What every run of the training experiment (suite/experiments/training.py) starts from: the
 cost model of the run's earlier tables, a fresh model with its optimizer (the same initial
-weights for a given seed), and a policy's batch plan with the emulator that runs it."""
+weights for a given seed), and a policy's Plan (suite.balance.plan), which the emulator and the
+real ranks run with suite.train.step.train_step."""
 
 from __future__ import annotations
 
@@ -24,26 +25,21 @@ def _cost_model(ctx: RunContext):
 
 
 def _new_model(prof, adaln, device, seed):
+    """diffusers' Wan transformer of the profile (config, blocks, dtype, checkpointing) and AdamW."""
     import torch
 
-    from suite.model import WanDiT, get_config
+    from suite.model.wan import build_wan
 
-    torch.manual_seed(seed)
-    model = WanDiT(get_config(prof["model"], prof["layers"]), adaln=adaln).to(device)
+    model = build_wan(
+        prof["model"], layers=prof["layers"], dtype=prof["dtype"], device=device, seed=seed,
+        checkpointing=prof.get("checkpointing", False), adaln=adaln, text_len=prof.get("text_len"),
+    )  # fmt: skip
     return model, torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
 
 
 def _plan(ctx: RunContext, corpus, policy: str, budgets, world: int, steps: int):
-    """(plan, emulator): a bucket policy's plan[step][rank] batches run by `emulate`, or the global
-    policy's per-step plans (its planner cost: the run's cost model, else p alone) run by
-    `emulate_global`."""
-    from suite.train.emulate import emulate, emulate_global
+    """The policy's Plan for `world` ranks (the global planner: the run's cost model, else p alone)."""
+    from suite.train.plan import make_policy, training_plan
 
-    if policy == "global":
-        from suite.train.globalstep import global_plan, planner_cost
-
-        cost = _cost_model(ctx)[0] or planner_cost(None, budgets.p)
-        return global_plan(corpus, cost, budgets.m_mem, world, steps, ctx.seed), emulate_global
-    from suite.train.plan import make_plan
-
-    return make_plan(corpus, budgets.policy(policy), world, steps, ctx.seed), emulate
+    cost = _cost_model(ctx)[0] if policy == "global" else None
+    return training_plan(corpus, make_policy(policy, budgets, cost), world, steps, ctx.seed)

@@ -4,11 +4,13 @@ and AdaLN path on the same virtual ranks, each after its own warm-up on a throwa
 end past the invocation's deadline is left to the next invocation (training_parts.Parts).
 
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
-  C18), long-video mix under equal-token/wan and dual/wan (C9), then default/global/wan when the
-  time budget allows (issue 7's global policy: per-step LPT over the 16 virtual ranks with the
-  run's cost model, micro-batches of <= M_mem tokens, loss weighted by global tokens; after the
-  paper's runs, so a tight budget drops it first);
-  each run's rank rows go to training_ranks (one row per step and virtual rank).
+  C18), long-video mix under equal-token/wan and dual/wan (C9), the default pair again with its
+  own 8-rank plans (C7: `@8`), then default/global/wan when the time budget allows (issue 7's
+  global policy: per-step LPT over the 16 virtual ranks with the run's cost model, micro-batches
+  of <= M_mem tokens, loss weighted by global tokens; after the paper's runs, so a tight budget
+  drops it first); each run's rank rows go to training_ranks (one row per step and virtual rank),
+  its micro-batches to training_micro (step, rank, micro, B, S, compute_s: the trace a simulation
+  of the same plan is validated against).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _warm_batches(corpus, plan, seen: set) -> list:
     profile 117 warm batches instead of the 182 that warming every plan in full took)."""
     from suite.train.warmup import model_batches, warm_batches
 
-    return warm_batches(corpus, model_batches(corpus, plan), seen=seen)
+    return warm_batches(corpus, model_batches(plan), seen=seen)
 
 
 def _warmup(prof, adaln, corpus, batches, device, seed) -> None:
@@ -36,7 +38,7 @@ def _warmup(prof, adaln, corpus, batches, device, seed) -> None:
     from suite.train.warmup import warm
 
     model, _ = _new_model(prof, adaln, device, seed)
-    warm(model, corpus, batches, seed=seed, device=device, dtype=prof["dtype"])
+    warm(model, corpus, batches, seed=seed)
     del model
 
 
@@ -45,7 +47,7 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
     import torch
 
     from suite.train.data import load_corpus
-    from suite.train.emulate import collective_seconds, gradient_bytes
+    from suite.train.emulate import collective_seconds, emulate, gradient_bytes
 
     dev = torch.device(ctx.device)
     R = prof["ranks"]
@@ -58,8 +60,11 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         ("default", "dual", "fused", prof["steps"], R),
         ("long", "equal-token", "wan", prof["long_steps"], R),
         ("long", "dual", "wan", prof["long_steps"], R),
-        ("default", "global", "wan", prof.get("global_steps", prof["steps"]), R),  # issue 7
     ]
+    if R > 8:  # C7: the pair on its own 8-rank plans (not halves of the 16-rank steps)
+        s8 = prof.get("steps8", prof["steps"])
+        specs += [("default", p, "wan", s8, 8) for p in ("equal-token", "dual") if s8]
+    specs.append(("default", "global", "wan", prof.get("global_steps", prof["steps"]), R))
     if prof.get("global8_steps") and R > 8:
         specs.append(("default", "global", "wan", prof["global8_steps"], 8))
     corpora = {
@@ -73,25 +78,26 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
             runs.append({"run": name, "status": f"skipped: {fused_reason}"})
             continue
         mix_budgets = budgets[mix] if isinstance(budgets, dict) else budgets
-        plan, run_ = _plan(ctx, corpora[mix], policy, mix_budgets, world, steps)
-        jobs.append((corpora[mix], plan, adaln, name, mix, policy, steps, run_))
+        plan = _plan(ctx, corpora[mix], policy, mix_budgets, world, steps)
+        jobs.append((corpora[mix], plan, adaln, name, mix, steps))
     import time
 
     t0 = time.perf_counter()
     parts = Parts(ctx, prof)
     seen: set = set()  # shapes warmed in this invocation
-    ranks = []
-    for corpus, plan, adaln, name, mix, policy, steps, run_ in jobs:
+    ranks, micros = [], []
+    for corpus, plan, adaln, name, mix, steps in jobs:
         resumed = parts.load(name, steps)
         if resumed is not None:  # finished in an earlier invocation (--budget)
             ranks.append(resumed)
+            micros.append(parts.load(name + "-micro", steps))
             runs.append({"run": name, "status": "ok (resumed)"})
             continue
         elapsed = parts.seconds + time.perf_counter() - t0
         done = sum(len(r) for r in ranks)
-        world = len(plan[0].ranks) if policy == "global" else len(plan[0])
+        world = plan.world
         warm_batches = _warm_batches(corpus, plan, set(seen))
-        work = len(plan) * world + len(warm_batches)  # rank-batches, warm-up included
+        work = plan.steps * world + len(warm_batches)  # rank-batches, warm-up included
         est = elapsed / done * work if done else 0.0  # at the rate so far (its warm-ups included)
         if elapsed + est > prof.get("time_budget_s", math.inf):
             runs.append(
@@ -111,19 +117,17 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         gbytes = gradient_bytes(model)
         coll = collective_seconds(gbytes, world, busbw)
         ctx.log(f"training: {name}, {world} emulated ranks x {steps} steps")
-        rows = run_(
-            model,
-            opt,
-            corpus,
-            plan,
-            seed=ctx.seed,
-            dtype=prof["dtype"],
-            policy=policy,
-            collective_s=coll,
-            run_info={"run": name, "mix": mix},
+        micro: list = []
+        info = {"run": name, "mix": mix}
+        rows = emulate(
+            model, opt, corpus, plan, seed=ctx.seed, collective_s=coll, run_info=info, micro=micro
         )
         rows["grad_bytes"], rows["busbw_gbps"] = gbytes, busbw
+        rows["checkpointing"] = bool(prof.get("checkpointing", False))
+        rows["dtype"] = prof["dtype"]
         ranks.append(rows)
+        micros.append(pd.DataFrame(micro))
+        parts.save(name + "-micro", steps, micros[-1], 0.0)
         parts.save(name, steps, rows, time.perf_counter() - t_run)
         runs.append({"run": name, "status": "ok"})
         del model, opt
@@ -131,4 +135,6 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
             torch.cuda.empty_cache()
     # (every run deferred to a later invocation: no rows yet; run() then raises TrainingIncomplete)
     rows = pd.concat(ranks, ignore_index=True) if ranks else pd.DataFrame()
-    return rows, pd.DataFrame(runs), parts
+    micro = [m for m in micros if m is not None]
+    micro = pd.concat(micro, ignore_index=True) if micro else pd.DataFrame()
+    return rows, pd.DataFrame(runs), parts, micro

@@ -1,47 +1,73 @@
 """The training experiment's single-purpose runs beside the emulation
-(suite/experiments/training.py):
-- C14 (training_maxseq): peak allocated memory of one sample's full step at a few S, per AdaLN
-  path; a line through them gives the longest S (whole 480p frames) within the Wan path's peak at
-  48,360 tokens (31 frames, ~the paper's 48,000), verified by one more step at that S.
-- C15 (training_loss): 40 steps, one rank, sequences <= 7,800 tokens, same seed and data: Wan vs
-  fused vs eager AdaLN (equal-token), and equal-token vs dual vs the global policy (Wan AdaLN;
-  the global plan for one rank: micro-batches of <= the loss runs' memory budget, accumulated).
+(suite/experiments/training.py), on the same model (diffusers' Wan transformer of the profile):
+- C14 (training_maxseq): peak allocated memory of one sample's step (forward + backward, with the
+  optimizer's state resident) at a few S, per AdaLN path, through the training step itself (a
+  one-rank Plan of one 480p clip); a line through them gives the longest S (whole 480p frames)
+  within the Wan path's peak at 48,360 tokens (31 frames, ~the paper's 48,000), verified by one
+  more step at that S.
+- C15 (training_loss): one rank, sequences <= 7,800 tokens, same seed, data and per-sample noise
+  (common random numbers): Wan vs fused AdaLN (equal-token), and equal-token vs dual vs the
+  global policy (Wan AdaLN; the global plan for one rank: micro-batches of <= the loss runs'
+  memory budget, accumulated).
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
+from suite.balance.plan import Plan
 from suite.balance.policies import crossover_for_m_comp
 from suite.experiments.training_common import _new_model, _plan
+
+FRAME_TOKENS_480P = 1560  # tokens of one latent frame at 480 x 832
+
+
+def clip_corpus(S: int) -> pd.DataFrame:
+    """One 480p clip of S tokens (S a whole number of latent frames) as a one-sample corpus."""
+    if S % FRAME_TOKENS_480P:
+        raise ValueError(f"S must be a multiple of {FRAME_TOKENS_480P} (480p frames), got {S}")
+    frames = 4 * (S // FRAME_TOKENS_480P - 1) + 1
+    return pd.DataFrame({"frames": [frames], "height": [480], "width": [832], "tokens": [S]})
+
+
+def probe_peak(model, opt, S: int, seed: int = 0) -> int:
+    """Peak allocated bytes of one training step of one S-token clip (suite.train.step)."""
+    from suite.train.step import train_step
+
+    plan = Plan.from_micro_batches(1, [[[[0]]]], [[[1.0]]], "probe")
+    return train_step(model, opt, plan, 0, clip_corpus(S), ranks=[0], seed=seed).ranks[0][
+        "peak_mem_bytes"
+    ]
 
 
 def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
     import torch
 
-    from suite.train.stepfn import make_step_fn
-
     if not prof["maxseq_probes"] or ctx.device != "cuda":
         return pd.DataFrame(columns=["adaln", "S", "peak_mem_bytes", "kind"])
     rows, ft = [], prof["frame_tokens"]
-    impls = ["wan", "eager"] + ([] if fused_reason else ["fused"])
+    impls = ["wan"] + ([] if fused_reason else ["fused"])
     ref_peak = None
     for impl in impls:
-        step = make_step_fn(
-            prof["model"], prof["layers"], device=ctx.device, adaln=impl, dtype=prof["dtype"]
-        )
-        step(1, prof["maxseq_probes"][0])
+        model, opt = _new_model(prof, impl, torch.device(ctx.device), ctx.seed)
+        layers = len(model.blocks)
+
+        step = functools.partial(probe_peak, model, opt, seed=ctx.seed)
+
+        step(prof["maxseq_probes"][0])  # optimizer state allocated, kernels chosen
         pts = []
         for s in prof["maxseq_probes"]:
-            pts.append((s, step(1, s)[1]))
+            pts.append((s, step(s)))
             rows.append(
                 {
                     "adaln": impl,
                     "S": s,
                     "peak_mem_bytes": pts[-1][1],
                     "kind": "probe",
-                    "layers": step.model.cfg.num_layers,
+                    "layers": layers,
                 }
             )
         if impl == "wan":
@@ -52,14 +78,14 @@ def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
             prof["maxseq_ref"] if impl == "wan" else int(round((ref_peak - m0) / m1, 6) // ft * ft)
         )
         for _ in range(4):  # verify the prediction with a real step; step down a frame if over
-            peak = step(1, s_max)[1]
+            peak = step(s_max)
             rows.append(
                 {
                     "adaln": impl,
                     "S": s_max,
                     "peak_mem_bytes": peak,
                     "kind": "verify",
-                    "layers": step.model.cfg.num_layers,
+                    "layers": layers,
                 }
             )
             if peak <= ref_peak:
@@ -71,10 +97,10 @@ def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
                 "S": s_max,
                 "peak_mem_bytes": ref_peak,
                 "kind": "max",
-                "layers": step.model.cfg.num_layers,
+                "layers": layers,
             }
         )
-        del step
+        del step, model, opt
         torch.cuda.empty_cache()
     return pd.DataFrame(rows)
 
@@ -93,10 +119,11 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     m = float(prof["loss_m_mem"])
     s_small = s_cross * m / budgets.m_mem  # the crossover scaled with the smaller memory budget
     small = Budgets(m, m * s_small ** (budgets.p - 1), budgets.p, "loss runs")
+    from suite.train.emulate import emulate
+
     out = []
     specs = [
         ("equal-token", "wan"),
-        ("equal-token", "eager"),
         ("equal-token", "fused"),
         ("dual", "wan"),
         ("global", "wan"),  # issue 7: micro-batches + accumulation, loss / global tokens
@@ -105,24 +132,15 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
         if adaln == "fused" and fused_reason:
             continue
         model, opt = _new_model(prof, adaln, torch.device(ctx.device), ctx.seed)
-        plan, run_ = _plan(ctx, corpus, policy, small, 1, prof["loss_steps"])
-        rows = run_(
-            model,
-            opt,
-            corpus,
-            plan,
-            seed=ctx.seed,
-            dtype=prof["dtype"],
-            policy=policy,
-            collective_s=0.0,
-        )
+        plan = _plan(ctx, corpus, policy, small, 1, prof["loss_steps"])
+        rows = emulate(model, opt, corpus, plan, seed=ctx.seed, collective_s=0.0)
         out.append(
             pd.DataFrame(
                 {
                     "run": f"{policy}/{adaln}",
                     "policy": policy,
                     "adaln": adaln,
-                    "layers": model.cfg.num_layers,
+                    "layers": len(model.blocks),
                     "step": rows.step,
                     "loss": rows.loss,
                     "tokens": rows.tokens,

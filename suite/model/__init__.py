@@ -1,10 +1,31 @@
-"""Wan 2.1-style video DiT (see ADAPTIVELOAD.md section 5)."""
+"""The reference model: diffusers' WanTransformer3DModel from the Wan 2.1 configs (suite.model.wan)."""
 
-from suite.model.config import CONFIGS, DiTConfig, get_config
-from suite.model.dit import WanDiT, flow_matching_loss
+# the names suite/train/stepfn.py still imports (a shim until its rewrite on build_wan)
+from suite.model._stepfn_shim import WanDiT, get_config  # noqa: E402,F401
+from suite.model.wan import (
+    ADALN,
+    CONFIGS,
+    DTYPES,
+    ModelInfo,
+    WanConfig,
+    build_wan,
+    describe,
+    flow_matching_loss,
+    get_wan_config,
+    step_inputs,
+    train_step,
+)
 
-__all__ = ["CONFIGS", "DiTConfig", "WanDiT", "flow_matching_loss", "get_config"]
-from suite.model.wan import CONFIGS as WAN_CONFIGS  # noqa: E402
-from suite.model.wan import WanConfig, build_wan, step_inputs, train_step  # noqa: E402
-
-__all__ += ["WAN_CONFIGS", "WanConfig", "build_wan", "step_inputs", "train_step"]
+__all__ = [
+    "ADALN",
+    "CONFIGS",
+    "DTYPES",
+    "ModelInfo",
+    "WanConfig",
+    "build_wan",
+    "describe",
+    "flow_matching_loss",
+    "get_wan_config",
+    "step_inputs",
+    "train_step",
+]

@@ -5,6 +5,11 @@ are downloaded or needed: the suite times steps, it does not generate), and one 
     model = build_wan("wan-1.3b", device="cuda", checkpointing=True)   # bf16, fp32 kept modules
     inputs = step_inputs(model, batch=1, frames=81, height=480, width=832, device="cuda")
     loss = train_step(model, inputs)                                   # fwd + MSE + bwd
+    loss = flow_matching_loss(model, x0, text, t, eps)                 # the trainer's objective
+
+`adaln="fused"` swaps the modulated norms for the suite's fused op (`suite.ops.diffusers.patch_wan`);
+"wan" is diffusers' own forward (LayerNorm and modulation in fp32). `describe(model)` gives the
+log columns every training row carries (model, layers, dim, adaln, text_len, text_dim).
 
 The configs are Wan 2.1's own (wan/configs/wan_t2v_1_3B.py and wan_t2v_14B.py of the Wan 2.1
 release, in diffusers' names as scripts/convert_wan_to_diffusers.py maps them). The dtype cast
@@ -27,6 +32,8 @@ from suite.data.geometry import TEMPORAL_STRIDE, tokens
 LATENT_CHANNELS = 16
 VAE_SPATIAL = 8  # VAE stride in height and width (x the patch (1, 2, 2): geometry.SPATIAL_STRIDE)
 TEXT_LEN = 512  # umT5 tokens per prompt (Wan 2.1's text_len)
+ADALN = ("wan", "fused")  # diffusers' own modulated norms, or patch_wan's fused op
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,20 @@ CONFIGS: dict[str, WanConfig] = {
     "wan-1.3b": WanConfig(num_attention_heads=12, attention_head_dim=128, ffn_dim=8960, num_layers=30),
     "wan-14b": WanConfig(num_attention_heads=40, attention_head_dim=128, ffn_dim=13824, num_layers=40),
 }  # fmt: skip
+# text tokens per sample the trainer feeds (umT5's 512 for the real configs; few for CPU tests)
+TEXT_LENS = {"tiny": 8}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a built model is, as the training logs name it."""
+
+    model: str
+    layers: int
+    dim: int
+    adaln: str
+    text_len: int
+    text_dim: int
 
 
 def get_wan_config(name: str, layers: int | None = None) -> WanConfig:
@@ -97,14 +118,24 @@ def build_wan(
     device: str | torch.device = "cpu",
     checkpointing: bool = False,
     seed: int = 0,
+    adaln: str = "wan",
+    text_len: int | None = None,
 ) -> nn.Module:
     """A randomly initialised `WanTransformer3DModel` of config `name` on `device`, cast as
     diffusers' loading casts, in train mode; `checkpointing` turns on diffusers' per-block
-    gradient checkpointing (`enable_gradient_checkpointing()`), as Wan training uses it."""
+    gradient checkpointing (`enable_gradient_checkpointing()`), as Wan training uses it;
+    adaln="fused" applies `suite.ops.diffusers.patch_wan`. The same seed gives the same weights.
+    `text_len` (default TEXT_LENS, else 512) is what `describe` reports to the data side."""
     from diffusers import WanTransformer3DModel
 
+    if isinstance(dtype, str):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
+        dtype = DTYPES[dtype]
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise ValueError(f"dtype must be float32, bfloat16 or float16, got {dtype}")
+    if adaln not in ADALN:
+        raise ValueError(f"adaln must be one of {ADALN}, got {adaln!r}")
     cfg = get_wan_config(name, layers)
     torch.manual_seed(seed)
     with torch.device(device):  # initialise where it runs: 1.3B is 5 GB of fp32 before the cast
@@ -112,7 +143,35 @@ def build_wan(
     cast_like_diffusers(model, dtype)
     if checkpointing:
         model.enable_gradient_checkpointing()
+    if adaln == "fused":
+        from suite.ops.diffusers import patch_wan
+
+        patch_wan(model)
+    text_len = int(text_len or TEXT_LENS.get(name, TEXT_LEN))
+    model.suite_info = ModelInfo(name, cfg.num_layers, cfg.dim, adaln, text_len, cfg.text_dim)
     return model.train()
+
+
+def describe(model: nn.Module) -> ModelInfo:
+    """The ModelInfo `build_wan` attached (through a DDP wrapper too)."""
+    info = getattr(getattr(model, "module", model), "suite_info", None)
+    if info is None:
+        raise ValueError("describe: the model was not built by suite.model.wan.build_wan")
+    return info
+
+
+def flow_matching_loss(
+    model: nn.Module, x0: Tensor, text: Tensor, t: Tensor, eps: Tensor
+) -> Tensor:
+    """Rectified-flow loss of one model batch, fp32: x_t = (1 - t) x0 + t eps is denoised at
+    timestep t * 1000 against the velocity eps - x0; the mean over every latent element.
+    x0, eps [B, 16, T, H, W] and text [B, L, text_dim] in any float dtype (cast to the model's),
+    t [B] in [0, 1)."""
+    dtype = getattr(model, "module", model).proj_out.weight.dtype  # through DDP too
+    tt = t.float().view(-1, 1, 1, 1, 1)
+    xt = ((1 - tt) * x0.float() + tt * eps.float()).to(dtype)
+    out = model(xt, t.float() * 1000, text.to(dtype), return_dict=False)[0]
+    return torch.nn.functional.mse_loss(out.float(), (eps.float() - x0.float()))
 
 
 def latent_shape(batch: int, frames: int, height: int, width: int) -> tuple[int, ...]:

@@ -5,29 +5,34 @@ from __future__ import annotations
 import argparse
 import sys
 
-from suite.model.config import CONFIGS
-from suite.model.dit import ADALN_IMPLS
-from suite.train.trainer import DTYPES, TrainArgs
+from suite.model.wan import ADALN, CONFIGS, DTYPES
+from suite.train.plan import POLICIES
+from suite.train.trainer import TrainArgs
 
 EPILOG = """\
 examples:
-  # two CPU processes (gloo), tiny model, the dual-constraint policy
-  torchrun --nproc-per-node 2 -m suite.train --model tiny --mix tiny --policy dual --steps 5 --out runs/t
-  # one H200: wan-1.3b width, 4 layers, 16 virtual ranks emulated one after another
-  python -m suite.train --model wan-1.3b --layers 4 --policy dual --steps 20 --emulate-ranks 16 \\
-      --cost runs/cost.json --out runs/dual16
+  # two CPU processes (gloo), diffusers' Wan transformer at the tiny config, the dual policy
+  torchrun --nproc-per-node 2 -m suite.train --model tiny --mix tiny --dtype fp32 --policy dual \\
+      --steps 5 --device cpu --out runs/t
+  # one H200: Wan 2.1 1.3B with 4 of its 30 blocks, checkpointing, 16 virtual ranks one after another
+  python -m suite.train --model wan-1.3b --layers 4 --checkpointing --policy dual --steps 20 \\
+      --emulate-ranks 16 --cost runs/cost.json --out runs/dual16
   # two GPUs, NCCL, FSDP2
   NCCL_NVLS_ENABLE=0 torchrun --nproc-per-node 2 -m suite.train --model wan-1.3b --layers 4 --fsdp ...
 
+model: diffusers' WanTransformer3DModel from the Wan 2.1 configs (tiny: 2 blocks, D = 32, for
+CPU tests; wan-1.3b: 30 blocks, D = 1536; wan-14b: 40 blocks, D = 5120), random init; bf16 is
+the cast diffusers' loading does (its _keep_in_fp32_modules stay fp32).
 outputs: OUT/config.json, OUT/rank<r>.jsonl (one line per step: compute_s, collective_wait_s,
-optimizer_s, step_s, peak_mem_bytes, tokens, samples, bucket, loss, ...), OUT/steps.csv and
-OUT/summary.csv (aggregated by suite.train.logs) written by rank 0 at the end.
-Loss: mean over the batch's latent tokens on each rank; ranks' gradients are averaged equally.
---policy global: ranks run different numbers of micro-batches (or none); each one's loss is weighted
-by its tokens / the step's global tokens and gradients are summed, so the gradient equals standard
-data parallelism's over the whole global batch. Its rows carry B = samples, S = tokens / B,
-bucket = longest S, micro_batches, sub_batches, sum_s2, global_tokens.
-  torchrun --nproc-per-node 2 -m suite.train --model tiny --mix tiny --policy global --steps 5 --out runs/g
+optimizer_s, step_s, peak_mem_bytes, B, S, tokens, samples, bucket, micro_batches, loss, ...),
+OUT/steps.csv and OUT/summary.csv (aggregated by suite.train.logs) written by rank 0 at the end;
+with --emulate-ranks also OUT/micro.csv (step, rank, micro, B, S, weight, loss, compute_s).
+Every policy yields one Plan (suite.balance.plan): per step and rank, micro-batches of one
+sequence length with loss weights that sum to 1 over the step, so gradients are summed across
+ranks (all_reduce SUM), never divided by the world size. Equal-token and dual give one batch per
+rank (weight 1/world); global gives ranks different numbers of micro-batches (or none), weight
+tokens / the step's tokens; its rows carry B = samples, S = tokens / B, bucket = longest S.
+Noise per sample is keyed by (seed, sample, epoch): every policy trains a sample with the same noise.
 """
 
 
@@ -35,15 +40,17 @@ def parse(argv: list[str] | None = None) -> TrainArgs:
     ap = argparse.ArgumentParser(
         prog="python -m suite.train",
         description=__doc__.split("\n")[0]
-        + "\nTrain the Wan 2.1-style DiT with per-rank instrumentation.",
+        + "\nTrain diffusers' Wan 2.1 transformer with per-rank instrumentation.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--model", choices=list(CONFIGS), default="tiny", help="model configuration")
-    ap.add_argument("--layers", type=int, help="override the number of DiT blocks")
+    ap.add_argument(
+        "--layers", type=int, help="number of transformer blocks (default: the config's)"
+    )
     ap.add_argument(
         "--policy",
-        choices=["equal-token", "dual", "global"],
+        choices=list(POLICIES),
         default="equal-token",
         help="batch-size policy: B*S = M_mem, the dual constraint (M_mem, M_comp, p), or "
         "global (per-step LPT over ranks, micro-batches of <= M_mem tokens, gradient "
@@ -53,9 +60,10 @@ def parse(argv: list[str] | None = None) -> TrainArgs:
     ap.add_argument("--out", required=True, help="output folder for the logs")
     ap.add_argument(
         "--adaln",
-        choices=list(ADALN_IMPLS),
+        choices=list(ADALN),
         default="wan",
-        help="AdaLN implementation: wan (fp32 LN + fp32 modulation), eager (bf16), fused",
+        help="AdaLN: wan (diffusers' own: LayerNorm and modulation in fp32) or fused "
+        "(suite.ops.diffusers.patch_wan: the suite's fused op)",
     )
     ap.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard) instead of DDP")
     ap.add_argument(
@@ -80,12 +88,20 @@ def parse(argv: list[str] | None = None) -> TrainArgs:
     ap.add_argument("--p", type=float, help="cost exponent p")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=1e-4)
-    ap.add_argument("--dtype", choices=list(DTYPES), default="bf16", help="autocast dtype")
     ap.add_argument(
-        "--checkpointing", action="store_true", help="activation checkpointing per block"
+        "--dtype",
+        choices=list(DTYPES),
+        default="bf16",
+        help="parameter dtype: bf16 as diffusers casts it (fp32 kept modules) or fp32",
     )
     ap.add_argument(
-        "--text-len", type=int, help="text tokens per sample (default: the model's, 512)"
+        "--checkpointing",
+        action="store_true",
+        help="gradient checkpointing per block (diffusers' enable_gradient_checkpointing), as "
+        "Wan training uses it",
+    )
+    ap.add_argument(
+        "--text-len", type=int, help="text tokens per sample (default: 512; 8 for tiny)"
     )
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     ap.add_argument(

@@ -1,7 +1,10 @@
 """Synthetic training data: one latent video and one text embedding per corpus sample.
 
 Every sample is deterministic per (seed, index): a generator seeded with both draws it, so the
-same index gives the same tensors whatever rank, policy or batch it lands in. A sample of
+same index gives the same tensors whatever rank, policy or batch it lands in. Its flow-matching
+timestep and noise are deterministic per (seed, index, epoch), epoch = how many times the plan
+trained the sample before: every policy trains the same sample with the same noise (common random
+numbers, so two policies' losses compare paired), and a sample seen again gets fresh noise. A sample of
 (frames, height, width) pixels has the Wan 2.1 VAE latent shape (16, (F-1)/4+1, H/8, W/8), i.e.
 S = ((F-1)/4+1) * (H/16) * (W/16) tokens after the (1, 2, 2) patch.
 
@@ -56,6 +59,21 @@ def _generator(device: torch.device, seed: int, index: int) -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed((int(seed) * 1_000_003 + int(index)) % (2**63 - 1))
     return g
+
+
+def sample_noise(
+    indices, epochs, shape, *, seed: int = 0, device="cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(t [B] in [0, 1), eps [B, *shape]) fp32, sample by sample from (seed, index, epoch)."""
+    device = torch.device(device)
+    ts, eps = [], []
+    for i, e in zip(indices, epochs):
+        key = np.random.SeedSequence([int(seed), int(i), int(e), 0x6E6F697365])  # "noise"
+        g = torch.Generator(device=device)
+        g.manual_seed(int(key.generate_state(1, np.uint64)[0]) >> 1)
+        ts.append(torch.rand(1, generator=g, device=device))
+        eps.append(torch.randn(tuple(shape), generator=g, device=device))
+    return torch.cat(ts), torch.stack(eps)
 
 
 def sample_tensors(
@@ -113,15 +131,3 @@ def make_batch(
     S = int(np.prod(first[1:])) // 4
     info = {"B": len(indices), "S": S, "tokens": int(rows.tokens.sum()), "shape": list(first)}
     return torch.stack(xs), torch.stack(ts), info
-
-
-def batch_columns(info: dict) -> dict:
-    """The log columns of one bucket batch (make_batch's info): its B and S, tokens, and the
-    columns the global policy fills per rank (samples, bucket), which a bucket batch sets to B, S."""
-    return {
-        "B": info["B"],
-        "S": info["S"],
-        "tokens": info["tokens"],
-        "samples": info["B"],
-        "bucket": info["S"],
-    }

@@ -1,8 +1,9 @@
 """One-GPU virtual-rank emulation of synchronous data parallelism.
 
-Each step, the batches of R virtual ranks (the same plan a real R-rank run would train on) run one
-after another on one device, with the same model; each one's forward + backward is timed on its
-own (CUDA events), gradients accumulate with weight 1/R (exactly the data-parallel average), then
+Each step, the micro-batches of R virtual ranks (the same Plan a real R-rank run would train on)
+run one after another on one device, with the same model, through suite.train.step.train_step:
+each rank's forward + backward is timed on its own (CUDA events), its weighted gradients
+accumulate (the plan's weights sum to 1 over the step: the data-parallel all_reduce SUM), then
 one optimizer step runs and is timed. The synchronous step is composed as
 
     step_s = max_r compute_s[r] + collective_s + optimizer_s
@@ -19,17 +20,14 @@ frees at zero_grad (here they stay allocated across the virtual ranks of one ste
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from suite.train.data import batch_columns, load_corpus, make_batch
-from suite.train.instrument import JsonlLog, PhaseTimer, optimizer_step, peak_bytes, reset_peak
-from suite.train.plan import budgets_for, make_plan
-from suite.train.trainer import TrainArgs, build_model, forward_backward, noise_generator
+from suite.train.instrument import JsonlLog
+from suite.train.step import train_step
 
 DEFAULT_BUSBW_GBPS = 350.0
 DEFAULT_LATENCY_S = 30e-6
@@ -69,131 +67,36 @@ def emulate(
     plan,
     *,
     seed: int,
-    dtype: str,
-    policy: str,
     collective_s: float,
     run_info: dict | None = None,
     log=None,
+    micro: list | None = None,
 ) -> pd.DataFrame:
-    """Run the plan (plan[step][rank] = indices) with virtual ranks; returns composed rank rows."""
-    device = next(model.parameters()).device
-    cfg = model.cfg
-    rows = []
-    for step, batches in enumerate(plan):
-        R = len(batches)
-        step_rows = []
-        for r, idx in enumerate(batches):
-            t0 = time.perf_counter()
-            x0, ctx, info = make_batch(
-                corpus, idx, text_len=cfg.text_len, text_dim=cfg.text_dim, seed=seed, device=device
-            )
-            data_s = time.perf_counter() - t0
-            reset_peak(device)
-            timer = PhaseTimer(device)
-            timer.mark("start")
-            loss = forward_backward(
-                model, x0, ctx, noise_generator(device, seed, step, r), dtype, scale=1.0 / R
-            )
-            timer.mark("compute")
-            timer.finish()
-            fields = {
-                **batch_columns(info),
-                "loss": float(loss),
-                "data_s": data_s,
-            }
-            step_rows.append(_rank_row(model, step, r, R, policy, fields, timer, run_info))
-        rows.append(_finish_step(opt, step_rows, collective_s, device, log))
-    return pd.concat(rows, ignore_index=True)
+    """Run every step of the Plan with its `plan.world` virtual ranks; returns the composed rank
+    rows (run_info's columns added); each micro-batch's row (step, rank, micro, B, S, compute_s,
+    ...) is appended to `micro` when given."""
+    out = []
+    for step in range(plan.steps):
+        rec = train_step(model, opt, plan, step, corpus, ranks=range(plan.world), seed=seed)
+        rows = pd.DataFrame(
+            [{**r, "emulated": True, "optimizer_s": rec.optimizer_s, **(run_info or {})} for r in rec.ranks]
+        )  # fmt: skip
+        rows = compose_steps(rows, collective_s)
+        if log is not None:
+            for row in rows.to_dict("records"):
+                log(row)
+        if micro is not None:
+            micro += [{**m, **(run_info or {})} for m in rec.micro]
+        out.append(rows)
+    return pd.concat(out, ignore_index=True)
 
 
-def _rank_row(model, step, r, R, policy, fields: dict, timer, run_info) -> dict:
-    """One virtual rank's row: who ran what, the policy's own fields, its compute time and peak
-    memory (read right after its compute), then the run's constant columns."""
-    peak, reserved = peak_bytes(next(model.parameters()).device)
-    cfg = model.cfg
-    return {
-        "step": step,
-        "rank": r,
-        "world": R,
-        "policy": policy,
-        "adaln": model.adaln,
-        "model": cfg.name,
-        "layers": cfg.num_layers,
-        "dim": cfg.dim,
-        "emulated": True,
-        **fields,
-        "compute_s": timer.seconds("start", "compute"),
-        "peak_mem_bytes": peak,
-        "peak_reserved_bytes": reserved,
-        **(run_info or {}),
-    }
+def emulate_run(args) -> Path:
+    """The CLI path (--emulate-ranks R): writes OUT/rank{r}.jsonl for every virtual rank and
+    OUT/micro.csv (one row per micro-batch)."""
+    from suite.rundir import write_json
+    from suite.train.trainer import run_setup
 
-
-def _finish_step(opt, step_rows: list[dict], collective_s: float, device, log) -> pd.DataFrame:
-    """The optimizer step shared by every virtual rank (timed once), then the composed step."""
-    timer = PhaseTimer(device)
-    timer.mark("start")
-    optimizer_step(opt, timer)
-    for row in step_rows:
-        row["optimizer_s"] = timer.seconds("start", "optimizer")
-    composed = compose_steps(pd.DataFrame(step_rows), collective_s)
-    if log is not None:
-        for rec in composed.to_dict("records"):
-            log(rec)
-    return composed
-
-
-def emulate_global(
-    model,
-    opt,
-    corpus: pd.DataFrame,
-    plan,
-    *,
-    seed: int,
-    dtype: str,
-    collective_s: float,
-    policy: str = "global",
-    run_info: dict | None = None,
-    log=None,
-) -> pd.DataFrame:
-    """The global policy with virtual ranks (plan[step] = StepPlan of suite.balance): each virtual
-    rank's micro-batches run one after another and are timed together as its compute_s; loss
-    weights tokens / global tokens, so the accumulated gradient is the real run's all-reduced sum."""
-    from suite.train import globalstep as gs
-
-    device = next(model.parameters()).device
-    cfg = model.cfg
-    rows = []
-    for step, st in enumerate(plan):
-        R = len(st.ranks)
-        step_rows = []
-        for r, mbs in enumerate(st.ranks):
-            t0 = time.perf_counter()
-            batches = gs.rank_batches(
-                corpus, mbs, text_len=cfg.text_len, text_dim=cfg.text_dim, seed=seed, device=device
-            )
-            data_s = time.perf_counter() - t0
-            reset_peak(device)
-            timer = PhaseTimer(device)
-            timer.mark("start")
-            info = gs.rank_backward(
-                model, batches, seed=seed, step=step, global_tokens=st.global_tokens, dtype=dtype
-            )
-            timer.mark("compute")
-            timer.finish()
-            fields = {
-                **gs.log_fields(info, mbs, corpus),
-                "loss": info["loss"],
-                "data_s": data_s,
-                "global_tokens": st.global_tokens,
-            }
-            step_rows.append(_rank_row(model, step, r, R, policy, fields, timer, run_info))
-        rows.append(_finish_step(opt, step_rows, collective_s, device, log))
-    return pd.concat(rows, ignore_index=True)
-
-
-def emulate_run(args: TrainArgs) -> Path:
-    """The CLI path (--emulate-ranks R): writes OUT/rank{r}.jsonl for every virtual rank."""
     device = torch.device(
         "cuda"
         if (args.device == "auto" and torch.cuda.is_available()) or args.device == "cuda"
@@ -201,40 +104,20 @@ def emulate_run(args: TrainArgs) -> Path:
     )
     R = int(args.emulate_ranks)
     out = Path(args.out)
-    model = build_model(args, device)
-    corpus = load_corpus(args.corpus_size, args.mix, args.seed, args.manifest)
-    budgets = budgets_for(
-        corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p
-    )
-    if args.policy == "global":
-        from suite.train import globalstep as gs
-
-        plan = gs.global_plan(
-            corpus, gs.planner_cost(args.cost, budgets.p), budgets.m_mem, R, args.steps, args.seed
-        )
-    else:
-        plan = make_plan(corpus, budgets.policy(args.policy), R, args.steps, args.seed)
+    model, corpus, budgets, plan = run_setup(args, device, R)
     coll = collective_seconds(gradient_bytes(model), R, args.collective_busbw_gbps)
-    from suite.rundir import write_json
-
     write_json(
         out / "config.json",
         {**asdict(args), "world": R, "budgets": asdict(budgets), "collective_s": coll},
     )
     logs = [JsonlLog(out / f"rank{r}.jsonl") for r in range(R)]
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
-    run = emulate_global if args.policy == "global" else emulate
-    run(
-        model,
-        opt,
-        corpus,
-        plan,
-        seed=args.seed,
-        dtype=args.dtype,
-        policy=args.policy,
-        collective_s=coll,
-        log=lambda rec: logs[rec["rank"]].write(rec),
-    )
+    micro: list = []
+    emulate(
+        model, opt, corpus, plan, seed=args.seed, collective_s=coll,
+        log=lambda rec: logs[rec["rank"]].write(rec), micro=micro,
+    )  # fmt: skip
     for log in logs:
         log.close()
+    pd.DataFrame(micro).to_csv(out / "micro.csv", index=False)
     return out

@@ -29,6 +29,8 @@ LOG_FIELDS = (
     "tokens",
     "samples",
     "bucket",
+    "micro_batches",
+    "global_tokens",
     "loss",
     "data_s",
     "compute_s",

@@ -37,7 +37,6 @@ COMPARISONS = [
         "global policy (micro-batches, gradient accumulation, loss normalised by the step's "
         "tokens) vs equal-token",
     ),
-    ("loss_max_rel_diff_eager", "equal-token/eager", "max", "eager (bf16) vs Wan-path AdaLN"),
 ]
 
 

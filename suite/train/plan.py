@@ -1,12 +1,14 @@
-"""The batch plan: which samples each rank trains on at each step, under a batching policy.
+"""Budgets and policies of a training run: one table from a policy's name to the policy object.
 
-Both the real trainer and the one-GPU emulator use the same plan, built with the foundation's
-BucketBatchSampler (batches of one bucket, dealt round-robin: rank r of R takes global batches
-r, r + R, ...), so step k of an R-rank run trains on global batches k*R .. k*R + R - 1. Same corpus,
-seed and policy: same plan, whatever the launcher.
+Every policy is an object with `epoch_plan` (suite.balance.plan); `training_plan` chains its epochs
+into the run's Plan, which the real trainer, the one-GPU emulator and the real-rank runs all
+execute with suite.train.step.train_step. Same corpus, seed, policy and world: same plan,
+whatever the launcher. A new policy is one entry of POLICIES.
 
 Budgets: equal-token uses M_tok = M_mem (the same memory cap, the foundation's fair-comparison
-rule); dual-constraint uses (M_mem, M_comp, p), taken from a cost JSON or given explicitly.
+rule); dual-constraint uses (M_mem, M_comp, p), taken from a cost JSON or given explicitly; the
+global policy packs micro-batches of <= M_mem tokens, planned with the run's cost model (a user's
+fit; without one, b * S^p with a = 0).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from suite.balance.policies import make_policy
-from suite.balance.sampler import BucketBatchSampler
+from suite.balance.global_policy import GlobalPolicy
+from suite.balance.plan import Plan, plan_steps
+from suite.balance.policies import DualConstraint, EqualToken
 
 
 @dataclass(frozen=True)
@@ -27,9 +30,6 @@ class Budgets:
     m_comp: float  # B * S^p budget
     p: float
     source: str = ""
-
-    def policy(self, name: str):
-        return make_policy(name, m_mem=self.m_mem, m_comp=self.m_comp, p=self.p)
 
 
 def budgets_for(
@@ -66,22 +66,28 @@ def budgets_for(
     return Budgets(float(m_mem), float(m_comp), p, "; ".join(src) or "defaults")
 
 
-def make_plan(
-    corpus: pd.DataFrame, policy, world: int, steps: int, seed: int = 0
-) -> list[list[list[int]]]:
-    """plan[step][rank] = the sample indices of that rank's batch (epochs chained as needed)."""
-    out: list[list[int]] = []
-    epoch = 0
-    sampler = BucketBatchSampler(
-        corpus.tokens.to_numpy(), policy, world_size=world, seed=seed, drop_last=True
-    )
-    while len(out) < steps * world:
-        sampler.set_epoch(epoch)
-        batches = sampler.global_batches()
-        if not batches:
-            raise ValueError(
-                f"the corpus ({len(corpus)} samples) gives no full round of {world} batches"
-            )
-        out += [b.tolist() for b in batches]
-        epoch += 1
-    return [out[k * world : (k + 1) * world] for k in range(steps)]
+def default_planner(p: float):
+    """The global policy's planner without a fitted cost model: b * S^p with a = 0, b = 1."""
+    from suite.balance.costmodel import CostModel
+
+    return CostModel(a=0.0, b=1.0, p=float(p), source="b*S^p, a=0 (no cost model)")
+
+
+# name -> policy(budgets, cost model or None)
+POLICIES = {
+    "equal-token": lambda b, cost: EqualToken(m_tok=b.m_mem),
+    "dual": lambda b, cost: DualConstraint(m_mem=b.m_mem, m_comp=b.m_comp, p=b.p),
+    "global": lambda b, cost: GlobalPolicy(m_mem=b.m_mem, planner=cost or default_planner(b.p)),
+}
+
+
+def make_policy(name: str, budgets: Budgets, cost=None):
+    """The policy `name` of POLICIES with these budgets (and the global planner's cost model)."""
+    if name not in POLICIES:
+        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
+    return POLICIES[name](budgets, cost)
+
+
+def training_plan(corpus: pd.DataFrame, policy, world: int, steps: int, seed: int = 0) -> Plan:
+    """`steps` steps of `policy` for `world` ranks over the corpus (epochs chained)."""
+    return plan_steps(policy, corpus.tokens.to_numpy(), world, steps, seed)

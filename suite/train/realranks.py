@@ -2,10 +2,11 @@
 
 The training experiment (suite/experiments/training.py) calls `real_runs` on every rank: one
 process group (NCCL on GPUs, gloo on CPU, torchrun's env:// rendezvous), then per policy a fresh
-model with the same initial weights, wrapped in DistributedDataParallel, trained on the same
-batch plan as the one-GPU emulator (`make_plan(corpus, policy, K, steps)`: step k of a K-rank run
-trains on global batches k*K .. k*K + K - 1). Each step on each rank is instrumented exactly as in
-suite.train.trainer (compute under no_sync, then the gradient all_reduce, then AdamW), and rank 0
+model with the same initial weights, wrapped in DistributedDataParallel, trained on its own K-rank
+Plan (`training_plan(corpus, policy, K, steps)`; for a bucket policy step k trains global batches
+k*K .. k*K + K - 1, the 16-rank plan's batches regrouped). Each step on each rank is
+suite.train.step.train_step, as in suite.train.trainer (compute under no_sync, then the gradient
+all_reduce SUM, then AdamW), and rank 0
 gathers every rank's rows with `all_gather_object`; the process group is then destroyed, so rank 0
 can go on alone with the emulated runs while the other ranks leave.
 
@@ -13,9 +14,10 @@ can go on alone with the emulated runs while the other ranks leave.
 - throughput_gain_8_real (C7) / throughput_gain_16_real (C8) when K is 8 / 16, otherwise
   throughput_gain_real under both C7 and C8 with K in the conditions: dual over equal-token,
   global tokens / total step time, bootstrap CI over steps; throughput_gain_global_real (C7, C8):
-  the global policy (suite.train.globalstep, K-rank plan) over equal-token, any K.
+  the global policy (its K-rank plan) over equal-token, any K.
 - emulation_error_pct (C7): the emulator's prediction for K ranks against the measured real steps.
-  The prediction regroups the 16-virtual-rank emulated run of the same policy into K-rank steps
+  The prediction is the emulated run of the same policy on its own K-rank plan (`RUN@K`, e.g. the
+  8-rank runs of C7) where there is one; otherwise it regroups the 16-virtual-rank run into K-rank steps
   (`summary.regroup`: global batch k*16 + r becomes step (k*16 + r) // K, rank (k*16 + r) % K), which
   is the real run's plan exactly, and recomposes the step as slowest rank + all-reduce model for K
   ranks + optimizer. The metric is the mean over matched steps (both policies) of
@@ -26,29 +28,11 @@ can go on alone with the emulated runs while the other ranks leave.
 from __future__ import annotations
 
 import datetime
-import time
 
 import numpy as np
 import pandas as pd
 
 REAL_RUN_POLICIES = ("equal-token", "dual", "global")
-
-
-def supported_policies(budgets, global_cost=None) -> list[str]:
-    """equal-token and dual (per-bucket policies of suite.balance.policies), and global when a
-    planner cost model is given (suite.train.globalstep: micro-batches planned per step)."""
-    out = []
-    for name in REAL_RUN_POLICIES:
-        if name == "global":
-            if global_cost is not None:
-                out.append(name)
-            continue
-        try:
-            budgets.policy(name)
-        except (ValueError, TypeError):
-            continue
-        out.append(name)
-    return out
 
 
 def init_group(device_type: str, local_rank: int):
@@ -86,25 +70,20 @@ def real_runs(
     *,
     steps: int,
     seed: int,
-    dtype: str,
     device,
     mix: str = "default",
     log=print,
-    global_cost=None,
+    cost=None,
 ) -> pd.DataFrame | None:
     """Train each policy with the process group's ranks; rank 0 gets all ranks' rows, others None.
 
-    new_model(device) -> (model, optimizer) must give the same initial weights on every rank.
-    The global policy (global_cost: the planner's cost model) runs suite.train.trainer's global
-    step: per-rank micro-batches with gradient accumulation, gradients summed across ranks.
-    """
+    new_model(device) -> (model, optimizer) must give the same initial weights on every rank;
+    `cost` is the global policy's planner cost model (suite.train.plan.make_policy)."""
     import torch
     import torch.distributed as dist
 
-    from suite.train.data import batch_columns, make_batch
-    from suite.train.instrument import PhaseTimer, optimizer_step, peak_bytes, reset_peak
-    from suite.train.plan import make_plan
-    from suite.train.trainer import average_gradients, forward_backward, noise_generator
+    from suite.train.plan import make_policy, training_plan
+    from suite.train.step import all_reduce_sum, real_rows, train_step
 
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
@@ -112,80 +91,19 @@ def real_runs(
     seen: set = set()  # shapes warmed in this process (by an earlier policy's run)
     for policy in policies:
         name = f"{mix}/{policy}/wan"
-        if policy == "global":
-            rows += _global_run(
-                new_model,
-                corpus,
-                budgets,
-                global_cost,
-                name,
-                mix,
-                steps=steps,
-                seed=seed,
-                dtype=dtype,
-                device=device,
-                log=log,
-                seen=seen,
-            )
-            continue
-        plan = make_plan(corpus, budgets.policy(policy), world, steps, seed)
+        plan = training_plan(corpus, make_policy(policy, budgets, cost), world, steps, seed)
         model, opt = new_model(device)
-        cfg = model.cfg
-        _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype, seen)
+        _warm_rank(model, opt, corpus, plan, rank, seed, seen)
         ids = [device.index] if device.type == "cuda" else None
         ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-        params = [p for p in model.parameters() if p.requires_grad]
         if rank == 0:
             log(f"training: {name}, {world} real ranks ({backend}) x {steps} steps")
         dist.barrier()
         for step in range(steps):
-            t0 = time.perf_counter()
-            x0, tctx, info = make_batch(
-                corpus,
-                plan[step][rank],
-                text_len=cfg.text_len,
-                text_dim=cfg.text_dim,
-                seed=seed,
-                device=device,
+            rec = train_step(
+                ddp, opt, plan, step, corpus, ranks=[rank], seed=seed, reduce=all_reduce_sum
             )
-            data_s = time.perf_counter() - t0
-            reset_peak(device)
-            timer = PhaseTimer(device)
-            timer.mark("start")
-            with ddp.no_sync():
-                loss = forward_backward(
-                    ddp, x0, tctx, noise_generator(device, seed, step, rank), dtype
-                )
-            timer.mark("compute")
-            average_gradients(params, world)
-            timer.mark("collective")
-            optimizer_step(opt, timer)
-            peak, reserved = peak_bytes(device)
-            rows.append(
-                {
-                    "run": name,
-                    "mix": mix,
-                    "step": step,
-                    "rank": rank,
-                    "world": world,
-                    "policy": policy,
-                    "adaln": model.adaln,
-                    "model": cfg.name,
-                    "layers": cfg.num_layers,
-                    "dim": cfg.dim,
-                    "emulated": False,
-                    "backend": backend,
-                    **batch_columns(info),
-                    "loss": float(loss),
-                    "data_s": data_s,
-                    "compute_s": timer.seconds("start", "compute"),
-                    "collective_wait_s": timer.seconds("compute", "collective"),
-                    "optimizer_s": timer.seconds("collective", "optimizer"),
-                    "step_s": timer.seconds("start", "optimizer"),
-                    "peak_mem_bytes": peak,
-                    "peak_reserved_bytes": reserved,
-                }
-            )
+            rows += [{"run": name, "mix": mix, "backend": backend, **r} for r in real_rows(rec)]
         del ddp, model, opt
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -197,44 +115,15 @@ def real_runs(
     return out.sort_values(["run", "step", "rank"]).reset_index(drop=True)
 
 
-def _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype, seen: set) -> None:
+def _warm_rank(model, opt, corpus, plan, rank, seed, seen: set) -> None:
     """This rank's heaviest batches and every shape of its steps not in `seen` (warmed by an
     earlier policy's run of this process), on the bare model before DDP wraps it, as the emulated
     ranks are warmed (suite.train.warmup); no optimizer step, gradients cleared."""
     from suite.train.warmup import model_batches, warm, warm_batches
 
-    batches = warm_batches(corpus, model_batches(corpus, plan, rank=rank), seen=seen)
-    warm(model, corpus, batches, seed=seed, device=device, dtype=dtype)
+    batches = warm_batches(corpus, model_batches(plan, rank=rank), seen=seen)
+    warm(model, corpus, batches, seed=seed)
     opt.zero_grad(set_to_none=True)
-
-
-def _global_run(
-    new_model, corpus, budgets, cost, name, mix, *, steps, seed, dtype, device, log, seen
-):
-    import torch
-    import torch.distributed as dist
-
-    from suite.train.globalstep import global_plan
-    from suite.train.trainer import Dist, TrainArgs, _global_step
-
-    rank, world = dist.get_rank(), dist.get_world_size()
-    plan = global_plan(corpus, cost, budgets.m_mem, world, steps, seed)
-    model, opt = new_model(device)
-    _warm_rank(model, opt, corpus, plan, rank, seed, device, dtype, seen)
-    ids = [device.index] if device.type == "cuda" else None
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
-    params = [p for p in model.parameters() if p.requires_grad]
-    args = TrainArgs(policy="global", adaln=model.adaln, seed=seed, dtype=dtype)
-    d = Dist(rank, world, device, True)
-    if rank == 0:
-        log(f"training: {name}, {world} real ranks ({dist.get_backend()}) x {steps} steps")
-    dist.barrier()
-    rows = []
-    for step in range(steps):
-        row = _global_step(args, d, ddp, params, opt, corpus, plan[step], step, model.cfg)
-        rows.append({"run": name, "mix": mix, "backend": dist.get_backend(), **row})
-    del ddp, model, opt
-    return rows
 
 
 # ----------------------------------------------------------------------------- metrics (pure)
@@ -296,7 +185,9 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
         for run, st in steps.items():
             if "/global/" in run:  # a 16-rank global plan is not a K-rank one: no regrouping
                 continue
-            er = emu[emu["run"] == run]
+            er = emu[emu["run"] == f"{run}@{K}"]  # the policy's own K-rank plan, if emulated
+            if er.empty:
+                er = emu[emu["run"] == run]
             if er.empty or int(er["world"].iloc[0]) % K:
                 continue
             if "busbw_gbps" in real.columns:  # the all-reduce bandwidth measured on the K ranks

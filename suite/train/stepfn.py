@@ -25,12 +25,11 @@ from collections.abc import Callable
 import torch
 
 from suite.balance.shapebench import ShapeOutOfMemory
-from suite.model.wan import TEXT_LEN, build_wan, get_wan_config, train_step
+from suite.model.wan import ADALN, TEXT_LEN, build_wan, get_wan_config, train_step
 
 # (tokens per latent frame, h, w) in patch units, tried in order; 46,800 is 720p (49 frames)
 FRAME_GRIDS = ((3600, 45, 80), (1560, 30, 52), (256, 16, 16), (64, 8, 8), (16, 4, 4))
 TINY_TEXT_LEN = 16  # text tokens for the tiny CPU config (Wan's 512 elsewhere)
-ADALN = ("wan", "fused")  # diffusers' own modulated norms | suite.ops.diffusers.patch_wan
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -78,11 +77,8 @@ def make_step_fn(
         device=dev,
         checkpointing=checkpointing,
         seed=seed,
+        adaln=adaln,
     )
-    if adaln == "fused":
-        from suite.ops.diffusers import patch_wan
-
-        patch_wan(net)
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=0.0)
     n_text = int(text_len or (TINY_TEXT_LEN if model == "tiny" else TEXT_LEN))
     gen = torch.Generator(device=dev).manual_seed(seed)

@@ -11,7 +11,8 @@ Definitions (the ledger's keys; every percentage is in %):
 - C6 step_cv_emulated: std/mean across steps of the composed step time (max rank compute +
   gradient all-reduce + optimizer), 16 ranks.
 - C7/C8 throughput_gain_{8,16}_emulated: total tokens / total step time, dual over equal-token.
-  8-rank steps: halves of the 16-rank steps.
+  8 ranks: the pair's own 8-rank plans (runs default/equal-token/wan@8, default/dual/wan@8), not
+  halves of the 16-rank steps.
 - Intervals (C4-C10, C17, C18): 95% percentile bootstrap over steps (N_BOOT resamples,
   suite.stats.bootstrap_runs). Paired (the same step indices drawn from both runs) where the two
   runs trained the same batches at every step and rank (same_batches: C17's dual + fused over
@@ -20,7 +21,7 @@ Definitions (the ledger's keys; every percentage is in %):
 - C5/C8 alternatives rank_cv_global_emulated, throughput_gain_global_16_emulated: the same for the
   global policy's run (default/global/wan; baseline and reference equal-token), when it ran;
   C7 alternative throughput_gain_global_8_emulated: the global policy planned for 8 ranks
-  (default/global/wan@8) over equal-token's 8-rank halves.
+  (default/global/wan@8) over equal-token's 8-rank run.
 - C9 floor_gain_emulated: 5th percentile of per-step tokens/s, long-video mix, 16 ranks.
 - C10 peak_vram_util_gain: each step's peak allocated bytes (max over its ranks and their
   micro-batches), averaged over steps, dual over equal-token (relative %); budgets as the run set
@@ -75,13 +76,8 @@ def regroup(rows: pd.DataFrame, world: int) -> pd.DataFrame:
     return r
 
 
-def _steps(ranks: pd.DataFrame, run: str, world: int) -> pd.DataFrame:
-    r = ranks[ranks["run"] == run]
-    if r.empty or int(r["world"].iloc[0]) % world:  # a run of fewer ranks cannot be regrouped up
-        return pd.DataFrame()
-    if world != int(r["world"].iloc[0]):
-        r = regroup(r, world)
-    return step_table(r, keys=["run"])
+def _steps(ranks: pd.DataFrame, run: str) -> pd.DataFrame:
+    return step_table(ranks[ranks["run"] == run], keys=["run"])
 
 
 def _p5(d: dict) -> np.ndarray:
@@ -217,7 +213,7 @@ def _tuned_row(ranks, summ, base, new, info: pd.Series, cond: str) -> list[dict]
     this run's own measured rank-batches of both policies; per-step max over ranks, mean over steps."""
     runs = ranks[ranks["run"].isin([base[0], new[0]])]
     x, y = (runs.B * runs.S).to_numpy(float), runs.peak_mem_bytes.to_numpy(float)
-    if len(np.unique(x)) < 2 or not np.isfinite(info.get("m_comp", math.nan)):
+    if len(np.unique(x)) < 2 or not (y > 0).any() or not np.isfinite(info.get("m_comp", math.nan)):
         return []
     m1, m0 = np.polyfit(x, y, 1)
     r2 = 1 - np.sum((y - (m0 + m1 * x)) ** 2) / np.sum((y - y.mean()) ** 2)
@@ -259,7 +255,9 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     i = info.iloc[0]
     S = ranks["S"]
     cond = (
-        f"{i['model']} width D={i['dim']}, {i['layers']} layers, {i['dtype']}, S {int(S.min())}-"
+        f"{i['model']} (diffusers WanTransformer3DModel) width D={i['dim']}, {i['layers']} blocks"
+        f"{', gradient checkpointing' if i.get('checkpointing', False) else ''}, {i['dtype']}, "
+        f"S {int(S.min())}-"
         f"{int(S.max())}, {{R}} ranks emulated on one {i['device']}; M_mem={i['m_mem']:.0f}, "
         f"M_comp={i['m_comp']:.3g}, p={i['p']:.2f} ({i['budget_source']})"
     )
@@ -287,12 +285,10 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 }
             )
 
-    summ = {}
-    for world in sorted({R, 8} & set(range(1, R + 1))):
-        for run in ranks["run"].unique():
-            st = _steps(ranks, run, world)
-            if not st.empty:
-                summ[(run, world)] = (st, summary_table(st, keys=["run"]).iloc[0])
+    summ = {}  # (run, world) -> (step table, summary row); every run at its own plan's world
+    for run, d in ranks.groupby("run"):
+        st = _steps(ranks, run)
+        summ[(run, int(d["world"].iloc[0]))] = (st, summary_table(st, keys=["run"]).iloc[0])
     if (base, R) in summ and (dual, R) in summ:
         e = summ[(base, R)][1]
         c = cond.format(R=R)
@@ -318,12 +314,15 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "evidence": evid,
                 }
             )
-        for claim, world in (("C7", 8), ("C8", 16)):
-            if (base, world) in summ and (dual, world) in summ:
-                metric, cw = f"throughput_gain_{world}_emulated", flag + cond.format(R=world)
-                rows.append(
-                    _gain_row(summ, claim, metric, (base, world), (dual, world), "dual", cw, same)
-                )
+        for claim, world, sfx in (("C7", 8, "@8"), ("C8", 16, "")):
+            b_, d_ = (base + sfx, world), (dual + sfx, world)
+            if b_ in summ and d_ in summ:
+                metric, cw = f"throughput_gain_{world}_emulated", cond.format(R=world)
+                pw = _paired(ranks, b_[0], d_[0])
+                cw = ("DEGENERATE: both policies gave identical batches; " if pw else "") + cw
+                if sfx:
+                    cw = "own 8-rank plans; " + cw
+                rows.append(_gain_row(summ, claim, metric, b_, d_, "dual", cw, pw))
         rows += _memory_rows(ranks, summ, (base, R), (dual, R), float(i["capacity_bytes"]), c, same)
         rows += _tuned_row(ranks, summ, (base, R), (dual, R), i, c)
     glob = "default/global/wan"
@@ -346,10 +345,10 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             paired = _paired(ranks, base, glob)
             rows.append(_gain_row(summ, "C8", metric, (base, R), (glob, R), "global", c, paired))
     g8 = "default/global/wan@8"
-    if (base, 8) in summ and (g8, 8) in summ and R > 8:
-        c8 = "global policy planned for 8 ranks vs equal-token's 8-rank halves; " + cond.format(R=8)
+    if (base + "@8", 8) in summ and (g8, 8) in summ:
+        c8 = "global policy planned for 8 ranks vs equal-token's 8-rank plan; " + cond.format(R=8)
         metric = "throughput_gain_global_8_emulated"
-        rows.append(_gain_row(summ, "C7", metric, (base, 8), (g8, 8), "global", c8, False))
+        rows.append(_gain_row(summ, "C7", metric, (base + "@8", 8), (g8, 8), "global", c8, False))
     lb, ld = ("long/equal-token/wan", R), ("long/dual/wan", R)
     if lb in summ and ld in summ:
         e, d = summ[lb][1], summ[ld][1]

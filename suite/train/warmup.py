@@ -14,20 +14,13 @@ import numpy as np
 WARM_SHAPES = 64  # at most this many distinct (B, S) shapes of a plan are warmed, in plan order
 
 
-def model_batches(corpus, plan, rank: int | None = None) -> list[list[list[int]]]:
-    """plan[step] as the model batches it runs: a bucket plan's per-rank batches, or the global
-    plan's per-rank batches of one sequence length each (what globalstep.rank_batches runs).
-    With `rank`, only that rank's batches of each step."""
-    from suite.train.globalstep import same_length_batches
-
-    tokens = corpus.tokens.to_numpy()
+def model_batches(plan, rank: int | None = None) -> list[list[list[int]]]:
+    """The Plan's model batches (micro-batches: one sequence length each), step by step: every
+    rank's, or with `rank` only that rank's."""
     out = []
-    for step in plan:
-        if hasattr(step, "ranks"):  # global StepPlan
-            ranks = step.ranks if rank is None else [step.ranks[rank]]
-            out.append([b for r in ranks for b in same_length_batches(r, tokens)])
-        else:
-            out.append(list(step) if rank is None else [step[rank]])
+    for step in range(plan.steps):
+        ranks = range(plan.world) if rank is None else [rank]
+        out.append([mb.indices.tolist() for r in ranks for mb in plan.micro_batches(step, r)])
     return out
 
 
@@ -62,18 +55,17 @@ def warm_batches(
     return picks + [b for _, b in new]
 
 
-def warm(model, corpus, batches, *, seed: int, device, dtype) -> None:
-    """Forward + backward of each batch on `model` (gradients left for the caller to clear)."""
-    from suite.train.data import make_batch
-    from suite.train.trainer import forward_backward, noise_generator
+def warm(model, corpus, batches, *, seed: int) -> None:
+    """Forward + backward of each batch on `model` (gradients left for the caller to clear),
+    with the training step's loss, data and noise (epoch 0)."""
+    from suite.model.wan import describe, flow_matching_loss
+    from suite.train.data import make_batch, sample_noise
 
+    info = describe(model)
+    device = next(model.parameters()).device
     for batch in batches:
-        x0, ctx, _ = make_batch(
-            corpus,
-            batch,
-            text_len=model.cfg.text_len,
-            text_dim=model.cfg.text_dim,
-            seed=seed,
-            device=device,
+        x0, text, _ = make_batch(
+            corpus, batch, text_len=info.text_len, text_dim=info.text_dim, seed=seed, device=device
         )
-        forward_backward(model, x0, ctx, noise_generator(device, seed, 0, 0), dtype)
+        t, eps = sample_noise(batch, [0] * len(batch), x0.shape[1:], seed=seed, device=device)
+        flow_matching_loss(model, x0, text, t, eps).backward()

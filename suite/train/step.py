@@ -1,0 +1,201 @@
+"""One training step of a Plan, the same code on a torchrun rank and in the one-GPU emulator.
+
+    rec = train_step(model, opt, plan, step, corpus, ranks=[rank], seed=0, reduce=all_reduce_sum)
+
+For each rank in `ranks` (this process's one rank under torchrun; every rank 0..world-1 in the
+emulator) its micro-batches of the plan run one after another: forward, flow-matching loss times
+the micro-batch's weight, backward, so gradients accumulate. Each rank is timed on its own (CUDA
+events on a GPU, perf_counter on CPU: `PhaseTimer`) with its peak memory; its data (latents,
+text, noise) is built before its timer starts. Then `reduce` (the real ranks' gradient all_reduce
+SUM; None in the emulator, where accumulating every virtual rank's weighted gradients already is
+the sum) and the optimizer step, each timed. A step's weights sum to 1 over all ranks, so SUM, never
+a division by the world size, gives the data-parallel gradient, whatever the split.
+
+Noise per sample comes from (seed, sample index, epoch) (suite.train.data.sample_noise), epoch =
+the sample's earlier appearances in the plan: policies train a sample with the same noise.
+The record's rows keep the training log schema (suite.train.instrument.LOG_FIELDS); `real_rows`
+and the emulator's `compose_steps` (suite.train.emulate) fill the step columns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.distributed as dist
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+from suite.balance.plan import Plan
+from suite.model.wan import describe, flow_matching_loss
+from suite.train.data import make_batch, sample_noise
+from suite.train.instrument import PhaseTimer, peak_bytes, reset_peak
+
+BUCKET_BYTES = 25 * 2**20  # all_reduce bucket, as DDP's default
+
+
+@dataclass
+class StepRecord:
+    step: int
+    ranks: list[dict]  # one row per rank of `ranks`: B, S, tokens, ..., compute_s, peak memory
+    micro: list[dict] = field(default_factory=list)  # per micro-batch: rank, micro, B, S, compute_s
+    collective_s: float = 0.0  # the measured reduce (0 without one)
+    optimizer_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """One micro-batch ready to run: its plan entry and tensors (x0, text, t, eps)."""
+
+    indices: np.ndarray
+    weight: float
+    x0: torch.Tensor
+    text: torch.Tensor
+    t: torch.Tensor
+    eps: torch.Tensor
+    S: int  # its one sequence length
+
+
+def rank_batches(
+    plan: Plan, step: int, rank: int, corpus, seen, info, seed, device
+) -> list[_Batch]:
+    """Rank `rank`'s micro-batches at `step` as tensors; noise by (seed, sample, epoch), the
+    epoch of sample i being seen[i] (how many earlier steps of the plan trained it)."""
+    out = []
+    for i in np.flatnonzero((plan.mb_step == step) & (plan.mb_rank == rank)):
+        idx = plan.samples[plan.mb_start[i] : plan.mb_start[i + 1]]
+        x0, text, b = make_batch(
+            corpus, idx, text_len=info.text_len, text_dim=info.text_dim, seed=seed, device=device
+        )
+        t, eps = sample_noise(idx, seen[idx], x0.shape[1:], seed=seed, device=device)
+        out.append(_Batch(idx, float(plan.mb_weight[i]), x0, text, t, eps, int(b["S"])))
+    return out
+
+
+def epochs_before(plan: Plan, step: int, n_samples: int) -> np.ndarray:
+    """seen[i]: how many steps before `step` trained sample i (a sample appears once per step)."""
+    lo = int(np.searchsorted(plan.mb_step, step))
+    return np.bincount(plan.samples[: plan.mb_start[lo]], minlength=n_samples)
+
+
+def all_reduce_sum(params: list[torch.Tensor]) -> None:
+    """SUM every gradient across the process group over flat buckets of ~25 MB; a parameter with
+    no gradient (a rank without samples) joins with zeros."""
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    bucket, size = [], 0
+    grads = [p.grad for p in params]
+    for g in grads + [None]:
+        if g is not None:
+            bucket.append(g)
+            size += g.numel() * g.element_size()
+        if bucket and (g is None or size >= BUCKET_BYTES):
+            flat = _flatten_dense_tensors(bucket)
+            dist.all_reduce(flat)
+            for t, s in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
+                t.copy_(s)
+            bucket, size = [], 0
+
+
+def train_step(
+    model,
+    optimizer,
+    plan: Plan,
+    step: int,
+    corpus: pd.DataFrame,
+    *,
+    ranks,
+    seed: int,
+    reduce=None,
+) -> StepRecord:
+    """Run `ranks`' micro-batches of plan step `step` on `model` (a DDP wrapper runs them under
+    no_sync), then reduce(params) and the optimizer step; returns the timed StepRecord."""
+    info = describe(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    device = params[0].device
+    seen = epochs_before(plan, step, len(corpus))
+    no_sync = model.no_sync if hasattr(model, "no_sync") else contextlib.nullcontext
+    pending = []  # per rank: what its rows need; timings and losses read after one sync
+    for r in ranks:
+        t0 = time.perf_counter()
+        batches = rank_batches(plan, step, r, corpus, seen, info, seed, device)
+        data_s = time.perf_counter() - t0
+        reset_peak(device)
+        timer = PhaseTimer(device)
+        timer.mark("start")
+        losses = []
+        with no_sync():
+            for m, b in enumerate(batches):
+                loss = flow_matching_loss(model, b.x0, b.text, b.t, b.eps)
+                (loss * b.weight).backward()
+                losses.append(loss.detach())
+                timer.mark(f"mb{m}")
+        timer.mark("compute")
+        shapes = [(len(b.indices), b.S, b.weight) for b in batches]  # the tensors go
+        pending.append((r, shapes, timer, losses, data_s, *peak_bytes(device)))
+    timer = PhaseTimer(device)
+    timer.mark("start")
+    if reduce is not None:
+        reduce(params)
+    timer.mark("collective")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    timer.mark("optimizer")
+    timer.finish()
+    meta = {"world": plan.world, "policy": plan.policy, "adaln": info.adaln, "model": info.model,
+            "layers": info.layers, "dim": info.dim}  # fmt: skip
+    global_tokens = int(corpus.tokens.to_numpy()[plan.step_samples(step)].sum())
+    rows, micros = [], []
+    for r, shapes, t, losses, data_s, peak, reserved in pending:
+        marks = ["start"] + [f"mb{m}" for m in range(len(shapes))]
+        loss = [float(v) for v in losses]
+        for m, (B, S, w) in enumerate(shapes):
+            secs = t.seconds(marks[m], marks[m + 1])
+            micros.append({"step": step, "rank": r, "micro": m, "B": B, "S": S, "weight": w,
+                           "loss": loss[m], "compute_s": secs})  # fmt: skip
+        n, tok = sum(B for B, _, _ in shapes), [B * S for B, S, _ in shapes]
+        rows.append(
+            {
+                "step": step,
+                "rank": r,
+                **meta,
+                "B": n,
+                "S": int(round(sum(tok) / n)) if n else 0,  # its one length, or a mixed rank's mean
+                "tokens": sum(tok),
+                "samples": n,
+                "bucket": max((S for _, S, _ in shapes), default=0),
+                "micro_batches": len(shapes),
+                "sum_s2": float(sum(B * float(S) ** 2 for B, S, _ in shapes)),
+                "global_tokens": global_tokens,
+                # token mean over its micro-batches (nan: a rank without samples this step)
+                "loss": sum(v * k for v, k in zip(loss, tok)) / sum(tok) if n else math.nan,
+                "data_s": data_s,
+                "compute_s": t.seconds("start", "compute"),
+                "peak_mem_bytes": peak,
+                "peak_reserved_bytes": reserved,
+            }
+        )
+    return StepRecord(
+        step, rows, micros, timer.seconds("start", "collective"),
+        timer.seconds("collective", "optimizer"),
+    )  # fmt: skip
+
+
+def real_rows(rec: StepRecord) -> list[dict]:
+    """A real rank's rows: collective_wait_s is the measured reduce from this rank's compute end
+    (so it holds the wait for the slowest rank), step_s the sum of the phases."""
+    return [
+        {
+            **row,
+            "emulated": False,
+            "collective_wait_s": rec.collective_s,
+            "optimizer_s": rec.optimizer_s,
+            "step_s": row["compute_s"] + rec.collective_s + rec.optimizer_s,
+        }
+        for row in rec.ranks
+    ]
