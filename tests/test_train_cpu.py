@@ -170,7 +170,7 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "cpu",
         "cpu",
         options={
-            "shapes": {"S": (16, 64, 128), "B": (1, 2), "repeats": 2},
+            "shapes": {"buckets": (64, 256), "m_tok": 512, "ladder_tokens": 128, "repeats": 2},
             "training": {"steps": 2, "long_steps": 2, "loss_steps": 4, "corpus": 1500},
         },
     )
@@ -188,7 +188,10 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "layers",
         "dim",
     ]
-    assert len(sw) == 6 * 2 and shapes.summarize({"shapes_sweep": sw}).empty
+    from suite.balance.shapebench import equal_token_grid
+
+    n_shapes = len(equal_token_grid((64, 256), 512, 128))
+    assert len(sw) == 2 * n_shapes and shapes.summarize({"shapes_sweep": sw}).empty
     ctx.run.write_table("shapes_sweep", sw)
     tables = training.run(ctx)
     for k, v in tables.items():

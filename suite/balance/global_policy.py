@@ -215,21 +215,6 @@ class GlobalPolicy:
         )
 
 
-@dataclass(frozen=True)
-class StepPlan:
-    """One step of a global Plan in the trainer's older form (suite.train.globalstep)."""
-
-    ranks: list  # per rank: list of model batches (lists of sample indices)
-    global_tokens: int  # the step's tokens (the loss weights' denominator)
-
-    @staticmethod
-    def of(plan, tokens, step: int) -> StepPlan:
-        ranks = [
-            [mb.indices.tolist() for mb in plan.micro_batches(step, r)] for r in range(plan.world)
-        ]
-        return StepPlan(ranks, int(np.asarray(tokens)[plan.step_samples(step)].sum()))
-
-
 def time_planner(ranks: int = 1024, repeats: int = 50, seed: int = 0) -> float:
     """Median milliseconds of one planning step for `ranks` ranks on the default mix (one core)."""
     from suite.balance.costmodel import default_cost_model

@@ -1,7 +1,5 @@
 """The reference model: diffusers' WanTransformer3DModel from the Wan 2.1 configs (suite.model.wan)."""
 
-# the names suite/train/stepfn.py still imports (a shim until its rewrite on build_wan)
-from suite.model._stepfn_shim import WanDiT, get_config  # noqa: E402,F401
 from suite.model.wan import (
     ADALN,
     CONFIGS,

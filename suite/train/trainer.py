@@ -33,7 +33,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from suite.model._stepfn_shim import forward_backward  # noqa: F401  (stepfn's import: a shim)
 from suite.model.wan import DTYPES, build_wan
 from suite.train.data import load_corpus
 from suite.train.instrument import JsonlLog
