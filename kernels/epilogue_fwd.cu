@@ -6,7 +6,7 @@
 #include "epilogue_common.cuh"
 
 template <typename TX, typename TO, int D, int RT, int F, bool VECTOR>
-__global__ void __launch_bounds__(RT, 1)
+__global__ void __launch_bounds__(RT, EP_MINB)
 epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = x + b*sxb + n*sxn
              const TX* __restrict__ y, i64 syb, i64 syn,
              const float* __restrict__ gate, i64 sgb, i64 sgn,
@@ -77,7 +77,22 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
       buf ^= 1;
       rs = rsqrtf(q[0] * (1.f / D) + eps);
     } else {
+#if EP_ONEPASS
+      float q[2] = {0.f, 0.f};  // padded lanes hold 0
+#pragma unroll
+      for (int c = 0; c < NCH; ++c)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          q[0] += v[c][j];
+          q[1] += v[c][j] * v[c][j];
+        }
+      group_sum<RT, 1>(q, red, buf, t, 0);
+      buf ^= 1;
+      mu = q[0] * (1.f / D);
+      rs = rsqrtf(fmaxf(q[1] * (1.f / D) - mu * mu, 0.f) + eps);
+#else
       row_stats<D, RT, 1>(v, red, buf, t, 0, eps, mu, rs);
+#endif
       if (t == 0) mean_out[row] = mu;
     }
     if (t == 0) rstd_out[row] = rs;

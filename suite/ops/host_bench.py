@@ -1,6 +1,7 @@
 """Burst benchmark of the fused AdaLN op's host path: 50 back-to-back calls, per call.
 
-    python -m suite.ops.host_bench [--out DIR] [--calls 50] [--reps 30]
+    python -m suite.ops.host_bench [--out DIR] [--calls 50] [--reps 30] [--cpu]
+    python -m suite.ops.host_bench --breakdown [--profile] [--cpu] [--out DIR]   (host_breakdown)
 
 GPU (CUDA present), bf16 x [B, N, 1536] with Wan's fp32 [B, 6, D] modulation (scale, shift =
 e[:, 1:2], e[:, 0:1]), at B x N = 8 x 1560 and 1 x 4096, forward (no grad) and forward+backward
@@ -218,83 +219,6 @@ def cpu_rows(calls: int, reps: int) -> list[dict]:
     return rows
 
 
-def breakdown_rows(reps: int) -> list[dict]:
-    """Host cost of each layer of one stubbed call at 8 x 1560 x 1536 (N = 8 rows measured),
-    each timed alone in a loop: the parts of "fwd" and "fwd+bwd" above (min over reps, us)."""
-    import importlib
-
-    from suite.cuda import launch as L
-    from suite.ops import adaln, fused_cuda
-
-    A = importlib.import_module("suite.ops.adaln")
-    B, D = 8, 1536
-    rows = []
-    with stub_launches():
-        x, e, dy = _inputs(B, 8, D, "cpu", True)
-        s, h = e[:, 1:2], e[:, 0:1]
-        xs, es = x.detach(), e.detach()
-        ss, hs = es[:, 1:2], es[:, 0:1]
-        table = torch.empty(B, 6, D)
-        y = adaln(x, s, h)
-        torch.autograd.grad(y, (x, e), dy)
-        plan = next(iter(fused_cuda._fwd_plans.values()))[3]
-        parts = {
-            "adaln(), no grad (whole call)": lambda: adaln(xs, ss, hs),
-            "  signature key (15 fields)": lambda: (
-                x.shape,
-                x.stride(),
-                x.dtype,
-                x.device,
-                s.shape,
-                s.stride(),
-                s.dtype,
-                s.device,
-                h.shape,
-                h.stride(),
-                h.dtype,
-                h.device,
-                None,
-                "fused",
-                1e-6,
-            ),  # fmt: skip
-            "  grad-mode and requires_grad checks": lambda: (
-                torch.is_grad_enabled() and (x.requires_grad or s.requires_grad or h.requires_grad)
-            ),
-            "  fused_cuda.forward_stats (whole)": lambda: fused_cuda.forward_stats(
-                xs, ss, hs, 1e-6, 0, torch.bfloat16
-            ),
-            "    2 x torch.empty (y, stats)": lambda: (
-                torch.empty((B, 8, D), dtype=torch.bfloat16),
-                torch.empty((2, B, 8)),
-            ),
-            "    4 x data_ptr + 6 slot writes": lambda: _slots(plan, xs, ss, hs),
-            "    launch_packed (driver call stubbed)": lambda: L.launch_packed(
-                plan.func, plan.grid, plan.block, 0, 0, plan.args
-            ),
-            "Wan table rows lookup (_table_rows)": lambda: A._table_rows(s, h, B, D),
-            "adaln(), grad (whole forward)": lambda: adaln(x, s, h),
-            "  autograd.Function.apply floor": lambda: autograd_floor(x, s, h),
-            "fused_cuda.backward, table rows": lambda: fused_cuda.backward(
-                dy, xs, ss, 0, 0, 0, "fused", (table, 1, 0)
-            ),
-            "torch.autograd.grad floor (fwd+bwd of _Floor)": lambda: torch.autograd.grad(
-                autograd_floor(x, s, h), (x, e), dy
-            ),
-            "fwd+bwd (whole)": lambda: torch.autograd.grad(adaln(x, s, h), (x, e), dy),
-        }
-        for name, fn in parts.items():
-            us = per_call_us(fn, 200, reps)
-            rows.append(dict(part=name, us_min=min(us), us_median=statistics.median(us)))
-    return rows
-
-
-def _slots(run, x, s, h) -> None:
-    a = run.args.slots
-    a[0], a[3], a[4], a[7], a[8], a[9] = (
-        x.data_ptr(), s.data_ptr(), h.data_ptr(), x.data_ptr(), 0, 0,
-    )  # fmt: skip
-
-
 def gpu_rows(calls: int, reps: int) -> list[dict]:
     from suite.ops import adaln
     from suite.ops.baselines import eager_adaln
@@ -362,14 +286,27 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=30, help="bursts per measurement (default 30)")
     ap.add_argument("--cpu", action="store_true", help="the stubbed CPU measurement even with CUDA")
     ap.add_argument(
-        "--breakdown", action="store_true", help="stubbed host cost of each layer (CPU tensors)"
+        "--breakdown",
+        action="store_true",
+        help="host cost of each piece of fwd and bwd, and fwd+bwd split at the autograd "
+        "engine's seams (suite.ops.host_breakdown; real driver on a GPU, stubbed with --cpu)",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="with --breakdown on a GPU: torch.profiler rows too"
     )
     a = ap.parse_args(argv)
+    if a.calls < 1 or a.reps < 3:
+        ap.error(f"--calls must be >= 1 and --reps >= 3, got {a.calls} and {a.reps}")
     import pandas as pd
 
-    gpu = torch.cuda.is_available() and not a.cpu and not a.breakdown
+    gpu = torch.cuda.is_available() and not a.cpu
     if a.breakdown:
-        rows, name = breakdown_rows(a.reps), "host_path_breakdown_cpu.csv"
+        from suite.ops import host_breakdown as hbd
+
+        rows = hbd.gpu_rows(a.calls, a.reps) if gpu else hbd.cpu_rows(a.calls, a.reps)
+        if gpu and a.profile:
+            rows += hbd.profile_rows()
+        name = f"host_path_breakdown_{'gpu' if gpu else 'cpu'}.csv"
     else:
         rows = gpu_rows(a.calls, a.reps) if gpu else cpu_rows(a.calls, a.reps)
         name = f"host_path_{'gpu' if gpu else 'cpu'}.csv"
