@@ -29,7 +29,8 @@ slot() { local cap=$1 reserve=$2 left=$(( BUDGET - ($(date +%s) - T0) - $2 )); e
 declare -A RC
 
 stamp "environment" | tee "$LOGS/env.txt"
-{ gpu_env; echo "suite commit: ${SUITE_GIT_SHA:-unknown}"; lscpu | grep -m1 "Model name"; nproc; } 2>&1 | tee -a "$LOGS/env.txt"
+{ gpu_env; echo "suite commit: ${SUITE_GIT_SHA:-unknown}"; lscpu | grep -m1 "Model name"; nproc
+  echo "CUDA_MODULE_LOADING=${CUDA_MODULE_LOADING:-unset} governor=$(cat /sys/devices/system/cpu/cpu0/cpufreq/scaling_governor 2>/dev/null || echo n/a)"; } 2>&1 | tee -a "$LOGS/env.txt"
 
 stamp "NVRTC prebuild"
 timeout "$(slot 75 260)" python3 - <<'PY' 2>&1 | tail -4

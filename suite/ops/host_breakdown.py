@@ -14,7 +14,9 @@ stream) at the burst shapes; on the CPU (no CUDA, or --cpu) the driver is stubbe
               call, the forward's return, the backward's entry and exit (a wrapper around the
               autograd.Function's backward, on the engine's device thread on a GPU) and
               autograd.grad's return; median of each segment. The same for the autograd floor
-              (host_bench._Floor: allocations only), so the engine's own cost is side by side.
+              (host_bench._Floor: allocations only), so the engine's own cost is side by side;
+              then both again with the calling thread and the engine's thread on one core
+              (impl "op, 1 core"): a backward slowed by a cold core's caches shows there.
 
 `profile_rows` adds torch.profiler's CPU-side events of `calls` fwd+bwd calls (kind=profile).
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import statistics
 import time
 
@@ -51,12 +54,15 @@ def host_loop_us(fn, calls: int, reps: int, settle=lambda: None) -> list[float]:
 
 
 @contextlib.contextmanager
-def stamped_backward(cls, stamps: list):
-    """Within: cls.backward appends perf_counter_ns() at its entry and exit to `stamps`."""
+def stamped_backward(cls, stamps: list, cpus: set[int] | None = None):
+    """Within: cls.backward appends perf_counter_ns() at its entry and exit to `stamps`; with
+    `cpus`, the thread running it (the engine's device thread on a GPU) is first pinned there."""
     inner = cls.__dict__["backward"]
 
     def backward(ctx, *grads):
         stamps.append(time.perf_counter_ns())
+        if cpus is not None and os.sched_getaffinity(0) != cpus:
+            os.sched_setaffinity(0, cpus)  # 0: the calling thread (Linux)
         out = inner.__func__(ctx, *grads)
         stamps.append(time.perf_counter_ns())
         return out
@@ -71,12 +77,26 @@ def stamped_backward(cls, stamps: list):
 SEGMENTS = ("forward", "engine -> backward entry", "backward body", "backward exit -> return")
 
 
-def split_rows(impl, cls, x, e, dy, calls: int, settle, label: str) -> list[dict]:
-    """fwd+bwd stamped at the engine's seams (module docstring); median us per segment."""
+@contextlib.contextmanager
+def one_cpu():
+    """Within: this thread pinned to one of its CPUs; yields that CPU set (for stamped_backward,
+    so the engine's thread shares the core and its caches). Restored on exit."""
+    saved = os.sched_getaffinity(0)
+    cpus = {min(saved)}
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield cpus
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
+def split_rows(impl, cls, x, e, dy, calls: int, settle, label: str, cpus=None) -> list[dict]:
+    """fwd+bwd stamped at the engine's seams (module docstring); median us per segment. `cpus`:
+    the backward's thread pinned there (see one_cpu)."""
     s, h = e[:, 1:2], e[:, 0:1]
     inner: list[int] = []
     seg: list[list[float]] = [[] for _ in SEGMENTS]
-    with stamped_backward(cls, inner):
+    with stamped_backward(cls, inner, cpus):
         for i in range(calls + 3):
             inner.clear()
             t0 = time.perf_counter_ns()
@@ -211,8 +231,18 @@ def _rows_at(B, N, D, dev, calls: int, reps: int, settle) -> list[dict]:
         us = host_loop_us(fn, calls, reps, settle)
         rows.append(dict(kind="piece", impl="op", part=name, us_min=min(us),
                          us_median=statistics.median(us)))  # fmt: skip
-    rows += split_rows(adaln, A._EagerAdaLNRows, x, e, dy, calls * reps // 4, settle, "op")
-    rows += split_rows(hb.autograd_floor, hb._Floor, x, e, dy, calls * reps // 4, settle, "floor")
+    n = calls * reps // 4
+    rows += split_rows(adaln, A._EagerAdaLNRows, x, e, dy, n, settle, "op")
+    rows += split_rows(hb.autograd_floor, hb._Floor, x, e, dy, n, settle, "floor")
+    # The same with both threads on one core: if the backward's Python runs slower on the
+    # engine's thread because that core's caches are cold, this is where it shows.
+    saved = os.sched_getaffinity(0)
+    with one_cpu() as cpus:
+        rows += split_rows(adaln, A._EagerAdaLNRows, x, e, dy, n, settle, "op, 1 core", cpus)
+        rows += split_rows(hb.autograd_floor, hb._Floor, x, e, dy, n, settle, "floor, 1 core",
+                           cpus)  # fmt: skip
+    for cls, impl in ((A._EagerAdaLNRows, adaln), (hb._Floor, hb.autograd_floor)):
+        split_rows(impl, cls, x, e, dy, 1, settle, "", saved)  # the engine's thread unpinned
     for r in rows:
         r.update(shape=shape, device="cuda" if dev == "cuda" else "cpu (driver stubbed)")
     return rows
