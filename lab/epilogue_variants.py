@@ -17,6 +17,8 @@ takes two reductions (two barriers) per row. Each candidate changes one of those
   bwd-early    backward: d_x_new and y loaded with x_new and d_out, before the reduction
   early+lb2    both of bwd-early and lb2
   onepass      forward: mean and mean of squares in one reduction (E[x^2] - mean^2 in fp32)
+  fwd-packed   forward: the prefetched next row kept in its 16-byte words (half the registers
+               of its fp32 copy, as the AdaLN op's prefetch), packed+lb2 with lb2
 
 Timing (suite.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
 of `reps`, against a device copy of the same byte floor; the kernels are called through
@@ -53,6 +55,8 @@ CANDIDATES = {
     "bwd-early": lambda c: replace(c, defines=("EP_BWD_EARLY=1",)),
     "early+lb2": lambda c: replace(c, defines=("EP_BWD_EARLY=1", "EP_MINB=2")),
     "onepass": lambda c: replace(c, defines=("EP_ONEPASS=1",)),
+    "fwd-packed": lambda c: replace(c, defines=("EP_FWD_PACKED=1",)),
+    "packed+lb2": lambda c: replace(c, defines=("EP_FWD_PACKED=1", "EP_MINB=2")),
 }
 
 

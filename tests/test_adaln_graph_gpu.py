@@ -62,3 +62,21 @@ def test_graph_check_captures_every_impl_in_fresh_processes(tmp_path):
         assert r["captured"], r
         assert r["bitwise"], r
     assert rows[0]["bwd_stream_capturing"]  # the op's backward ran on the capturing stream
+
+
+def test_first_backward_of_a_shape_inside_the_capture():
+    """Only the no-grad forward of this shape ran before: the backward's plan (functions,
+    occupancy, shared-memory attributes) is built by the forward inside the capture and the
+    backward's first launches are captured. Last in this file: a failed capture breaks the
+    process's CUDA state."""
+    x, e, dy = _static(2, 77, 1536)
+    with torch.no_grad():
+        adaln(x, e[:, 1:2], e[:, 0:1])
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_out = _step(x, e, dy)
+    g.replay()
+    torch.cuda.synchronize()
+    for got, ref in zip(static_out, _step(x, e, dy)):
+        assert torch.equal(got, ref.detach())

@@ -171,6 +171,11 @@ class _EagerAdaLNRows(torch.autograd.Function):
             from suite.ops import fused_cuda
 
             y, ctx.stats = fused_cuda.forward_stats(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
+            ctx.plan = (  # the backward's plan, built here (fused_cuda.backward_plan)
+                fused_cuda.backward_plan(x, out_dtype, scale, MODE_SAMPLE, bwd_impl,
+                                         (table.shape, si, hi))
+                if x.shape[0] * x.shape[1] else None
+            )  # fmt: skip
         else:
             y, mean, rstd = ref.forward(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
             ctx.stats = (mean, rstd)
@@ -192,8 +197,9 @@ class _EagerAdaLNRows(torch.autograd.Function):
             p, B, N = ctx.stats.data_ptr(), x.shape[0], x.shape[1]
             rows = (dtable, si, hi)  # the finalize writes rows si, hi and zeroes the others
             dx = fused_cuda.backward(
-                dy.contiguous(), x, ctx.scale, p, p + 4 * B * N, MODE_SAMPLE, ctx.impl, rows
-            )[0]
+                dy.contiguous(), x, ctx.scale, p, p + 4 * B * N, MODE_SAMPLE, ctx.impl, rows,
+                ctx.plan,
+            )[0]  # fmt: skip
         else:
             mean, rstd = ctx.stats
             dtable = torch.zeros(table.shape, dtype=torch.float32)

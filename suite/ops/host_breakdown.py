@@ -140,14 +140,10 @@ def _pieces(B, N, D, dev, dy, x, e) -> dict:
     ctx = y.grad_fn
     fplan = next(v for k, v in fused_cuda._fwd_plans.items() if k[0] == x.shape)
     fwd = fplan[3] or fplan[4]
-    bkey, bplan = next((k, v) for k, v in fused_cuda._bwd_plans.items() if k[0] == x.shape)
+    bplan = next(v for k, v in fused_cuda._bwd_plans.items() if k[0] == x.shape)
     row, part_numel, fin = bplan.vec or bplan.scalar
     idx = x.device.index if x.is_cuda else 0
     stream = L.current_stream_handle(idx)
-
-    def bwd_key():
-        return (x.shape, x.stride(), s.stride(), x.dtype, s.dtype, dy.dtype, 0, "fused", x.device,
-                (table.shape, 1, 0), bkey[-1])  # fmt: skip
 
     def finalize():
         if bplan.pdl:
@@ -200,7 +196,9 @@ def _pieces(B, N, D, dev, dy, x, e) -> dict:
         "bwd:   fused_cuda.backward, table rows (whole)": lambda: fused_cuda.backward(
             dy, xs, ss, 0, 0, 0, "fused", (table, 1, 0)
         ),
-        "bwd:     plan key + lookup": lambda: fused_cuda._bwd_plans.get(bwd_key()),
+        "fwd:   backward_plan (key + lookup, at forward time)": lambda: fused_cuda.backward_plan(
+            xs, torch.bfloat16, ss, 0, "fused", (table.shape, 1, 0)
+        ),
         "bwd:     torch.empty dx [B, N, D] bf16": lambda: torch.empty(
             (B, N, D), dtype=torch.bfloat16, device=dev
         ),
