@@ -250,6 +250,7 @@ def gpu_rows(calls: int, reps: int) -> list[dict]:
 
 def _graph_us(fn, calls: int, reps: int) -> float | str:
     """GPU time per call of `calls` calls replayed from one CUDA graph (events, median)."""
+    first: list[str] = []
     try:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -260,7 +261,11 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for _ in range(calls):
-                fn()
+                try:
+                    fn()
+                except Exception as err:  # capture_end's error would hide this one
+                    first.append(f"{type(err).__name__}: {str(err).splitlines()[0][:80]}")
+                    raise
         g.replay()
         torch.cuda.synchronize()
         out = []
@@ -275,7 +280,8 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
     except Exception as err:  # a capture failure is a result to report, not a crash
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
-        return f"not run: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+        inside = f" (first, inside the capture: {first[0]})" if first else ""
+        return f"not run: {type(err).__name__}: {str(err).splitlines()[0][:80]}{inside}"
 
 
 def main(argv=None) -> None:
