@@ -24,7 +24,7 @@ def test_every_piece_and_segment_is_timed(rows):
     pieces = {r["part"] for r in rows if r["kind"] == "piece"}
     assert {"bwd:     torch.empty dx [B, N, D] bf16", "bwd:     launch_packed (row kernel)",
             "fwd+bwd: autograd floor (autograd.grad of _Floor)"} <= pieces  # fmt: skip
-    for impl in ("op", "floor", "op, 1 core", "floor, 1 core"):
+    for impl in ("op", "floor", "op, 1 core", "floor, 1 core", "op, 1 autograd thread"):
         split = {r["part"]: r for r in rows if r["kind"] == "split" and r["impl"] == impl}
         assert set(split) == {*hbd.SEGMENTS, "total (fwd+bwd)"}
         assert all(r["us_min"] > 0 for r in split.values())

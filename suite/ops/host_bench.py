@@ -9,7 +9,9 @@ e[:, 1:2], e[:, 0:1]), at B x N = 8 x 1560 and 1 x 4096, forward (no grad) and f
   burst_us   50 calls then synchronise, wall time per call (what a training step sees)
   host_us    the same 50 calls enqueued behind a long GPU spin: host time per call alone
   graph_us   the 50 calls captured in one CUDA graph and replayed: the GPU time per call
-for the op, eager (F.layer_norm + modulate), and torch.compile of that eager function.
+for the op, eager (F.layer_norm + modulate), torch.compile of that eager function and the
+autograd floor (_Floor); fwd+bwd of the op and the floor also with the backward on the calling
+thread (torch.autograd.set_multithreading_enabled(False): impl "... (1 autograd thread)").
 
 CPU (no CUDA; `--cpu` forces it): the op's CUDA host path on CPU tensors with every driver
 call stubbed (suite.ops.host_bench.stub_launches): the public function, validation cache,
@@ -219,6 +221,11 @@ def cpu_rows(calls: int, reps: int) -> list[dict]:
     return rows
 
 
+# fwd+bwd again with torch.autograd.set_multithreading_enabled(False): the backward runs on the
+# calling thread, not on autograd's CUDA device thread (no two thread hand-offs per call)
+ONE_THREAD = " (1 autograd thread)"
+
+
 def gpu_rows(calls: int, reps: int) -> list[dict]:
     from suite.ops import adaln
     from suite.ops.baselines import eager_adaln
@@ -235,15 +242,21 @@ def gpu_rows(calls: int, reps: int) -> list[dict]:
     for B, N, D in SHAPES:
         for grad in (False, True):
             x, e, dy = _inputs(B, N, D, "cuda", grad)
-            for name, impl in impls.items():
+            runs = [(name, impl, True) for name, impl in impls.items()]
+            if grad:
+                runs += [
+                    (name + ONE_THREAD, impls[name], False) for name in ("op", "autograd-floor")
+                ]
+            for name, impl, threads in runs:
                 fn = _calls(impl, x, e, dy, grad)
-                burst = per_call_us(fn, calls, reps, sync)
-                spin = lambda: torch.cuda._sleep(200_000_000)  # noqa: E731  (~0.1 s ahead)
-                host = per_call_us(fn, calls, max(3, reps // 5), before=spin)
-                sync()
                 row = dict(shape=f"{B}x{N}x{D}", op="fwd+bwd" if grad else "fwd", impl=name)
-                row.update(burst_us=statistics.median(burst), host_us=statistics.median(host))
-                row["graph_us"] = _graph_us(fn, calls, reps)
+                with torch.autograd.set_multithreading_enabled(threads):
+                    burst = per_call_us(fn, calls, reps, sync)
+                    spin = lambda: torch.cuda._sleep(200_000_000)  # noqa: E731  (~0.1 s ahead)
+                    host = per_call_us(fn, calls, max(3, reps // 5), before=spin)
+                    sync()
+                    row.update(burst_us=statistics.median(burst), host_us=statistics.median(host))
+                    row["graph_us"] = _graph_us(fn, calls, reps) if threads else "not run: as above"
                 rows.append(row)
     return rows
 

@@ -15,8 +15,10 @@ stream) at the burst shapes; on the CPU (no CUDA, or --cpu) the driver is stubbe
               autograd.Function's backward, on the engine's device thread on a GPU) and
               autograd.grad's return; median of each segment. The same for the autograd floor
               (host_bench._Floor: allocations only), so the engine's own cost is side by side;
-              then both again with the calling thread and the engine's thread on one core
-              (impl "op, 1 core"): a backward slowed by a cold core's caches shows there.
+              then both again with the backward on the calling thread (impl "op, 1 autograd
+              thread": torch.autograd.set_multithreading_enabled(False)) and with the calling
+              thread and the engine's thread on one core (impl "op, 1 core"): a backward slowed
+              by the hand-off or by a cold core's caches shows there.
 
 `profile_rows` adds torch.profiler's CPU-side events of `calls` fwd+bwd calls (kind=profile).
 """
@@ -232,8 +234,13 @@ def _rows_at(B, N, D, dev, calls: int, reps: int, settle) -> list[dict]:
     n = calls * reps // 4
     rows += split_rows(adaln, A._EagerAdaLNRows, x, e, dy, n, settle, "op")
     rows += split_rows(hb.autograd_floor, hb._Floor, x, e, dy, n, settle, "floor")
-    # The same with both threads on one core: if the backward's Python runs slower on the
-    # engine's thread because that core's caches are cold, this is where it shows.
+    # The backward on the calling thread (no hand-off to autograd's device thread) ...
+    with torch.autograd.set_multithreading_enabled(False):
+        rows += split_rows(adaln, A._EagerAdaLNRows, x, e, dy, n, settle, "op, 1 autograd thread")
+        rows += split_rows(hb.autograd_floor, hb._Floor, x, e, dy, n, settle,
+                           "floor, 1 autograd thread")  # fmt: skip
+    # ... and on the device thread with both threads on one core: if the backward's Python runs
+    # slower there because that core's caches are cold, this is where it shows.
     saved = os.sched_getaffinity(0)
     with one_cpu() as cpus:
         rows += split_rows(adaln, A._EagerAdaLNRows, x, e, dy, n, settle, "op, 1 core", cpus)
