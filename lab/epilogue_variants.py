@@ -109,6 +109,21 @@ def _calls(op: str, a: dict, tune):
     return fwd, bwd
 
 
+def _kernel_facts(cfg: ec.EpilogueConfig) -> dict[str, dict]:
+    """Per pass: ptxas registers and spill bytes of the kernel, and its resident CTAs per SM."""
+    from suite.cuda.compile import resources
+    from suite.cuda.launch import device_arch, max_blocks_per_sm
+
+    res = resources(ec.build(cfg, device_arch(0)))
+    out = {}
+    for p, name in (("fwd", cfg.fwd()), ("bwd", cfg.bwd())):
+        r = res.get(name, {})
+        out[p] = dict(registers=r.get("registers"),
+                      spill_bytes=r.get("spill_stores", 0) + r.get("spill_loads", 0),
+                      ctas_per_sm=max_blocks_per_sm(ec._fn(cfg, name, 0), cfg.threads))  # fmt: skip
+    return out
+
+
 def _max_diff(got, want) -> float:
     worst = 0.0
     for g, w in zip(got, want):
@@ -145,6 +160,7 @@ def run(candidates, ns, reps: int, out: Path) -> list[dict]:
                         note = f"not run: {type(err).__name__}: {str(err).splitlines()[0]}"
                     if name == "shipped":
                         ref = outs
+                    kern = _kernel_facts(cfg) if not note else {}
                     for p, samples in res.items():
                         med = statistics.median(samples) if samples else float("nan")
                         diff = _max_diff(outs[p], ref[p]) if p in outs and p in ref else None
@@ -152,7 +168,7 @@ def run(candidates, ns, reps: int, out: Path) -> list[dict]:
                             op=op, pass_=p, candidate=name, N=N, D=D, threads=cfg.threads,
                             defines=" ".join(cfg.defines), median_ms=med, reps=len(samples),
                             copy_ms=copies[p], pct_copy=100 * copies[p] / med,
-                            max_abs_vs_shipped=diff, gpu=gpu, note=note[:200],
+                            max_abs_vs_shipped=diff, **kern.get(p, {}), gpu=gpu, note=note[:200],
                             samples_ms=" ".join(f"{v:.5f}" for v in samples),
                         ))  # fmt: skip
                 print(f"[{time.time() - t0:6.1f} s] {op} N={N} D={D}", flush=True)
@@ -181,7 +197,11 @@ def table(csv: Path) -> str:
     df = pd.read_csv(csv)
     pct = df.pivot_table(index=["op", "pass", "N", "D"], columns="candidate", values="pct_copy")
     order = [c for c in CANDIDATES if c in pct]
-    return pct[order].round(0).to_string()
+    text = pct[order].round(0).to_string()
+    if "ctas_per_sm" in df:
+        occ = df.pivot_table(index=["op", "pass", "D"], columns="candidate", values="ctas_per_sm")
+        text += "\nresident CTAs per SM:\n" + occ[order].to_string()
+    return text
 
 
 def main(argv=None) -> int:

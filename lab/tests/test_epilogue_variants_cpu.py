@@ -45,3 +45,19 @@ def test_candidates_table():
     assert len(CONFIGS) == len(ev.OPS) * len(ev.WIDTHS) * len(ev.CANDIDATES)
     with pytest.raises(SystemExit):
         ev.main(["--only", "nope", "--out", "/tmp/x"])
+
+
+def test_kernel_facts_of_a_candidate():
+    """Registers and spills from the ptxas report, CTAs per SM from the occupancy query (stubbed
+    here: 2)."""
+    from suite.ops import host_bench
+
+    cfg = ev.CANDIDATES["lb2"](
+        ec.EpilogueConfig("bf16", "bf16", 3072, ev.OPS["residual_norm"], True)
+    )
+    with host_bench.stub_launches():
+        facts = ev._kernel_facts(cfg)
+    assert set(facts) == {"fwd", "bwd"}
+    for f in facts.values():
+        assert 0 < f["registers"] <= 65536 // (2 * cfg.threads) and f["ctas_per_sm"] == 2
+        assert f["spill_bytes"] == 0
