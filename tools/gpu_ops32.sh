@@ -112,9 +112,9 @@ def breakdown(t):
     s = t[t.kind == "split"].pivot_table(index=["shape", "part"], columns="impl", values="us_median")
     print("fwd+bwd split at the engine's seams, median us (op vs autograd floor):")
     print(s.round(1).to_string())
-    p = t[t.kind == "piece"].pivot_table(index="part", columns="shape", values="us_median")
-    print("pieces timed alone, median us:")
-    print(p.round(2).to_string())
+    p = t[t.kind == "piece"].pivot_table(index="part", columns="shape", values="us_min")
+    print("pieces timed alone, min us (all in host_path_breakdown_gpu.csv):")
+    print(p.round(1).to_string())
 def graphs(t):
     cols = [c for c in ("shape", "impl", "mode", "captured", "bitwise", "replay_us", "error") if c in t]
     print("fwd+bwd CUDA-graph capture:")
@@ -124,8 +124,9 @@ def variants(t):
     piv = t.pivot_table(index=["op", "pass", "D"], columns="candidate", values="pct_copy")
     print(piv.round(0).to_string())
 def bench(t):
-    piv = t.pivot_table(index=["op", "pass", "N", "D"], columns="impl", values="pct_copy")
-    print("epilogue benchmark, % of copy of the byte floor:")
+    piv = t[t.N == t.N.max()].pivot_table(index=["op", "pass", "N", "D"], columns="impl",
+                                          values="pct_copy")
+    print("epilogue benchmark, % of copy of the byte floor (largest N; all in the CSV):")
     print(piv.round(0).to_string())
 def bandwidth(t):
     print("AdaLN bf16 bandwidth, % of copy (target >= 90):")
