@@ -103,11 +103,11 @@ def show(name, fn):
     except Exception as err:  # a summary must not hide the rest
         print(f"{name}: {type(err).__name__}: {err}")
 def burst(t):
-    t["graph_us"] = pd.to_numeric(t.graph_us, errors="coerce")
-    print("host path, us per call (burst | host-only | graph replay):")
+    print("host path, us per call (burst | host-only):")
     piv = t.pivot_table(index=["shape", "op"], columns="impl", values=["burst_us", "host_us"])
     print(piv.round(1).to_string())
-    print(t[t.impl == "op"][["shape", "op", "graph_us"]].round(1).to_string(index=False))
+    print("op, CUDA-graph replay us per call:")
+    print(t[t.impl == "op"][["shape", "op", "graph_us"]].to_string(index=False, max_colwidth=110))
 def breakdown(t):
     s = t[t.kind == "split"].pivot_table(index=["shape", "part"], columns="impl", values="us_median")
     print("fwd+bwd split at the engine's seams, median us (op vs autograd floor):")
@@ -120,9 +120,10 @@ def graphs(t):
     print("fwd+bwd CUDA-graph capture:")
     print(t[cols].to_string(index=False, max_colwidth=70))
 def variants(t):
-    print("epilogue candidates, % of copy at N = 75600 (vs shipped = time ratio):")
+    print("epilogue candidates, % of copy at N = 75600 (CTAs per SM, max abs vs shipped: CSV):")
     piv = t.pivot_table(index=["op", "pass", "D"], columns="candidate", values="pct_copy")
-    print(piv.round(0).to_string())
+    order = [c for c in t.candidate.drop_duplicates() if c in piv]  # shipped first
+    print(piv[order].round(0).to_string())
 def bench(t):
     piv = t[t.N == t.N.max()].pivot_table(index=["op", "pass", "N", "D"], columns="impl",
                                           values="pct_copy")
