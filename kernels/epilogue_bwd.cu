@@ -9,7 +9,7 @@
 #include "epilogue_common.cuh"
 
 template <typename TX, typename TO, int D, int RT, int F, bool VECTOR>
-__global__ void __launch_bounds__(RT, 1)
+__global__ void __launch_bounds__(RT, EP_MINB)
 epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or x): [B * N, D]
              const TX* __restrict__ y, i64 syb, i64 syn,       // the residual's y (EP_GATE only)
              const float* __restrict__ gate, i64 sgb, i64 sgn,
@@ -50,6 +50,11 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
     float xh[NCH][VEC], go[NCH][VEC];
     load_row<VECTOR, TX, D, RT>(xs + row * D, t, xh);
     load_row<VECTOR, TO, D, RT>(d_out + row * D, t, go);
+    float dn[NCH][VEC], yv[NCH][VEC];  // d_x_new and y (EP_RESID; y with EP_GATE)
+#if EP_BWD_EARLY
+    if constexpr (RESID) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
+    if constexpr (RESID && GATE) load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
+#endif
     if constexpr (MOD && MTOK) load_row<VECTOR, float, D, RT>(scale + s.b * smb + n * smn, t, sc);
     float dsc[NCH][VEC];
     float r[2] = {0.f, 0.f};  // sum(g_x), sum(g_x * xh) over the row
@@ -96,8 +101,9 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
 #pragma unroll
       for (int j = 0; j < VEC; ++j) xh[c][j] = rs * (go[c][j] - m1 - xh[c][j] * m2);
     if constexpr (RESID) {
-      float dn[NCH][VEC];
+#if !EP_BWD_EARLY
       load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
+#endif
 #pragma unroll
       for (int c = 0; c < NCH; ++c)
 #pragma unroll
@@ -106,8 +112,9 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
     store_row<VECTOR, TX, D, RT>(dx + row * D, t, xh);
     if constexpr (RESID) {
       if constexpr (GATE) {
-        float yv[NCH][VEC];
+#if !EP_BWD_EARLY
         load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
+#endif
         if constexpr (GTOK) load_row<VECTOR, float, D, RT>(gate + s.b * sgb + n * sgn, t, g);
 #pragma unroll
         for (int c = 0; c < NCH; ++c)

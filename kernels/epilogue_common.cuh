@@ -6,10 +6,30 @@
 // Which operands exist is a compile-time flag set F: absent operands cost no registers and no
 // loads. Per-sample operands (gate, scale, shift: one row per sample) are loaded once per CTA,
 // since a CTA walks rows of one sample; per-token ones once per row.
-// Kernels declare __launch_bounds__(RT, 1): with (RT) alone ptxas held two per-token backwards
-// (sm_90) at 32 and 48 registers and spilled; with the 1 it keeps them in registers.
+// Kernels declare __launch_bounds__(RT, EP_MINB), EP_MINB = 1: with (RT) alone ptxas held two
+// per-token backwards (sm_90) at 32 and 48 registers and spilled; with the 1 it keeps them in
+// registers.
+//
+// Lab switches (lab/epilogue_variants.py compiles candidates with -D; the shipped kernels are
+// built without any, so these defaults are the shipped code):
+//   EP_MINB       min CTAs per SM in __launch_bounds__ (a register cap of 64K / (RT * EP_MINB))
+//   EP_ONEPASS    forward LayerNorm: sum and sum of squares in one reduction (one barrier)
+//   EP_BWD_EARLY  backward: d_x_new and y are loaded with x_new and d_out, before the reduction
+//   EP_FWD_PACKED forward (vector loads): the prefetched next row kept packed (Raw, unpack)
 #pragma once
 #include "adaln_common.cuh"
+#ifndef EP_MINB
+#define EP_MINB 1
+#endif
+#ifndef EP_ONEPASS
+#define EP_ONEPASS 0
+#endif
+#ifndef EP_BWD_EARLY
+#define EP_BWD_EARLY 0
+#endif
+#ifndef EP_FWD_PACKED
+#define EP_FWD_PACKED 0
+#endif
 
 #define EP_GATE 1       // x_new = x + y * gate (else x + y)
 #define EP_GATE_TOK 2   // gate is [B, N, D] (else one row per sample)
@@ -45,6 +65,20 @@ __device__ __forceinline__ void load_row(const T* __restrict__ p, int t, float (
     } else {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;
+    }
+  }
+}
+
+// load_row's words kept packed (vector layout only); columns past D read 0.
+template <typename T, int D, int RT, int NCH, int VEC>
+__device__ __forceinline__ void load_row_raw(const T* __restrict__ p, int t, Raw<T, VEC> (&r)[NCH]) {
+#pragma unroll
+  for (int c = 0; c < NCH; ++c) {
+    const int d0 = (c * RT + t) * VEC;
+    if (d0 < D) {
+      load_raw(p, d0, r[c]);
+    } else {
+      zero_raw(r[c]);
     }
   }
 }

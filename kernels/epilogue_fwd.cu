@@ -6,7 +6,7 @@
 #include "epilogue_common.cuh"
 
 template <typename TX, typename TO, int D, int RT, int F, bool VECTOR>
-__global__ void __launch_bounds__(RT, 1)
+__global__ void __launch_bounds__(RT, EP_MINB)
 epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = x + b*sxb + n*sxn
              const TX* __restrict__ y, i64 syb, i64 syn,
              const float* __restrict__ gate, i64 sgb, i64 sgn,
@@ -38,22 +38,42 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
 
   // Software pipeline: row n + 1's x and y are loaded before row n's reductions, so a CTA keeps
   // two rows of loads in flight (64-bit offsets: B * N * D may pass 2^31).
+  // EP_FWD_PACKED (vector loads only): the prefetched row stays in its 16-byte words until used,
+  // half the registers of its fp32 copy.
+  constexpr bool PACKED = EP_FWD_PACKED && VECTOR;
   float xc[NCH][VEC], yc[NCH][VEC];
-  load_row<VECTOR, TX, D, RT>(x + s.b * sxb + s.n0 * sxn, t, xc);
-  if constexpr (RESID) load_row<VECTOR, TX, D, RT>(y + s.b * syb + s.n0 * syn, t, yc);
+  Raw<TX, VEC> xr[NCH], yr[NCH];
+  if constexpr (PACKED) {
+    load_row_raw<TX, D, RT>(x + s.b * sxb + s.n0 * sxn, t, xr);
+    if constexpr (RESID) load_row_raw<TX, D, RT>(y + s.b * syb + s.n0 * syn, t, yr);
+  } else {
+    load_row<VECTOR, TX, D, RT>(x + s.b * sxb + s.n0 * sxn, t, xc);
+    if constexpr (RESID) load_row<VECTOR, TX, D, RT>(y + s.b * syb + s.n0 * syn, t, yc);
+  }
   for (i64 n = s.n0; n < s.n1; ++n) {
     const i64 row = s.b * N + n;
     float v[NCH][VEC], yv[NCH][VEC];
 #pragma unroll
-    for (int c = 0; c < NCH; ++c)
+    for (int c = 0; c < NCH; ++c) {
+      if constexpr (PACKED) {
+        unpack(xr[c], v[c]);
+        if constexpr (RESID) unpack(yr[c], yv[c]);
+      } else {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        v[c][j] = xc[c][j];
-        yv[c][j] = yc[c][j];
+        for (int j = 0; j < VEC; ++j) {
+          v[c][j] = xc[c][j];
+          yv[c][j] = yc[c][j];
+        }
       }
+    }
     if (n + 1 < s.n1) {  // uniform across the CTA
-      load_row<VECTOR, TX, D, RT>(x + s.b * sxb + (n + 1) * sxn, t, xc);
-      if constexpr (RESID) load_row<VECTOR, TX, D, RT>(y + s.b * syb + (n + 1) * syn, t, yc);
+      if constexpr (PACKED) {
+        load_row_raw<TX, D, RT>(x + s.b * sxb + (n + 1) * sxn, t, xr);
+        if constexpr (RESID) load_row_raw<TX, D, RT>(y + s.b * syb + (n + 1) * syn, t, yr);
+      } else {
+        load_row<VECTOR, TX, D, RT>(x + s.b * sxb + (n + 1) * sxn, t, xc);
+        if constexpr (RESID) load_row<VECTOR, TX, D, RT>(y + s.b * syb + (n + 1) * syn, t, yc);
+      }
     }
     if constexpr (RESID) {
       if constexpr (GATE && GTOK) load_row<VECTOR, float, D, RT>(gate + s.b * sgb + n * sgn, t, g);
@@ -77,7 +97,22 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
       buf ^= 1;
       rs = rsqrtf(q[0] * (1.f / D) + eps);
     } else {
+#if EP_ONEPASS
+      float q[2] = {0.f, 0.f};  // padded lanes hold 0
+#pragma unroll
+      for (int c = 0; c < NCH; ++c)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          q[0] += v[c][j];
+          q[1] += v[c][j] * v[c][j];
+        }
+      group_sum<RT, 1>(q, red, buf, t, 0);
+      buf ^= 1;
+      mu = q[0] * (1.f / D);
+      rs = rsqrtf(fmaxf(q[1] * (1.f / D) - mu * mu, 0.f) + eps);
+#else
       row_stats<D, RT, 1>(v, red, buf, t, 0, eps, mu, rs);
+#endif
       if (t == 0) mean_out[row] = mu;
     }
     if (t == 0) rstd_out[row] = rs;

@@ -183,3 +183,17 @@ def test_every_backward_layout_launches_its_kernels(stub, case, launches):
     grads = torch.autograd.grad(y, ins, torch.ones_like(y))
     assert [g.shape for g in grads] == [t.shape for t in ins]
     assert stub.launches == launches
+
+
+def test_functorch_transforms_take_the_stock_apply(stub):
+    """The eager path skips Function.apply's Python layer only outside functorch transforms:
+    inside one the stock apply runs and says why the op is not transformable."""
+    x = torch.randn(B, N, D, dtype=torch.bfloat16)
+    e = torch.randn(B, 6, D)
+
+    def loss(e):
+        return adaln(x, e[:, 1:2], e[:, 0:1]).float().sum()
+
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(loss)(e)
+    assert stub.launches == 0

@@ -46,26 +46,34 @@ def _use_cuda(x: Tensor) -> bool:
     return isinstance(x, Tensor) and x.is_cuda
 
 
+_fused_cuda = []  # [suite.ops.fused_cuda] after the first CUDA call (it loads the driver bindings)
+
+
+def _cuda():
+    """suite.ops.fused_cuda, imported on first use (a per-call import statement costs ~1 us)."""
+    if not _fused_cuda:
+        from suite.ops import fused_cuda
+
+        _fused_cuda.append(fused_cuda)
+    return _fused_cuda[0]
+
+
 def _lastdim_contig(t: Tensor) -> Tensor:
     return t if t.stride(-1) == 1 or t.shape[-1] == 1 else t.contiguous()
 
 
 def _forward_impl(x, scale, shift, eps: float, mode: int, out_dtype):
     if _use_cuda(x):
-        from suite.ops import fused_cuda
-
         x, scale, shift = (_lastdim_contig(t) for t in (x, scale, shift))
-        return fused_cuda.forward(x, scale, shift, eps, mode, out_dtype)
+        return _cuda().forward(x, scale, shift, eps, mode, out_dtype)
     y, mean, rstd = ref.forward(x, scale, shift, eps, mode, out_dtype)
     return y.contiguous(), mean.contiguous(), rstd.contiguous()
 
 
 def _backward_impl(dy, x, scale, mean, rstd, mode: int, impl: str):
     if _use_cuda(x):
-        from suite.ops import fused_cuda
-
         x, scale = _lastdim_contig(x), _lastdim_contig(scale)
-        dx, dsc, dsh = fused_cuda.backward(dy.contiguous(), x, scale, mean, rstd, mode, impl)
+        dx, dsc, dsh = _cuda().backward(dy.contiguous(), x, scale, mean, rstd, mode, impl)
     else:
         dx, dsc, dsh = ref.backward(dy, x, scale, mean, rstd, mode)
     shape = scale.shape
@@ -150,10 +158,28 @@ class _EagerAdaLN(torch.autograd.Function):
         return _grads(ctx, dy, _backward_impl)
 
 
+def _c_apply(cls, tensors: int):
+    """cls.apply without Function.apply's Python layer (default-argument binding, functorch's
+    transform check and dead-wrapper unwrapping over every argument: ~10 us a call at 8
+    arguments on the CPU stub). The C apply under it is the same call when no functorch
+    transform is active and none of the first `tensors` arguments (the tensors) is a functorch
+    wrapper; otherwise this defers to cls.apply."""
+    c_apply = super(torch.autograd.Function, cls).apply
+    active = torch._C._are_functorch_transforms_active
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+    def apply(*args):
+        if active() or any(wrapped(t) for t in args[:tensors]):
+            return cls.apply(*args)
+        return c_apply(*args)
+
+    return apply
+
+
 def _op(*args):
     if torch.compiler.is_compiling():
         return adaln_forward(*args)
-    return _EagerAdaLN.apply(*args)
+    return _eager_apply(*args)
 
 
 class _EagerAdaLNRows(torch.autograd.Function):
@@ -168,9 +194,14 @@ class _EagerAdaLNRows(torch.autograd.Function):
     def forward(ctx, x, table, si, hi, mods, eps, out_dtype, bwd_impl):
         scale, shift = mods
         if _use_cuda(x):
-            from suite.ops import fused_cuda
-
-            y, ctx.stats = fused_cuda.forward_stats(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
+            fc = _cuda()
+            y, ctx.stats = fc.forward_stats(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
+            rk = (table.shape, si, hi)  # the backward's plan, built here (backward_plan)
+            ctx.plan = (
+                fc.backward_plan(x, out_dtype, scale, MODE_SAMPLE, bwd_impl, rk)
+                if x.shape[0] * x.shape[1]
+                else None
+            )
         else:
             y, mean, rstd = ref.forward(x, scale, shift, eps, MODE_SAMPLE, out_dtype)
             ctx.stats = (mean, rstd)
@@ -186,14 +217,13 @@ class _EagerAdaLNRows(torch.autograd.Function):
         x, table = ctx.saved_tensors
         si, hi = ctx.rows
         if _use_cuda(x):
-            from suite.ops import fused_cuda
-
             dtable = torch.empty(table.shape, dtype=torch.float32, device=table.device)
             p, B, N = ctx.stats.data_ptr(), x.shape[0], x.shape[1]
             rows = (dtable, si, hi)  # the finalize writes rows si, hi and zeroes the others
-            dx = fused_cuda.backward(
-                dy.contiguous(), x, ctx.scale, p, p + 4 * B * N, MODE_SAMPLE, ctx.impl, rows
-            )[0]
+            dx = _cuda().backward(
+                dy.contiguous(), x, ctx.scale, p, p + 4 * B * N, MODE_SAMPLE, ctx.impl, rows,
+                ctx.plan,
+            )[0]  # fmt: skip
         else:
             mean, rstd = ctx.stats
             dtable = torch.zeros(table.shape, dtype=torch.float32)
@@ -203,6 +233,10 @@ class _EagerAdaLNRows(torch.autograd.Function):
         if table.dtype != torch.float32:
             dtable = dtable.to(table.dtype)
         return dx, dtable, None, None, None, None, None, None
+
+
+_eager_apply = _c_apply(_EagerAdaLN, 3)  # x, scale, shift
+_rows_apply = _c_apply(_EagerAdaLNRows, 2)  # x, table (scale and shift are views of table)
 
 
 # ----------------------------------------------------------------------------- public API
@@ -220,7 +254,7 @@ def _adaln_general(x, scale, shift, eps, out_dtype, backward) -> Tensor:
             f"{list(scale.shape)} {scale.dtype} and {list(shift.shape)} {shift.dtype}"
         )
     if m1 == MODE_SAMPLE and (rows := _rows_of_one_table(sc, sh, B, D)) is not None:
-        return _EagerAdaLNRows.apply(x, *rows, (sc, sh), float(eps), out_dtype, backward)
+        return _rows_apply(x, *rows, (sc, sh), float(eps), out_dtype, backward)
     if x.is_cuda and sc.stride() != sh.stride():
         sc, sh = sc.contiguous(), sh.contiguous()
     return _op(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
@@ -277,17 +311,15 @@ def adaln(
         return _adaln_general(x, scale, shift, eps, out_dtype, backward)
     out, mode, direct = _specs.get(key) or _spec(key, x, scale, shift, eps, out_dtype, backward)
     if direct:
-        from suite.ops import fused_cuda
-
         if not (
             torch.is_grad_enabled()
             and (x.requires_grad or scale.requires_grad or shift.requires_grad)
         ):
-            return fused_cuda.forward_stats(x, scale, shift, eps, mode, out)[0]
+            return _cuda().forward_stats(x, scale, shift, eps, mode, out)[0]
         if mode == MODE_SAMPLE:
             rows = _table_rows(scale, shift, x.shape[0], x.shape[2])
             if rows is not None:
-                return _EagerAdaLNRows.apply(x, *rows, (scale, shift), eps, out, backward)
+                return _rows_apply(x, *rows, (scale, shift), eps, out, backward)
     return _adaln_general(x, scale, shift, eps, out_dtype, backward)
 
 

@@ -3,7 +3,7 @@ gated residual into a modulated LayerNorm, operands rows of a [1, 6, D] table) a
 (the qk norm), beside diffusers' eager ops and torch.compile of them, and a device-to-device
 copy of each op's byte floor (suite/ops/epilogue.py's docstring has the floors).
 
-    python -m suite.ops.epilogue_bench --out DIR [--reps 30] [--quick]
+    python -m suite.ops.epilogue_bench --out DIR [--reps 30] [--quick | --ns 32760,75600]
 
 Writes DIR/epilogue_bench.csv (one row per op, pass, impl and shape; every sample in the
 `samples_ms` column) and prints a table of % of copy bandwidth. Timing: CUDA events around each
@@ -25,7 +25,8 @@ from suite.ops import epilogue_reference as ref
 from suite.ops.epilogue import residual_norm, rms_norm
 from suite.timing import cuda_event_median_ms
 
-SHAPES = [(1, N, D) for N in (4096, 32760, 75600) for D in (1536, 3072, 5120)]
+WIDTHS = (1536, 3072, 5120)
+SHAPES = [(1, N, D) for N in (4096, 32760, 75600) for D in WIDTHS]
 QUICK = [(1, 4096, 1536), (1, 32760, 3072)]
 
 
@@ -104,8 +105,6 @@ def measure(op: str, impl: str, fn, args, reps: int) -> dict[str, list[float]]:
 
 
 def run(shapes, reps: int, out: Path) -> list[dict]:
-    import pandas as pd
-
     rows = []
     props = torch.cuda.get_device_properties(0)
     t0 = time.time()
@@ -134,10 +133,16 @@ def run(shapes, reps: int, out: Path) -> list[dict]:
             print(f"[{time.time() - t0:6.1f} s] {op} B={B} N={N} D={D}", flush=True)
             del args
             torch.cuda.empty_cache()
-    df = pd.DataFrame(rows).rename(columns={"pass_": "pass"})
-    out.mkdir(parents=True, exist_ok=True)
-    df.to_csv(out / "epilogue_bench.csv", index=False)
+            _write(rows, out)  # after every shape: a run cut short keeps what it measured
     return rows
+
+
+def _write(rows: list[dict], out: Path) -> None:
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    df = pd.DataFrame(rows).rename(columns={"pass_": "pass"})
+    df.to_csv(out / "epilogue_bench.csv", index=False)
 
 
 def table(csv: Path) -> str:
@@ -161,13 +166,21 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder for epilogue_bench.csv")
     p.add_argument("--reps", type=int, default=30, help="timed calls per point (>= 20)")
     p.add_argument("--quick", action="store_true", help="two shapes only (a smoke run)")
+    p.add_argument("--ns", help="comma-separated N of the grid (default 4096,32760,75600)")
     a = p.parse_args(argv)
+    shapes = QUICK if a.quick else SHAPES
+    if a.ns:
+        try:
+            ns = {int(v) for v in a.ns.split(",")}
+        except ValueError:
+            p.error(f"--ns must be comma-separated integers, got {a.ns!r}")
+        shapes = [(1, N, D) for N in sorted(ns) for D in WIDTHS]
     if not torch.cuda.is_available():
         print("not run: no CUDA device", file=sys.stderr)
         return 2
     if a.reps < 20:
         p.error(f"--reps must be >= 20, got {a.reps}")
-    run(QUICK if a.quick else SHAPES, a.reps, a.out)
+    run(shapes, a.reps, a.out)
     print(table(a.out / "epilogue_bench.csv"))
     return 0
 

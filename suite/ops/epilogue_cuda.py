@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.cuda.compile import Program, compile_program, read_sources
+from suite.cuda.compile import DEFAULT_OPTIONS, Program, compile_program, read_sources
 
 SOURCES = ["adaln_common.cuh", "epilogue_common.cuh", "epilogue_fwd.cu", "epilogue_bwd.cu"]
 MAIN = '#include "epilogue_fwd.cu"\n#include "epilogue_bwd.cu"\n'
@@ -36,6 +36,8 @@ class EpilogueConfig:
     D: int
     flags: int
     vector: bool
+    rt: int = 0  # threads per row; 0: the rule (`threads`). Lab candidates set it.
+    defines: tuple[str, ...] = ()  # lab candidates only: -D switches of epilogue_common.cuh
 
     @property
     def vec(self) -> int:
@@ -46,6 +48,8 @@ class EpilogueConfig:
         """Threads per row (one row per CTA at a time): ELEMS elements each in whole warps, or
         twice that past MAX_THREADS threads. (16 elements per thread at D = 5120 took 168
         registers in the backward: one CTA of 10 warps per SM, against 20 warps with 8.)"""
+        if self.rt:
+            return self.rt
         vecs = -(-self.D // self.vec)
         per_thread = max(1, ELEMS // self.vec)
         while -(-vecs // per_thread) > MAX_THREADS:
@@ -116,7 +120,10 @@ def check_d(D: int) -> None:
 def build(cfg: EpilogueConfig, arch: str, use_cache: bool = True) -> Program:
     """Compile the kernels of `cfg` for `arch` (NVRTC only: works without a GPU)."""
     check_d(cfg.D)
-    return compile_program(MAIN, read_sources(SOURCES), cfg.names(), arch, use_cache=use_cache)
+    options = DEFAULT_OPTIONS + tuple(f"-D{d}" for d in cfg.defines)
+    return compile_program(
+        MAIN, read_sources(SOURCES), cfg.names(), arch, options, use_cache=use_cache
+    )
 
 
 @functools.cache
@@ -176,10 +183,11 @@ def _rows_per_cta(N: int, B: int, wave: int) -> int:
     return -(-N // chunks)
 
 
-def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags: int):
+def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags: int, tune=None):
     """x, y [B, N, D] (last dim contiguous); gate/scale/shift fp32 [B, 1 or N, D] (scale and
     shift with the same strides); weight/bias fp32 [D]. Returns x_new (RESID; else an empty
-    tensor), normed [B, N, D] contiguous, mean (LayerNorm; else empty) and rstd [B, N] fp32."""
+    tensor), normed [B, N, D] contiguous, mean (LayerNorm; else empty) and rstd [B, N] fp32.
+    tune: lab only, EpilogueConfig -> EpilogueConfig (a candidate's kernels for this call)."""
     from suite.cuda.launch import f32, i64, launch, ptr
 
     B, N, D = x.shape
@@ -192,6 +200,7 @@ def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags
     if B * N == 0:
         return x_new, out, mean, rstd
     cfg = config(x, y, gate, scale, weight, bias, out_dtype, flags)
+    cfg = tune(cfg) if tune else cfg
     idx = dev.index
     rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, cfg.fwd(), idx))
     (sgb, sgn), (smb, smn) = _strides(gate), _strides(scale)
@@ -229,11 +238,11 @@ def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags
     return x_new, out, mean, rstd
 
 
-def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags: int):
+def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags: int, tune=None):
     """Gradients of forward(): (dx, dy, dgate, dscale, dshift, dweight, dbias), each its own
     tensor (empty where the operand is absent; dy empty without RESID). dgate/dscale/dshift fp32
     [B, N, D] per token, [B, D] per sample; dweight/dbias fp32 [D]. d_xnew, d_out and xs
-    contiguous [B, N, D]."""
+    contiguous [B, N, D]. tune: as forward's."""
     from suite.cuda.launch import i32, i64, launch, ptr
 
     B, N, D = xs.shape
@@ -243,6 +252,7 @@ def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags:
     dx = torch.empty((B, N, D), dtype=xs.dtype, device=dev)
     dy = torch.empty((B, N, D) if resid else (0,), dtype=xs.dtype, device=dev)
     cfg = config(xs, y, gate, scale, weight, bias, d_out.dtype, flags, d_out, d_xnew)
+    cfg = tune(cfg) if tune else cfg
     shape = {"gate": (B, D), "scale": (B, D), "shift": (B, D), "weight": (D,), "bias": (D,)}
     alloc = torch.zeros if B * N == 0 else torch.empty  # the finalize writes every column
     sums = {k: alloc(shape[k], dtype=torch.float32, device=dev) for k in cfg.slots}

@@ -100,10 +100,11 @@ def _layout_ok(es: int, D: int, *strides: int) -> bool:
     return D % (16 // es) == 0 and all((s * es) % 16 == 0 for s in strides)
 
 
-# A launch plan per (shapes, strides, dtypes, mode, device, thread): the kernel, grid and a
-# packed argument buffer whose pointer slots each call rewrites. Keyed per thread because the
-# buffer is rewritten in place between the slot writes and the launch. Bounded: a run with many
-# distinct shapes (variable sequence lengths) rebuilds plans (~0.1 ms each) rather than growing.
+# A launch plan per (shapes, strides, dtypes, mode, device): the kernel, grid and, per thread, a
+# packed argument buffer whose pointer slots each call rewrites (per thread because the buffer is
+# rewritten in place between the slot writes and the launch; a new thread's buffer is plain
+# ctypes, no driver call, so a plan built before a CUDA-graph capture is safe inside it). Bounded:
+# a run with many distinct shapes (variable sequence lengths) rebuilds plans (~0.1 ms each).
 _PLANS_MAX = 4096
 _fwd_plans: dict = {}
 _bwd_plans: dict = {}
@@ -115,13 +116,19 @@ def clear_plans() -> None:
 
 
 class _Launch:
-    __slots__ = ("func", "grid", "block", "smem", "args")
+    __slots__ = ("func", "grid", "block", "smem", "template", "by_thread")
 
     def __init__(self, func, grid, block: int, smem: int, args: list):
-        from suite.cuda.launch import PackedArgs
-
         self.func, self.grid, self.block, self.smem = func, grid, block, smem
-        self.args = PackedArgs(args)
+        self.template, self.by_thread = args, {}
+
+    @property
+    def args(self):
+        """This thread's PackedArgs (made on its first launch)."""
+        a = self.by_thread.get(get_ident())
+        if a is None:
+            a = self.by_thread[get_ident()] = L.PackedArgs(self.template)
+        return a
 
 
 def _fwd_launch(cfg: KernelConfig, vector: bool, idx, B, N, D, strides, eps) -> _Launch:
@@ -172,13 +179,14 @@ def forward_into(
 ):
     """Launch the forward writing y and the fp32 mean / rstd at the given device addresses."""
     key = (x.shape, x.stride(), scale.stride(), shift.stride(), x.dtype, scale.dtype, out_dtype,
-           mode, x.device, eps, get_ident())  # fmt: skip
+           mode, x.device, eps)  # fmt: skip
     plan = _fwd_plans.get(key) or _fwd_plan(key, x, scale, shift, eps, mode, out_dtype)
     xp, sp, hp, yp = x.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr()
     run = plan[3] if plan[3] is not None and not (xp | sp | hp | yp) & 15 else plan[4]
-    a = run.args.slots
+    args = run.args
+    a = args.slots
     a[0], a[3], a[4], a[7], a[8], a[9] = xp, sp, hp, yp, mean_ptr, rstd_ptr
-    L.launch_packed(run.func, run.grid, run.block, 0, L.current_stream_handle(plan[2]), run.args)
+    L.launch_packed(run.func, run.grid, run.block, 0, L.current_stream_handle(plan[2]), args)
 
 
 def forward(x, scale, shift, eps: float, mode: int, out_dtype):
@@ -207,7 +215,7 @@ def forward_stats(x, scale, shift, eps: float, mode: int, out_dtype):
 
 class _BwdPlan:
     __slots__ = ("idx", "shape", "part", "vec", "scalar", "fin", "dtile", "pdl", "groups", "mode",
-                 "zero_rows", "tok", "dsc_shape", "dsc_dtype")  # fmt: skip
+                 "zero_rows", "tok", "dsc_shape", "dsc_dtype", "dy_dtype")  # fmt: skip
 
 
 def _bwd_launches(cfg, vector, accum, idx, B, N, D, groups, R, strides, mode, ld, zero_rows):
@@ -238,35 +246,50 @@ def _bwd_launches(cfg, vector, accum, idx, B, N, D, groups, R, strides, mode, ld
     return row, part_numel, fin
 
 
-def _bwd_plan(key, x, dy, scale, mode, impl, rows):
+def _bwd_key(x, dy_dtype, scale, mode: int, impl: str, rk):
+    return (x.shape, x.stride(), scale.stride(), x.dtype, scale.dtype, dy_dtype, mode, impl,
+            x.device, rk)  # fmt: skip
+
+
+def backward_plan(x, dy_dtype, scale, mode: int, impl: str, rk=None) -> _BwdPlan:
+    """The backward's launch plan for these operands, built (or found) now: the forward of an
+    op that needs a gradient calls it, so its backward (on autograd's device thread, maybe
+    inside a CUDA-graph capture) makes no driver call but the launches and no key lookup.
+    rk: (shape, si, hi) of the gradient table `rows` names (contiguous fp32), or None."""
+    key = _bwd_key(x, dy_dtype, scale, mode, impl, rk)
+    return _bwd_plans.get(key) or _bwd_plan(key, x, dy_dtype, scale, mode, impl, rk)
+
+
+def _bwd_plan(key, x, dy_dtype, scale, mode, impl, rk):
     from suite.cuda.launch import i32, i64
 
     B, N, D = x.shape
     check_d(D)
     idx = x.device.index
     groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
-    cfg = _config(x.dtype, scale.dtype, dy.dtype, D, mode)
+    cfg = _config(x.dtype, scale.dtype, dy_dtype, D, mode)
     smb, smn = mod_strides(scale, mode)
     strides = (x.stride(0), x.stride(1), smb, smn)
     zero_rows, ld = 0, D
-    if rows is not None:
-        table, si, hi = rows
-        if not (mode == MODE_SAMPLE and table.is_contiguous() and table.dtype == torch.float32):
-            raise ValueError("rows: the gradient table must be a contiguous fp32 [B, K, D] tensor")
-        zero_rows = sum(1 << r for r in range(table.shape[1]) if r not in (si, hi))
-        ld = table.stride(0)
+    if rk is not None:
+        shape, si, hi = rk
+        if mode != MODE_SAMPLE:
+            raise ValueError(f"rows: a gradient table needs per-sample modulation, got mode {mode}")
+        zero_rows = sum(1 << r for r in range(shape[1]) if r not in (si, hi))
+        ld = shape[1] * shape[2]  # contiguous [B, K, D]
     accum = impl == "fused" and mode != MODE_TOKEN
     es = x.element_size()
     ok = (
         _layout_ok(es, D, x.stride(0), x.stride(1))
         and _layout_ok(scale.element_size(), D, smb, smn)
-        and (rows is None or (ld * 4) % 16 == 0)
+        and (rk is None or (ld * 4) % 16 == 0)
     )
     pl = _BwdPlan()
     pl.idx, pl.shape, pl.groups, pl.mode, pl.zero_rows = idx, (B, N, D), groups, mode, zero_rows
     pl.tok = mode == MODE_TOKEN
     pl.dsc_shape = (B, N, D) if pl.tok else (groups, D)
     pl.dsc_dtype = scale.dtype if pl.tok else torch.float32
+    pl.dy_dtype = dy_dtype
     pl.scalar = _bwd_launches(
         cfg, False, accum, idx, B, N, D, groups, R, strides, mode, ld, zero_rows
     )
@@ -297,12 +320,13 @@ def _bwd_plan(key, x, dy, scale, mode, impl, rows):
     return pl
 
 
-def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
+def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None, plan=None):
     """Returns dx [B, N, D] in x.dtype, and fp32 dscale, dshift: [B, D] (sample), [D] (affine) or
     [B, N, D] in scale.dtype (token). `rows` = (table, si, hi): per-sample gradients written as
     rows si, hi of `table`, an uninitialised contiguous fp32 [B, K, D] (the gradient of Wan's
     [B, 6, D] modulation); its other rows are zeroed by the same kernels; dscale, dshift are then
-    None. mean and rstd: tensors, or device addresses (ints)."""
+    None. mean and rstd: tensors, or device addresses (ints). plan: backward_plan's for these
+    operands (its table rows the same as `rows`'), or None to look it up."""
     B, N, D = x.shape
     dev = x.device
     if B * N == 0:  # nothing to launch (and no plan: its grid divides by B)
@@ -317,10 +341,18 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
             torch.zeros(shape, dtype=dtype, device=dev),
             torch.zeros(shape, dtype=dtype, device=dev),
         )
-    rk = None if rows is None else (rows[0].shape, rows[1], rows[2])
-    key = (x.shape, x.stride(), scale.stride(), x.dtype, scale.dtype, dy.dtype, mode, impl,
-           dev, rk, get_ident())  # fmt: skip
-    pl = _bwd_plans.get(key) or _bwd_plan(key, x, dy, scale, mode, impl, rows)
+    pl = plan if plan is not None and plan.dy_dtype is dy.dtype else None
+    if pl is None:
+        rk = None
+        if rows is not None:
+            table = rows[0]
+            if not (table.is_contiguous() and table.dtype == torch.float32):
+                raise ValueError(
+                    "rows: the gradient table must be a contiguous fp32 [B, K, D] tensor, got "
+                    f"{table.dtype} with strides {table.stride()}"
+                )
+            rk = (table.shape, rows[1], rows[2])
+        pl = backward_plan(x, dy.dtype, scale, mode, impl, rk)
     dx = torch.empty(pl.shape, dtype=x.dtype, device=dev)
     if rows is not None:
         table, si, hi = rows
@@ -345,11 +377,12 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         ps = part.data_ptr()
         ph = ps + 4 * part_numel
     tok = pl.tok
-    a = row.args.slots
+    args = row.args
+    a = args.slots
     a[0], a[3], a[4], a[7], a[8], a[9] = xp, gp, sp, mp, rp, dxp
     a[10], a[11] = (dsc_p, dsh_p) if tok else (0, 0)
     a[12], a[13] = ps, ph
-    L.launch_packed(row.func, row.grid, row.block, row.smem, stream, row.args)
+    L.launch_packed(row.func, row.grid, row.block, row.smem, stream, args)
     if tok:
         return dx, dsc, dsh
     if pl.dtile is not None:
@@ -357,16 +390,18 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None):
         part = torch.empty(2 * n, dtype=torch.float32, device=dev)
         ps = part.data_ptr()
         ph = ps + 4 * n
-        b = dt.args.slots
+        dargs = dt.args
+        b = dargs.slots
         b[0], b[3], b[4], b[5], b[6], b[7] = xp, gp, mp, rp, ps, ph
-        L.launch_packed(dt.func, dt.grid, dt.block, 0, stream, dt.args)
-    f = fin.args.slots
+        L.launch_packed(dt.func, dt.grid, dt.block, 0, stream, dargs)
+    fargs = fin.args
+    f = fargs.slots
     f[0], f[1], f[2], f[3], f[5] = ps, ph, dsc_p, dsh_p, tp
     if pl.pdl and pl.dtile is None:
         config = L.dependent_config(fin.grid, fin.block, 0, stream)
-        L.launch_packed_dependent(fin.func, config, fin.args)
+        L.launch_packed_dependent(fin.func, config, fargs)
     else:
-        L.launch_packed(fin.func, fin.grid, fin.block, 0, stream, fin.args)
+        L.launch_packed(fin.func, fin.grid, fin.block, 0, stream, fargs)
     return dx, dsc, dsh
 
 

@@ -1,6 +1,7 @@
 """Burst benchmark of the fused AdaLN op's host path: 50 back-to-back calls, per call.
 
-    python -m suite.ops.host_bench [--out DIR] [--calls 50] [--reps 30]
+    python -m suite.ops.host_bench [--out DIR] [--calls 50] [--reps 30] [--cpu]
+    python -m suite.ops.host_bench --breakdown [--profile] [--cpu] [--out DIR]   (host_breakdown)
 
 GPU (CUDA present), bf16 x [B, N, 1536] with Wan's fp32 [B, 6, D] modulation (scale, shift =
 e[:, 1:2], e[:, 0:1]), at B x N = 8 x 1560 and 1 x 4096, forward (no grad) and forward+backward
@@ -8,7 +9,9 @@ e[:, 1:2], e[:, 0:1]), at B x N = 8 x 1560 and 1 x 4096, forward (no grad) and f
   burst_us   50 calls then synchronise, wall time per call (what a training step sees)
   host_us    the same 50 calls enqueued behind a long GPU spin: host time per call alone
   graph_us   the 50 calls captured in one CUDA graph and replayed: the GPU time per call
-for the op, eager (F.layer_norm + modulate), and torch.compile of that eager function.
+for the op, eager (F.layer_norm + modulate), torch.compile of that eager function and the
+autograd floor (_Floor); fwd+bwd of the op and the floor also with the backward on the calling
+thread (torch.autograd.set_multithreading_enabled(False): impl "... (1 autograd thread)").
 
 CPU (no CUDA; `--cpu` forces it): the op's CUDA host path on CPU tensors with every driver
 call stubbed (suite.ops.host_bench.stub_launches): the public function, validation cache,
@@ -218,81 +221,9 @@ def cpu_rows(calls: int, reps: int) -> list[dict]:
     return rows
 
 
-def breakdown_rows(reps: int) -> list[dict]:
-    """Host cost of each layer of one stubbed call at 8 x 1560 x 1536 (N = 8 rows measured),
-    each timed alone in a loop: the parts of "fwd" and "fwd+bwd" above (min over reps, us)."""
-    import importlib
-
-    from suite.cuda import launch as L
-    from suite.ops import adaln, fused_cuda
-
-    A = importlib.import_module("suite.ops.adaln")
-    B, D = 8, 1536
-    rows = []
-    with stub_launches():
-        x, e, dy = _inputs(B, 8, D, "cpu", True)
-        s, h = e[:, 1:2], e[:, 0:1]
-        xs, es = x.detach(), e.detach()
-        ss, hs = es[:, 1:2], es[:, 0:1]
-        table = torch.empty(B, 6, D)
-        y = adaln(x, s, h)
-        torch.autograd.grad(y, (x, e), dy)
-        plan = next(iter(fused_cuda._fwd_plans.values()))[3]
-        parts = {
-            "adaln(), no grad (whole call)": lambda: adaln(xs, ss, hs),
-            "  signature key (15 fields)": lambda: (
-                x.shape,
-                x.stride(),
-                x.dtype,
-                x.device,
-                s.shape,
-                s.stride(),
-                s.dtype,
-                s.device,
-                h.shape,
-                h.stride(),
-                h.dtype,
-                h.device,
-                None,
-                "fused",
-                1e-6,
-            ),  # fmt: skip
-            "  grad-mode and requires_grad checks": lambda: (
-                torch.is_grad_enabled() and (x.requires_grad or s.requires_grad or h.requires_grad)
-            ),
-            "  fused_cuda.forward_stats (whole)": lambda: fused_cuda.forward_stats(
-                xs, ss, hs, 1e-6, 0, torch.bfloat16
-            ),
-            "    2 x torch.empty (y, stats)": lambda: (
-                torch.empty((B, 8, D), dtype=torch.bfloat16),
-                torch.empty((2, B, 8)),
-            ),
-            "    4 x data_ptr + 6 slot writes": lambda: _slots(plan, xs, ss, hs),
-            "    launch_packed (driver call stubbed)": lambda: L.launch_packed(
-                plan.func, plan.grid, plan.block, 0, 0, plan.args
-            ),
-            "Wan table rows lookup (_table_rows)": lambda: A._table_rows(s, h, B, D),
-            "adaln(), grad (whole forward)": lambda: adaln(x, s, h),
-            "  autograd.Function.apply floor": lambda: autograd_floor(x, s, h),
-            "fused_cuda.backward, table rows": lambda: fused_cuda.backward(
-                dy, xs, ss, 0, 0, 0, "fused", (table, 1, 0)
-            ),
-            "torch.autograd.grad floor (fwd+bwd of _Floor)": lambda: torch.autograd.grad(
-                autograd_floor(x, s, h), (x, e), dy
-            ),
-            "fwd+bwd (whole)": lambda: torch.autograd.grad(adaln(x, s, h), (x, e), dy),
-        }
-        for name, fn in parts.items():
-            us = per_call_us(fn, 200, reps)
-            rows.append(dict(part=name, us_min=min(us), us_median=statistics.median(us)))
-    return rows
-
-
-def _slots(run, x, s, h) -> None:
-    a = run.args.slots
-    a[0], a[3], a[4], a[7], a[8], a[9] = (
-        x.data_ptr(), s.data_ptr(), h.data_ptr(), x.data_ptr(), 0, 0,
-    )  # fmt: skip
+# fwd+bwd again with torch.autograd.set_multithreading_enabled(False): the backward runs on the
+# calling thread, not on autograd's CUDA device thread (no two thread hand-offs per call)
+ONE_THREAD = " (1 autograd thread)"
 
 
 def gpu_rows(calls: int, reps: int) -> list[dict]:
@@ -311,21 +242,28 @@ def gpu_rows(calls: int, reps: int) -> list[dict]:
     for B, N, D in SHAPES:
         for grad in (False, True):
             x, e, dy = _inputs(B, N, D, "cuda", grad)
-            for name, impl in impls.items():
+            runs = [(name, impl, True) for name, impl in impls.items()]
+            if grad:
+                runs += [
+                    (name + ONE_THREAD, impls[name], False) for name in ("op", "autograd-floor")
+                ]
+            for name, impl, threads in runs:
                 fn = _calls(impl, x, e, dy, grad)
-                burst = per_call_us(fn, calls, reps, sync)
-                spin = lambda: torch.cuda._sleep(200_000_000)  # noqa: E731  (~0.1 s ahead)
-                host = per_call_us(fn, calls, max(3, reps // 5), before=spin)
-                sync()
                 row = dict(shape=f"{B}x{N}x{D}", op="fwd+bwd" if grad else "fwd", impl=name)
-                row.update(burst_us=statistics.median(burst), host_us=statistics.median(host))
-                row["graph_us"] = _graph_us(fn, calls, reps)
+                with torch.autograd.set_multithreading_enabled(threads):
+                    burst = per_call_us(fn, calls, reps, sync)
+                    spin = lambda: torch.cuda._sleep(200_000_000)  # noqa: E731  (~0.1 s ahead)
+                    host = per_call_us(fn, calls, max(3, reps // 5), before=spin)
+                    sync()
+                    row.update(burst_us=statistics.median(burst), host_us=statistics.median(host))
+                    row["graph_us"] = _graph_us(fn, calls, reps) if threads else "not run: as above"
                 rows.append(row)
     return rows
 
 
 def _graph_us(fn, calls: int, reps: int) -> float | str:
     """GPU time per call of `calls` calls replayed from one CUDA graph (events, median)."""
+    first: list[str] = []
     try:
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
@@ -336,7 +274,11 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             for _ in range(calls):
-                fn()
+                try:
+                    fn()
+                except Exception as err:  # capture_end's error would hide this one
+                    first.append(f"{type(err).__name__}: {str(err).splitlines()[0][:80]}")
+                    raise
         g.replay()
         torch.cuda.synchronize()
         out = []
@@ -351,7 +293,8 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
     except Exception as err:  # a capture failure is a result to report, not a crash
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
-        return f"not run: {type(err).__name__}: {str(err).splitlines()[0][:80]}"
+        inside = f" (first, inside the capture: {first[0]})" if first else ""
+        return f"not run: {type(err).__name__}: {str(err).splitlines()[0][:80]}{inside}"
 
 
 def main(argv=None) -> None:
@@ -362,14 +305,27 @@ def main(argv=None) -> None:
     ap.add_argument("--reps", type=int, default=30, help="bursts per measurement (default 30)")
     ap.add_argument("--cpu", action="store_true", help="the stubbed CPU measurement even with CUDA")
     ap.add_argument(
-        "--breakdown", action="store_true", help="stubbed host cost of each layer (CPU tensors)"
+        "--breakdown",
+        action="store_true",
+        help="host cost of each piece of fwd and bwd, and fwd+bwd split at the autograd "
+        "engine's seams (suite.ops.host_breakdown; real driver on a GPU, stubbed with --cpu)",
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="with --breakdown on a GPU: torch.profiler rows too"
     )
     a = ap.parse_args(argv)
+    if a.calls < 1 or a.reps < 3:
+        ap.error(f"--calls must be >= 1 and --reps >= 3, got {a.calls} and {a.reps}")
     import pandas as pd
 
-    gpu = torch.cuda.is_available() and not a.cpu and not a.breakdown
+    gpu = torch.cuda.is_available() and not a.cpu
     if a.breakdown:
-        rows, name = breakdown_rows(a.reps), "host_path_breakdown_cpu.csv"
+        from suite.ops import host_breakdown as hbd
+
+        rows = hbd.gpu_rows(a.calls, a.reps) if gpu else hbd.cpu_rows(a.calls, a.reps)
+        if gpu and a.profile:
+            rows += hbd.profile_rows()
+        name = f"host_path_breakdown_{'gpu' if gpu else 'cpu'}.csv"
     else:
         rows = gpu_rows(a.calls, a.reps) if gpu else cpu_rows(a.calls, a.reps)
         name = f"host_path_{'gpu' if gpu else 'cpu'}.csv"

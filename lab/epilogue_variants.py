@@ -1,0 +1,245 @@
+"""Candidate launch configurations and kernel variants of the fused block epilogues, timed side by
+side with the shipped kernels (lab only: the shipped op never runs a candidate).
+
+    python -m lab.epilogue_variants --out DIR [--reps 20] [--ns 75600] [--only shipped,lb2]
+    python -m lab.epilogue_variants --list
+
+Why these: at N = 75,600 the shipped kernels reached 28-59% of a device copy (H200, ecec5fa)
+against 70-85% predicted. They run one row per CTA at a time with __launch_bounds__(RT, 1)
+(77-127 registers, 1-3 CTAs of RT = D / 8 threads per SM), so an SM has few rows' loads in
+flight; the backward loads d_x_new and y only after its row reduction; the forward's LayerNorm
+takes two reductions (two barriers) per row. Each candidate changes one of those:
+
+  lb2, lb3     __launch_bounds__(RT, 2 or 3): ptxas caps registers so 2-3 CTAs fit per SM
+               (spills at D = 3072 / 5120 where the cap falls under the row's needs)
+  rt/2         half the threads per row, two 16-byte chunks each (more loads per thread in
+               flight, twice the rows per SM at the same registers per row)
+  bwd-early    backward: d_x_new and y loaded with x_new and d_out, before the reduction
+  early+lb2    both of bwd-early and lb2
+  onepass      forward: mean and mean of squares in one reduction (E[x^2] - mean^2 in fp32)
+  fwd-packed   forward: the prefetched next row kept in its 16-byte words (half the registers
+               of its fp32 copy, as the AdaLN op's prefetch), packed+lb2 with lb2
+
+Timing (suite.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
+of `reps`, against a device copy of the same byte floor; the kernels are called through
+suite.ops.epilogue_cuda.forward / backward with `tune`, shipped and candidates alike, and each
+candidate's outputs are compared with the shipped kernels' (max abs difference). Ops: Wan's
+residual_norm (bf16 x, y; fp32 gate, scale, shift rows of a [1, 6, D] table) and rms_norm
+(bf16 x, fp32 weight). Writes DIR/epilogue_variants.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from suite.ops import epilogue_cuda as ec
+
+WIDTHS = (1536, 3072, 5120)
+OPS = {"residual_norm": ec.RESID | ec.GATE | ec.MOD, "rms_norm": ec.RMS | ec.WEIGHT}
+
+
+def _half_rt(cfg: ec.EpilogueConfig) -> int:
+    return max(32, 32 * -(-cfg.threads // 64))
+
+
+CANDIDATES = {
+    "shipped": lambda c: c,
+    "lb2": lambda c: replace(c, defines=("EP_MINB=2",)),
+    "lb3": lambda c: replace(c, defines=("EP_MINB=3",)),
+    "rt/2": lambda c: replace(c, rt=_half_rt(c)),
+    "bwd-early": lambda c: replace(c, defines=("EP_BWD_EARLY=1",)),
+    "early+lb2": lambda c: replace(c, defines=("EP_BWD_EARLY=1", "EP_MINB=2")),
+    "onepass": lambda c: replace(c, defines=("EP_ONEPASS=1",)),
+    "fwd-packed": lambda c: replace(c, defines=("EP_FWD_PACKED=1",)),
+    "packed+lb2": lambda c: replace(c, defines=("EP_FWD_PACKED=1", "EP_MINB=2")),
+}
+
+
+def configs(widths=WIDTHS, candidates=tuple(CANDIDATES)) -> list[ec.EpilogueConfig]:
+    """Every kernel configuration the benchmark launches (bf16, vector loads), for prebuilds."""
+    out = []
+    for flags in OPS.values():
+        for D in widths:
+            base = ec.EpilogueConfig("bf16", "bf16", D, flags, True)
+            out += [CANDIDATES[c](base) for c in candidates]
+    return list(dict.fromkeys(out))
+
+
+def prebuild(cfgs: list[ec.EpilogueConfig], arch: str, workers: int = 8) -> int:
+    return ec.prebuild(cfgs, arch, workers)
+
+
+def _inputs(op: str, N: int, D: int):
+    import torch
+
+    x = torch.randn(1, N, D, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(D, device="cuda")
+    if op == "rms_norm":
+        return dict(x=x, y=None, gate=None, scale=None, shift=None, weight=w, bias=None)
+    e = 0.1 * torch.randn(1, 6, D, device="cuda")
+    y = torch.randn_like(x)
+    return dict(x=x, y=y, gate=e[:, 2:3], scale=e[:, 1:2], shift=e[:, 0:1], weight=None, bias=None)
+
+
+def _calls(op: str, a: dict, tune):
+    """(forward call, backward call) of one op through epilogue_cuda with `tune`."""
+    import torch
+
+    flags = OPS[op]
+    fwd_out = ec.forward(a["x"], a["y"], a["gate"], a["scale"], a["shift"], a["weight"], a["bias"],
+                         1e-6, torch.bfloat16, flags, tune=tune)  # fmt: skip
+    x_new, normed, mean, rstd = fwd_out
+    xs = x_new if flags & ec.RESID else a["x"]
+    d_out = torch.randn_like(normed)
+    d_xnew = torch.randn_like(xs) if flags & ec.RESID else None
+
+    def fwd():
+        return ec.forward(a["x"], a["y"], a["gate"], a["scale"], a["shift"], a["weight"],
+                          a["bias"], 1e-6, torch.bfloat16, flags, tune=tune)  # fmt: skip
+
+    def bwd():
+        return ec.backward(d_xnew, d_out, xs, a["y"], a["gate"], a["scale"], a["weight"],
+                           a["bias"], mean, rstd, flags, tune=tune)  # fmt: skip
+
+    return fwd, bwd
+
+
+def _kernel_facts(cfg: ec.EpilogueConfig) -> dict[str, dict]:
+    """Per pass: ptxas registers and spill bytes of the kernel, and its resident CTAs per SM."""
+    from suite.cuda.compile import resources
+    from suite.cuda.launch import device_arch, max_blocks_per_sm
+
+    res = resources(ec.build(cfg, device_arch(0)))
+    out = {}
+    for p, name in (("fwd", cfg.fwd()), ("bwd", cfg.bwd())):
+        r = res.get(name, {})
+        out[p] = dict(registers=r.get("registers"),
+                      spill_bytes=r.get("spill_stores", 0) + r.get("spill_loads", 0),
+                      ctas_per_sm=max_blocks_per_sm(ec._fn(cfg, name, 0), cfg.threads))  # fmt: skip
+    return out
+
+
+def _max_diff(got, want) -> float:
+    worst = 0.0
+    for g, w in zip(got, want):
+        if g is not None and g.numel():
+            worst = max(worst, (g.float() - w.float()).abs().max().item())
+    return worst
+
+
+def run(candidates, ns, reps: int, out: Path) -> list[dict]:
+    import torch
+
+    from suite.ops.epilogue_bench import copy_ms, floor_bytes, timed
+
+    rows = []
+    t0 = time.time()
+    gpu = torch.cuda.get_device_properties(0).name
+    for op in OPS:
+        for N in ns:
+            for D in WIDTHS:
+                a = _inputs(op, N, D)
+                E = N * D
+                copies = {p: copy_ms(floor_bytes(op, p, E), reps) for p in ("fwd", "bwd")}
+                ref = {}
+                for name in candidates:
+                    tune = CANDIDATES[name]
+                    cfg = tune(ec.EpilogueConfig("bf16", "bf16", D, OPS[op], True))
+                    try:
+                        fwd, bwd = _calls(op, a, tune)
+                        outs = {"fwd": fwd(), "bwd": bwd()}
+                        res = {p: timed(f, reps) for p, f in (("fwd", fwd), ("bwd", bwd))}
+                        note = ""
+                    except Exception as err:  # noqa: BLE001 - recorded, the grid goes on
+                        outs, res = {}, {"fwd": [], "bwd": []}
+                        note = f"not run: {type(err).__name__}: {str(err).splitlines()[0]}"
+                    if name == "shipped":
+                        ref = outs
+                    kern = _kernel_facts(cfg) if not note else {}
+                    for p, samples in res.items():
+                        med = statistics.median(samples) if samples else float("nan")
+                        diff = _max_diff(outs[p], ref[p]) if p in outs and p in ref else None
+                        rows.append(dict(
+                            op=op, pass_=p, candidate=name, N=N, D=D, threads=cfg.threads,
+                            defines=" ".join(cfg.defines), median_ms=med, reps=len(samples),
+                            copy_ms=copies[p], pct_copy=100 * copies[p] / med,
+                            max_abs_vs_shipped=diff, **kern.get(p, {}), gpu=gpu, note=note[:200],
+                            samples_ms=" ".join(f"{v:.5f}" for v in samples),
+                        ))  # fmt: skip
+                print(f"[{time.time() - t0:6.1f} s] {op} N={N} D={D}", flush=True)
+                del a
+                torch.cuda.empty_cache()
+                _write(rows, out)  # after every shape: a run cut short keeps what it measured
+    return rows
+
+
+def _write(rows: list[dict], out: Path) -> None:
+    """The CSV, with vs_shipped = shipped time / candidate time (> 1: the candidate is faster)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows).rename(columns={"pass_": "pass"})
+    base = df[df.candidate == "shipped"].set_index(["op", "pass", "N", "D"]).median_ms
+    key = zip(df.op, df["pass"], df.N, df.D)
+    df["vs_shipped"] = [base.get(k, float("nan")) for k in key] / df.median_ms
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "epilogue_variants.csv", index=False)
+
+
+def table(csv: Path) -> str:
+    """% of copy per candidate (columns) and shape (rows)."""
+    import pandas as pd
+
+    df = pd.read_csv(csv)
+    pct = df.pivot_table(index=["op", "pass", "N", "D"], columns="candidate", values="pct_copy")
+    order = [c for c in CANDIDATES if c in pct]
+    text = pct[order].round(0).to_string()
+    if "ctas_per_sm" in df:
+        occ = df.pivot_table(index=["op", "pass", "D"], columns="candidate", values="ctas_per_sm")
+        text += "\nresident CTAs per SM:\n" + occ[order].to_string()
+    return text
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__)
+    ap.formatter_class = argparse.RawDescriptionHelpFormatter
+    ap.add_argument("--out", type=Path, help="folder for epilogue_variants.csv")
+    ap.add_argument("--reps", type=int, default=20, help="timed samples per point (>= 20)")
+    ap.add_argument("--ns", default="75600", help="comma-separated N (default 75600)")
+    ap.add_argument("--only", help="comma-separated candidates (default: all; shipped first)")
+    ap.add_argument("--list", action="store_true", help="print the candidates and exit")
+    a = ap.parse_args(argv)
+    if a.list:
+        for name, tune in CANDIDATES.items():
+            c = tune(ec.EpilogueConfig("bf16", "bf16", 1536, OPS["residual_norm"], True))
+            print(f"{name:10s} threads at D=1536: {c.threads:4d}  defines: {c.defines}")
+        return 0
+    names = ["shipped"] + [c for c in (a.only or "").split(",") if c and c != "shipped"]
+    names = names if a.only else list(CANDIDATES)
+    bad = [c for c in names if c not in CANDIDATES]
+    if bad:
+        ap.error(f"unknown candidates {bad}; known: {list(CANDIDATES)}")
+    if a.reps < 20:
+        ap.error(f"--reps must be >= 20, got {a.reps}")
+    try:
+        ns = [int(v) for v in a.ns.split(",")]
+    except ValueError:
+        ap.error(f"--ns must be comma-separated integers, got {a.ns!r}")
+    if a.out is None:
+        ap.error("--out is required")
+    import torch
+
+    if not torch.cuda.is_available():
+        print("not run: no CUDA device", file=sys.stderr)
+        return 2
+    run(names, ns, a.reps, a.out)
+    print(table(a.out / "epilogue_variants.csv"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
