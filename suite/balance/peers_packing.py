@@ -2,9 +2,8 @@
 
 Each step takes a budget of samples from the epoch's shuffled stream (as GlobalPolicy does: about
 M_mem tokens per rank, cut at equal predicted cost), partitions them across ranks by a per-sample
-cost, packs each rank's share into micro-batches of <= M_mem tokens (first-fit decreasing,
-global_policy.micro_batches) and regroups those into model batches of one length
-(global_policy.same_length_batches), loss weight = tokens / the step's global tokens.
+cost, and regroups each rank's share into model batches of one length of <= M_mem tokens
+(Plan.from_assignment), loss weight = tokens / the step's global tokens.
 
 Sources (the projects' code, read for this; the code here is ours):
 - verl `verl/utils/seqlen_balancing.py`: `karmarkar_karp` (largest differencing over k-way
@@ -38,12 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from suite.balance.global_policy import (
-    PARTITIONERS,
-    lpt_partition,
-    micro_batches,
-    same_length_batches,
-)
+from suite.balance.global_policy import PARTITIONERS, lpt_partition
 from suite.balance.plan import Plan
 
 COST_FORMS = ("flops", "fitted")
@@ -192,15 +186,21 @@ class CostAwarePacking:
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
         tokens = np.asarray(tokens, np.int64)
-        batches, weights = [], []
-        for st in self.epoch_steps(tokens, world, seed, epoch):
-            g = int(sum(tokens[r].sum() for r in st.ranks))
-            ranks = [
-                same_length_batches(micro_batches(r, tokens, self.m_mem), tokens) for r in st.ranks
-            ]
-            batches.append(ranks)
-            weights.append([[len(mb) * int(tokens[mb[0]]) / g for mb in mbs] for mbs in ranks])
-        return Plan.from_micro_batches(world, batches, weights, self.name)
+        steps = self.epoch_steps(tokens, world, seed, epoch)
+        sample, step, rank = [], [], []
+        for k, st in enumerate(steps):
+            for r, idx in enumerate(st.ranks):
+                sample.append(idx)
+                step.append(np.full(len(idx), k))
+                rank.append(np.full(len(idx), r))
+        cat = (
+            (lambda a: np.concatenate(a).astype(np.int64))
+            if sample
+            else (lambda a: np.zeros(0, np.int64))
+        )
+        return Plan.from_assignment(
+            world, len(steps), cat(sample), cat(step), cat(rank), tokens, self.m_mem, self.name
+        )
 
 
 # name -> CostAwarePacking.make keywords (suite.balance.peers.PEER_POLICIES builds them)

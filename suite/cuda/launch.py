@@ -59,6 +59,13 @@ def _ensure_context(index: int) -> None:
         _check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
 
 
+def bind_thread_context(index: int) -> None:
+    """Make torch's primary context of device `index` current on this thread (once per thread
+    and launch plan: the launches themselves take no context argument)."""
+    with _lock:
+        _ensure_context(index)
+
+
 def get_function(program: Program, name: str, index: int):
     """The CUfunction for name expression `name` of `program` on device `index` (cached)."""
     fkey = (index, program.key, name)

@@ -73,6 +73,8 @@ def _rms_eager(q, w):
 
 def impls(op: str) -> dict:
     # the backward is timed over one retained graph; inductor's donated buffers forbid that
+    import torch._functorch.config
+
     torch._functorch.config.donated_buffer = False
     if op == "residual_norm":
         eager = _rn_eager

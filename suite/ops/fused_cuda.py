@@ -124,9 +124,13 @@ class _Launch:
 
     @property
     def args(self):
-        """This thread's PackedArgs (made on its first launch)."""
+        """This thread's PackedArgs (made on its first launch, which also binds torch's primary
+        context to the thread: a plan built on one thread is launched from autograd's device
+        thread, where no driver call may have made a context current yet)."""
         a = self.by_thread.get(get_ident())
         if a is None:
+            if L.has_gpu():
+                L.bind_thread_context(torch.cuda.current_device())
             a = self.by_thread[get_ident()] = L.PackedArgs(self.template)
         return a
 
