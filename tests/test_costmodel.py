@@ -298,7 +298,7 @@ def test_c1_alternatives_over_the_equal_token_shapes_of_the_sweep():
     r_eq, r_all = rows.loc["r_tokens_sweep_eqtok", "value"], rows.loc["r_tokens_sweep", "value"]
     assert r_eq < 0.5 < r_all  # near-degenerate at equal tokens; across token counts it is not
     assert (
-        "the 11 equal-token shapes (B = floor(75600 / S)"
+        f"the {len(QUICK_BUCKETS)} equal-token shapes (B = floor(75600 / S)"
         in rows.loc["r_tokens_sweep_eqtok", "conditions"]
     )
     # a sweep that does not record M_tok gets no such rows

@@ -305,7 +305,9 @@ def test_only_runs_just_the_selection(fake, tmp_path):
     run = tmp_path / "run"
     assert reproduce.main(["--out", str(run), "--only", "C16"]) == 0
     assert runs(fake, "opmemory") == 1 and runs(fake, "shapes") == 0
-    assert claims(run)["C4"]["reason"] == "training not run in this run directory"
+    assert (
+        claims(run)["C4"]["reason"] == "balance not run in this run directory"
+    )  # C4-C9: the trace simulation
 
 
 def test_default_profile_and_out(fake, tmp_path, monkeypatch, capsys):

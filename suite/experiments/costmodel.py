@@ -58,6 +58,8 @@ from suite.data.corpus import sample_corpus
 from suite.experiments.costmodel_rows import (  # noqa: F401 (summarize: this experiment's)
     QUADRATIC_FORM,
     model_conditions,
+    r2_intervals,
+    r2_pair,
     summarize,
 )
 from suite.rundir import RunContext

@@ -127,12 +127,12 @@ def compute_metrics(
 
 def ranks_notes(verdicts: list[Verdict], states: list[dict]) -> dict[str, str]:
     """Which claims used real ranks, one-GPU emulation, or simulation (from the metric key)."""
-    by_exp = {c.id: c.experiment for c in load_claims()}
-    world = {s["name"]: s["world_size"] for s in states}
+    # real ranks are the training experiment's (torchrun), whichever experiment owns the claim
+    real_world = {s["name"]: s["world_size"] for s in states}.get("training", "?")
     notes = {}
     for v in verdicts:
         if v.metric.endswith("_real"):
-            notes[v.id] = f"real ranks (world size {world.get(by_exp[v.id], '?')})"
+            notes[v.id] = f"real ranks (world size {real_world})"
         elif v.metric.endswith("_emulated"):
             notes[v.id] = "ranks emulated on one GPU"
         elif v.metric.endswith("_sim"):
@@ -143,9 +143,7 @@ def ranks_notes(verdicts: list[Verdict], states: list[dict]) -> dict[str, str]:
             if a["metric"].endswith("_real") and a["metric"] != v.metric
         ]
         if real_alts:  # e.g. torchrun with 2 GPUs: throughput_gain_real beside the emulated value
-            note = (
-                f"real ranks (world size {world.get(by_exp[v.id], '?')}) in {', '.join(real_alts)}"
-            )
+            note = f"real ranks (world size {real_world}) in {', '.join(real_alts)}"
             notes[v.id] = f"{notes[v.id]}; {note}" if v.id in notes else note
     return notes
 
