@@ -53,15 +53,6 @@ def _program(cfg: KernelConfig, arch: str) -> Program:
 
 
 # ----------------------------------------------------------------------------- launches (GPU)
-def _aligned(*pairs) -> bool:
-    """Every (tensor, element strides...) starts on 16 bytes and every stride keeps it there."""
-    for t, *strides in pairs:
-        es = t.element_size()
-        if t.data_ptr() % 16 or any((s * es) % 16 for s in strides):
-            return False
-    return True
-
-
 @functools.cache  # one lookup per (program, kernel, device), not per launch
 def _fn(cfg: KernelConfig, name: str, index: int):
     from suite.cuda.launch import device_arch, get_function
