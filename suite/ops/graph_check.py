@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import threading
@@ -74,7 +73,7 @@ def _probe(cls, seen: list):
 
 def run_case(shape: tuple[int, int, int], impl: str, mode: str, reps: int = 20) -> dict:
     """One capture + replay (module docstring); never raises: errors are the result."""
-    from suite.ops.host_bench import _inputs
+    from suite.ops.host_bench import _inputs, replay_us
 
     B, N, D = shape
     row = dict(shape=f"{B}x{N}x{D}", impl=impl, mode=mode, main_thread=threading.get_ident())
@@ -113,7 +112,7 @@ def run_case(shape: tuple[int, int, int], impl: str, mode: str, reps: int = 20) 
         diffs = [(a.float() - b.float()).abs().max().item() for a, b in zip(got, want)]
         row.update(captured=True, dx_max_abs=diffs[0], de_max_abs=diffs[1],
                    bitwise=all(torch.equal(a, b) for a, b in zip(got, want)),
-                   replay_us=_replay_us(g, reps))  # fmt: skip
+                   replay_us=replay_us(g, reps))  # fmt: skip
     except Exception as err:  # the failure is the result
         row.update(captured=False, error=f"{type(err).__name__}: {str(err).splitlines()[0]}")
     finally:
@@ -123,18 +122,6 @@ def run_case(shape: tuple[int, int, int], impl: str, mode: str, reps: int = 20) 
         row.update(bwd_thread=seen[-1]["thread"], bwd_stream=seen[-1]["stream"],
                    bwd_stream_capturing=seen[-1]["capturing"])  # fmt: skip
     return row
-
-
-def _replay_us(g, reps: int) -> float:
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(out)
 
 
 def _child(cases: list) -> None:

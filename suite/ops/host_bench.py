@@ -281,20 +281,25 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
                     raise
         g.replay()
         torch.cuda.synchronize()
-        out = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            b.synchronize()
-            out.append(a.elapsed_time(b) * 1e3 / calls)
-        return statistics.median(out)
+        return replay_us(g, reps) / calls
     except Exception as err:  # a capture failure is a result to report, not a crash
         with contextlib.suppress(Exception):
             torch.cuda.synchronize()
         inside = f" (first, inside the capture: {first[0]})" if first else ""
         return f"not run: {type(err).__name__}: {str(err).splitlines()[0][:80]}{inside}"
+
+
+def replay_us(g, reps: int) -> float:
+    """Median microseconds of one replay of CUDA graph `g` over `reps` replays (CUDA events)."""
+    out = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(out)
 
 
 def main(argv=None) -> None:
