@@ -36,8 +36,12 @@ def _exact_float_option() -> dict:
 
 
 def read_csv(path, **kwargs) -> pd.DataFrame:
-    """pd.read_csv that gives back exactly the floats write_table wrote, on any pandas."""
-    return pd.read_csv(path, **_exact_float_option(), **kwargs)
+    """pd.read_csv that gives back exactly the floats write_table wrote, on any pandas. A table
+    written with no columns (an experiment part that produced no rows) reads as an empty frame."""
+    try:
+        return pd.read_csv(path, **_exact_float_option(), **kwargs)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

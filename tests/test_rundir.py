@@ -145,3 +145,12 @@ def test_large_tables_are_gzipped_deterministically_and_read_back(tmp_path, monk
     assert run.tables()["big"].equals(big) and run.read_table("big").equals(big)
     run.write_table("big", big.head(2))  # small again: plain CSV replaces the .gz
     assert run.table_path("big").name == "big.csv" and not path.exists()
+
+
+def test_a_table_with_no_rows_or_columns_reads_back_empty(tmp_path):
+    # e2e writes its profiler table empty when no shape is profiled (the quick profile): the
+    # report must read it as an empty frame, not fail on it (H200 quick run at da4829c did)
+    run = RunDir(tmp_path)
+    run.write_table("e2e_profile", pd.DataFrame())
+    assert run.read_table("e2e_profile").empty
+    assert run.tables()["e2e_profile"].empty
