@@ -6,13 +6,17 @@
 // Which operands exist is a compile-time flag set F: absent operands cost no registers and no
 // loads. Per-sample operands (gate, scale, shift: one row per sample) are loaded once per CTA,
 // since a CTA walks rows of one sample; per-token ones once per row.
-// Kernels declare __launch_bounds__(RT, EP_MINB), EP_MINB = 1: with (RT) alone ptxas held two
-// per-token backwards (sm_90) at 32 and 48 registers and spilled; with the 1 it keeps them in
-// registers.
+// The backward declares __launch_bounds__(RT, EP_MINB), EP_MINB = 1: with (RT) alone ptxas held
+// two per-token backwards (sm_90) at 32 and 48 registers and spilled; with the 1 it keeps them in
+// registers. The forward keeps its prefetched row packed and declares 2 CTAs per SM up to 512
+// threads (EP_FWD_PACKED, EP_FWD_MINB; at D = 5120's 640 the cap of 48 registers spills): with
+// one CTA of D / 8 threads per SM too few rows were in flight (H200, N = 75,600: 38-73% of copy,
+// 80-90% with these, outputs bitwise equal; docs/perf-notes.md).
 //
 // Lab switches (lab/epilogue_variants.py compiles candidates with -D; the shipped kernels are
 // built without any, so these defaults are the shipped code):
-//   EP_MINB       min CTAs per SM in __launch_bounds__ (a register cap of 64K / (RT * EP_MINB))
+//   EP_MINB       backward: min CTAs per SM in __launch_bounds__ (register cap 64K / (RT * it))
+//   EP_FWD_MINB   the same for the forward
 //   EP_ONEPASS    forward LayerNorm: sum and sum of squares in one reduction (one barrier)
 //   EP_BWD_EARLY  backward: d_x_new and y are loaded with x_new and d_out, before the reduction
 //   EP_FWD_PACKED forward (vector loads): the prefetched next row kept packed (Raw, unpack)
@@ -21,6 +25,9 @@
 #ifndef EP_MINB
 #define EP_MINB 1
 #endif
+#ifndef EP_FWD_MINB
+#define EP_FWD_MINB 2
+#endif
 #ifndef EP_ONEPASS
 #define EP_ONEPASS 0
 #endif
@@ -28,7 +35,7 @@
 #define EP_BWD_EARLY 0
 #endif
 #ifndef EP_FWD_PACKED
-#define EP_FWD_PACKED 0
+#define EP_FWD_PACKED 1
 #endif
 
 #define EP_GATE 1       // x_new = x + y * gate (else x + y)

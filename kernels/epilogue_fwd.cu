@@ -6,7 +6,7 @@
 #include "epilogue_common.cuh"
 
 template <typename TX, typename TO, int D, int RT, int F, bool VECTOR>
-__global__ void __launch_bounds__(RT, EP_MINB)
+__global__ void __launch_bounds__(RT, RT <= 512 ? EP_FWD_MINB : 1)  // D = 5120: 2 would spill
 epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = x + b*sxb + n*sxn
              const TX* __restrict__ y, i64 syb, i64 syn,
              const float* __restrict__ gate, i64 sgb, i64 sgn,

@@ -31,7 +31,7 @@ def test_default_switches_are_the_shipped_kernels():
     base = ec.EpilogueConfig("bf16", "bf16", 1536, ev.OPS["residual_norm"], True)
     spelled = ec.EpilogueConfig(
         "bf16", "bf16", 1536, base.flags, True,
-        defines=("EP_MINB=1", "EP_ONEPASS=0", "EP_BWD_EARLY=0"),
+        defines=("EP_MINB=1", "EP_FWD_MINB=2", "EP_FWD_PACKED=1", "EP_ONEPASS=0", "EP_BWD_EARLY=0"),
     )  # fmt: skip
     assert ec.build(base, "sm_90").cubin == ec.build(spelled, "sm_90").cubin
 
@@ -41,7 +41,7 @@ def test_candidates_table():
     base = ec.EpilogueConfig("bf16", "bf16", 5120, ev.OPS["rms_norm"], True)
     assert ev.CANDIDATES["shipped"](base) == base
     assert ev.CANDIDATES["rt/2"](base).threads == 320
-    assert ev.CANDIDATES["lb2"](base).defines == ("EP_MINB=2",)
+    assert ev.CANDIDATES["bwd-lb2"](base).defines == ("EP_MINB=2",)
     assert len(CONFIGS) == len(ev.OPS) * len(ev.WIDTHS) * len(ev.CANDIDATES)
     with pytest.raises(SystemExit):
         ev.main(["--only", "nope", "--out", "/tmp/x"])
@@ -52,7 +52,7 @@ def test_kernel_facts_of_a_candidate():
     here: 2)."""
     from suite.ops import host_bench
 
-    cfg = ev.CANDIDATES["lb2"](
+    cfg = ev.CANDIDATES["bwd-lb2"](
         ec.EpilogueConfig("bf16", "bf16", 3072, ev.OPS["residual_norm"], True)
     )
     with host_bench.stub_launches():

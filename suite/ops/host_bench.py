@@ -176,17 +176,19 @@ def _inputs(B, N, D, device, grad: bool):
 
 
 def _calls(impl, x, e, dy, grad: bool):
-    s, h = e[:, 1:2], e[:, 0:1]
+    # The rows are sliced inside each call, as a model does: a view made once outside would keep
+    # its backward node on the stream it was made on, and a CUDA-graph capture of the call on
+    # another stream then fails ("would make the legacy stream depend on a capturing stream").
     if not grad:
 
         def fwd():
             with torch.no_grad():
-                impl(x, s, h)
+                impl(x, e[:, 1:2], e[:, 0:1])
 
         return fwd
 
     def fwd_bwd():
-        torch.autograd.grad(impl(x, s, h), (x, e), dy)
+        torch.autograd.grad(impl(x, e[:, 1:2], e[:, 0:1]), (x, e), dy)
 
     return fwd_bwd
 

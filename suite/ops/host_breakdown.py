@@ -140,6 +140,12 @@ def _pieces(B, N, D, dev, dy, x, e) -> dict:
     torch.autograd.grad(y, (x, e), dy)
     y = adaln(x, s, h)
     ctx = y.grad_fn
+    # The backward piece reads real mean / rstd (null addresses fault on a GPU: 4831b5d's run
+    # died of it); its default argument keeps them alive. The raw launches replay the plans'
+    # packed arguments, which hold the last call's (freed, still cached) buffers: scratch only.
+    y_keep, stats = fused_cuda.forward_stats(xs, ss, hs, 1e-6, fused_cuda.MODE_SAMPLE, x.dtype)
+    mean = stats.data_ptr()
+    rstd = mean + 4 * B * N
     fplan = next(v for k, v in fused_cuda._fwd_plans.items() if k[0] == x.shape)
     fwd = fplan[3] or fplan[4]
     bplan = next(v for k, v in fused_cuda._bwd_plans.items() if k[0] == x.shape)
@@ -176,7 +182,7 @@ def _pieces(B, N, D, dev, dy, x, e) -> dict:
             )
         ),  # fmt: skip
         "fwd:   fused_cuda.forward_stats (whole)": lambda: fused_cuda.forward_stats(
-            xs, ss, hs, 1e-6, 0, torch.bfloat16
+            xs, ss, hs, 1e-6, fused_cuda.MODE_SAMPLE, torch.bfloat16
         ),
         "fwd:     torch.empty y [B, N, D] bf16": lambda: torch.empty(
             (B, N, D), dtype=torch.bfloat16, device=dev
@@ -195,11 +201,13 @@ def _pieces(B, N, D, dev, dy, x, e) -> dict:
             table.shape, dtype=torch.float32, device=dev
         ),
         "bwd:   dy.contiguous() (already contiguous)": lambda: dy.contiguous(),
-        "bwd:   fused_cuda.backward, table rows (whole)": lambda: fused_cuda.backward(
-            dy, xs, ss, 0, 0, 0, "fused", (table, 1, 0)
+        "bwd:   fused_cuda.backward, table rows (whole)": lambda _alive=(y_keep, stats): (
+            fused_cuda.backward(
+                dy, xs, ss, mean, rstd, fused_cuda.MODE_SAMPLE, "fused", (table, 1, 0)
+            )
         ),
         "fwd:   backward_plan (key + lookup, at forward time)": lambda: fused_cuda.backward_plan(
-            xs, torch.bfloat16, ss, 0, "fused", (table.shape, 1, 0)
+            xs, torch.bfloat16, ss, fused_cuda.MODE_SAMPLE, "fused", (table.shape, 1, 0)
         ),
         "bwd:     torch.empty dx [B, N, D] bf16": lambda: torch.empty(
             (B, N, D), dtype=torch.bfloat16, device=dev
