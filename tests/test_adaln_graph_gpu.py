@@ -60,7 +60,8 @@ def test_graph_check_captures_every_impl_in_fresh_processes(tmp_path):
     assert [r["impl"] for r in rows] == ["op", "floor"]
     for r in rows:
         assert r["captured"], r
-        assert r["bitwise"], r
+    assert rows[0]["bitwise"], rows[0]  # the floor's gradients are uninitialised: not compared
+    assert "bitwise" not in rows[1]
     assert rows[0]["bwd_stream_capturing"]  # the op's backward ran on the capturing stream
 
 
