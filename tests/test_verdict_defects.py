@@ -12,7 +12,8 @@ import pytest
 from suite.experiments import costmodel, training
 from suite.rundir import RunDir
 from suite.stats import bootstrap_runs
-from suite.train.summary import STATS, tuned_token_budget
+from suite.train.peakmem import tuned_token_budget
+from suite.train.runstats import STATS
 
 REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
 

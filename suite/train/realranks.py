@@ -18,7 +18,7 @@ can go on alone with the emulated runs while the other ranks leave.
 - emulation_error_pct (C7): the emulator's prediction for K ranks against the measured real steps.
   The prediction is the emulated run of the same policy on its own K-rank plan (`RUN@K`, e.g. the
   8-rank runs of C7) where there is one; otherwise it regroups the 16-virtual-rank run into K-rank steps
-  (`summary.regroup`: global batch k*16 + r becomes step (k*16 + r) // K, rank (k*16 + r) % K), which
+  (`runstats.regroup`: global batch k*16 + r becomes step (k*16 + r) // K, rank (k*16 + r) % K), which
   is the real run's plan exactly, and recomposes the step as slowest rank + all-reduce model for K
   ranks + optimizer. The metric is the mean over matched steps (both policies) of
   100 * |emulated step_s / real step_s - 1|; the signed total-time error is in the conditions.
@@ -130,7 +130,7 @@ def _warm_rank(model, opt, corpus, plan, rank, seed, seen: set) -> None:
 def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> list[dict]:
     """C7/C8 metric rows from training_real (and training_ranks for the emulation error)."""
     from suite.train.logs import step_table, summary_table
-    from suite.train.summary import _gain, regroup
+    from suite.train.runstats import regroup, throughput_gain
 
     real = tables.get("training_real")
     if real is None or real.empty:
@@ -153,7 +153,7 @@ def real_metrics(tables: dict[str, pd.DataFrame], cond_emulated: str = "") -> li
             run = f"default/{pol}/wan"
             if run not in steps:
                 continue
-            g, lo, hi = _gain(steps[base], steps[run])
+            g, lo, hi = throughput_gain(steps[base], steps[run])
             d = summary_table(steps[run], keys=["run"]).iloc[0]
             c = (
                 f"{cond}; {len(steps[run])} steps; tokens/s {pol} {d.throughput:.0f} vs "

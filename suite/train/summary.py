@@ -1,4 +1,6 @@
-"""Metrics of the training experiment from its raw tables alone (pandas/numpy, no torch).
+"""Metrics of the training experiment from its raw tables alone (pandas/numpy, no torch): one
+row builder per claim group; two runs are compared by suite.train.runstats, C10's memory rows are
+suite.train.peakmem's.
 
 Definitions (the ledger's keys; every percentage is in %):
 - C1/C2 r_tokens_steps, r_bs2_steps (+ spearman_*): Pearson R between each rank-batch's measured
@@ -41,233 +43,59 @@ Definitions (the ledger's keys; every percentage is in %):
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pandas as pd
 
 from suite.experiments import metric_rows
-from suite.stats import bootstrap_runs, pearson_ci, spearman_ci
-from suite.train.logs import step_table, summary_table
-from suite.train.losscurves import loss_rows, same_batches
+from suite.stats import pearson_ci, spearman_ci
+from suite.train.losscurves import loss_rows
+from suite.train.peakmem import memory_rows, tuned_row
+from suite.train.runstats import compare, paired_runs, pairing_note, run_summaries
 
-N_BOOT = 2000
-
-
-def regroup(rows: pd.DataFrame, world: int) -> pd.DataFrame:
-    """Split each R-rank step into R/world steps of `world` ranks and recompose the step times."""
-    R = int(rows["world"].iloc[0])
-    if R % world:
-        raise ValueError(f"cannot split {R} ranks into steps of {world}")
-    k = R // world
-    r = rows.copy()
-    r["step"] = r["step"] * k + r["rank"] // world
-    r["rank"] = r["rank"] % world
-    r["world"] = world
-    coll = (
-        2 * (world - 1) / world * r["grad_bytes"] / (r["busbw_gbps"] * 1e9) + 30e-6
-        if world > 1
-        else 0.0
-    )
-    slowest = r.groupby(["run", "step"])["compute_s"].transform("max")
-    r["collective_s"] = coll
-    r["collective_wait_s"] = slowest - r["compute_s"] + coll
-    r["step_s"] = slowest + coll + r["optimizer_s"]
-    return r
-
-
-def _steps(ranks: pd.DataFrame, run: str) -> pd.DataFrame:
-    return step_table(ranks[ranks["run"] == run], keys=["run"])
-
-
-def _p5(d: dict) -> np.ndarray:
-    return np.percentile(d["tokens"] / d["step_s"], 5, axis=-1)
-
-
-def _thr(d: dict) -> np.ndarray:
-    return d["tokens"].sum(-1) / d["step_s"].sum(-1)
-
-
-# statistic(base, new) over per-step columns shaped (..., steps); the ledger's definitions
-STATS = {
-    "throughput_gain": lambda a, b: 100 * (_thr(b) / _thr(a) - 1),
-    "cv_reduction": lambda a, b: 100 * (1 - b["rank_cv"].mean(-1) / a["rank_cv"].mean(-1)),
-    "rank_cv": lambda a, b: 100 * b["rank_cv"].mean(-1),
-    "step_cv": lambda a, b: 100 * b["step_s"].std(-1) / b["step_s"].mean(-1),
-    "floor_gain": lambda a, b: 100 * (_p5(b) / _p5(a) - 1),
-    "peak_gain": lambda a, b: 100 * (b["peak"].mean(-1) / a["peak"].mean(-1) - 1),
-    "peak_reserved_gain": lambda a, b: 100 * (b["reserved"].mean(-1) / a["reserved"].mean(-1) - 1),
-}
-
-
-_COLUMNS = {"tokens": "tokens", "step_s": "step_s", "rank_cv": "rank_cv"}
-_COLUMNS |= {"peak": "peak_mem_bytes", "reserved": "peak_reserved_bytes"}
-
-
-def _columns(st: pd.DataFrame) -> dict[str, np.ndarray]:
-    """A step table's columns that STATS read, in step order."""
-    st = st.sort_values("step")
-    return {k: st[c].to_numpy(float) for k, c in _COLUMNS.items() if c in st.columns}
-
-
-def _gain(a: pd.DataFrame, b: pd.DataFrame, seed: int = 0, paired: bool = False):
-    """(gain %, CI low, CI high) of throughput of step table b over a."""
-    f = STATS["throughput_gain"]
-    return bootstrap_runs(f, _columns(a), _columns(b), paired=paired, seed=seed, n_resamples=N_BOOT)
-
-
-def _paired(ranks: pd.DataFrame, a: str, b: str) -> bool:
-    """Runs a and b are paired units when they trained the same batches at every step and rank."""
-    return same_batches(ranks[ranks["run"] == a], ranks[ranks["run"] == b])
-
-
-def _compare(summ: dict, base, new, stat: str, paired: bool) -> tuple[float, float, float]:
-    """(value, CI low, CI high) of STATS[stat] of run-and-world key `new` over `base`; the CI
-    resamples steps (paired: the same step indices from both runs; N_BOOT resamples)."""
-    a, b = _columns(summ[base][0]), _columns(summ[new][0])
-    return bootstrap_runs(STATS[stat], a, b, paired=paired, n_resamples=N_BOOT)
-
-
-def _pairing(paired: bool) -> str:
-    return "CI paired over steps (same batches)" if paired else "CI over each run's steps"
-
-
-def _gain_row(
-    summ: dict, claim: str, metric: str, base, new, who: str, conditions: str, paired: bool
-) -> dict:
-    """A throughput-gain metric row of run-and-world key `new` over `base` (keys of summ)."""
-    g, lo, hi = _compare(summ, base, new, "throughput_gain", paired)
-    return {
-        "claim": claim,
-        "metric": metric,
-        "value": g,
-        "ci_low": lo,
-        "ci_high": hi,
-        "unit": "%",
-        "conditions": conditions
-        + f"; tokens/s {who} {summ[new][1].throughput:.0f} vs {summ[base][1].throughput:.0f}; "
-        + _pairing(paired),
-        "evidence": "training_ranks; figure training_throughput",
-    }
-
-
-def _memory_rows(ranks, summ, base, new, capacity: float, cond: str, paired: bool) -> list[dict]:
-    """C10: the mean over steps of each step's peak (max over its ranks and micro-batches), new
-    over base; _rankbatch: the mean over rank-batches instead (the definition before issue 31)."""
-    a, b = summ[base][0], summ[new][0]
-    pe, pn = a.peak_mem_bytes.mean(), b.peak_mem_bytes.mean()
-    if not pe > 0:
-        return []
-    rb = {k: ranks[ranks["run"] == k[0]].peak_mem_bytes.mean() for k in (base, new)}
-    v, lo, hi = _compare(summ, base, new, "peak_gain", paired)
-    rv, rlo, rhi = _compare(summ, base, new, "peak_reserved_gain", paired)
-    row = {"claim": "C10", "unit": "%", "evidence": "training_ranks"}
-    return [
-        row
-        | {
-            "metric": "peak_vram_util_gain",
-            "value": v,
-            "ci_low": lo,
-            "ci_high": hi,
-            "conditions": f"mean per-step peak allocated {pn / 2**30:.1f} vs {pe / 2**30:.1f} GiB; "
-            + cond
-            + "; "
-            + _pairing(paired),
-        },
-        row
-        | {
-            "metric": "peak_vram_util_gain_rankbatch",
-            "value": 100 * (rb[new] / rb[base] - 1),
-            "conditions": f"mean over rank-batches of peak allocated {rb[new] / 2**30:.1f} vs "
-            f"{rb[base] / 2**30:.1f} GiB (the definition before issue 31); " + cond,
-        },
-        row
-        | {
-            "metric": "peak_vram_util_gain_reserved",
-            "value": rv,
-            "ci_low": rlo,
-            "ci_high": rhi,
-            "conditions": "mean per-step max reserved; " + cond,
-        },
-        row
-        | {
-            "metric": "peak_vram_util_gain_pp",
-            "value": 100 * (pn - pe) / capacity,
-            "unit": "pp",
-            "conditions": "mean per-step peak, % of device memory; " + cond,
-        },
-    ]
-
-
-def tuned_token_budget(m_comp: float, p: float, s_max: float) -> float:
-    """Equal-token's M_tok tuned for balance: the largest budget whose longest bucket's batch
-    (B = max(1, floor(M_tok / s_max))) stays within the dual rule's compute budget M_comp, so no
-    bucket of either policy is slower than the dual's slowest batch."""
-    return s_max * max(1, math.floor(m_comp / s_max**p))
-
-
-def _tuned_row(ranks, summ, base, new, info: pd.Series, cond: str) -> list[dict]:
-    """C10 _tuned: the dual run's measured per-step peak over equal-token at the tuned M_tok,
-    whose per-step peak is modelled: each rank-batch of the measured equal-token run re-batched to
-    B' = max(1, floor(M_tok / S)) at its S, peak = m0 + m1 * B' * S with (m0, m1) least squares on
-    this run's own measured rank-batches of both policies; per-step max over ranks, mean over steps."""
-    runs = ranks[ranks["run"].isin([base[0], new[0]])]
-    x, y = (runs.B * runs.S).to_numpy(float), runs.peak_mem_bytes.to_numpy(float)
-    if len(np.unique(x)) < 2 or not (y > 0).any() or not np.isfinite(info.get("m_comp", math.nan)):
-        return []
-    m1, m0 = np.polyfit(x, y, 1)
-    r2 = 1 - np.sum((y - (m0 + m1 * x)) ** 2) / np.sum((y - y.mean()) ** 2)
-    b = ranks[ranks["run"] == base[0]]
-    m_tok = tuned_token_budget(float(info["m_comp"]), float(info["p"]), float(b.S.max()))
-    B = np.maximum(1, np.floor(m_tok / b.S.to_numpy(float)))
-    peak = pd.Series(m0 + m1 * B * b.S.to_numpy(float), index=b.index).groupby(b.step).max()
-    dual = summ[new][0].peak_mem_bytes.mean()
-    return [
-        {
-            "claim": "C10",
-            "metric": "peak_vram_util_gain_tuned",
-            "value": 100 * (dual / peak.mean() - 1),
-            "unit": "%",
-            "evidence": "training_ranks",
-            "conditions": f"modelled baseline: equal-token at M_tok {m_tok:.0f} tuned for balance "
-            f"(longest bucket within M_comp) vs the measured dual run; mean per-step peak "
-            f"{dual / 2**30:.1f} vs {peak.mean() / 2**30:.1f} GiB, memory m0 + m1*B*S fitted on "
-            f"this run's rank-batches (R^2 {r2:.3f}); " + cond,
-        }
-    ]
-
-
-def _long_budget(tables) -> str:
-    """The long-video mix's own s_cross and M_comp where the run tuned one (training_info)."""
-    info = tables.get("training_info")
-    if info is None or "s_cross_long" not in info or pd.isna(info["s_cross_long"].iloc[0]):
-        return ""
-    i = info.iloc[0]
-    return (
-        f" (dual: s_cross {i['s_cross_long']:.0f} tuned on this mix, M_comp={i['m_comp_long']:.3g})"
-    )
+BASE, DUAL = "default/equal-token/wan", "default/dual/wan"
+FUSED, GLOBAL = "default/dual/fused", "default/global/wan"
+LONG_BASE, LONG_DUAL = "long/equal-token/wan", "long/dual/wan"
+RANK_CV_EVIDENCE = "training_ranks; figure training_rank_cv"
+DEGENERATE = "DEGENERATE: both policies gave identical batches; "
 
 
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The training experiment's metric rows (the definitions above) from its raw tables."""
     ranks, info = tables.get("training_ranks"), tables.get("training_info")
     if ranks is None or info is None or ranks.empty:
         return metric_rows([])
     i = info.iloc[0]
+    cond = _conditions(i, ranks)
+    R = int(ranks["world"].max())
+    summ = run_summaries(ranks)
+    rows = _shape_rows(ranks, cond.format(R=R))
+    rows += _balance_rows(ranks, summ, R, i, cond)
+    rows += _global_rows(ranks, summ, R, cond)
+    rows += _floor_rows(tables, ranks, summ, R, cond)
+    rows += _fused_rows(ranks, summ, R, cond)
+    rows += _maxseq_rows(tables.get("training_maxseq"), i)
+    rows += loss_rows(tables.get("training_loss"), i["dim"], i["layers"])
+    rows += _validation_rows(tables)
+    out = metric_rows(rows)
+    out["value"] = out["value"].astype(float)
+    return out
+
+
+def _conditions(i: pd.Series, ranks: pd.DataFrame) -> str:
+    """The run's conditions, with an {R} placeholder for the ranks a metric is over."""
     S = ranks["S"]
-    cond = (
+    return (
         f"{i['model']} (diffusers WanTransformer3DModel) width D={i['dim']}, {i['layers']} blocks"
         f"{', gradient checkpointing' if i.get('checkpointing', False) else ''}, {i['dtype']}, "
         f"S {int(S.min())}-"
         f"{int(S.max())}, {{R}} ranks emulated on one {i['device']}; M_mem={i['m_mem']:.0f}, "
         f"M_comp={i['m_comp']:.3g}, p={i['p']:.2f} ({i['budget_source']})"
     )
-    R = int(ranks["world"].max())
-    base, dual = "default/equal-token/wan", "default/dual/wan"
-    fused = "default/dual/fused"
-    rows: list[dict] = []
-    ev = "training_ranks; figure training_rank_cv"
 
-    b = ranks[ranks["run"] == base]
+
+def _shape_rows(ranks: pd.DataFrame, cond: str) -> list[dict]:
+    """C1/C2 alternatives: R of rank-batch compute time against B*S and B*S^2 (equal-token)."""
+    b = ranks[ranks["run"] == BASE]
+    rows = []
     for claim, key, x in (("C1", "tokens", b.tokens), ("C2", "bs2", b.B * b.S.astype(float) ** 2)):
         for stat, fn in (("r", pearson_ci), ("spearman", spearman_ci)):
             v, lo, hi = fn(x.to_numpy(float), b.compute_s.to_numpy(float), seed=0)
@@ -280,54 +108,79 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "ci_high": hi,
                     "unit": "R",
                     "evidence": "training_ranks; figure training_latency",
-                    "conditions": "per rank-batch compute time of the equal-token run, "
-                    + cond.format(R=R),
+                    "conditions": "per rank-batch compute time of the equal-token run, " + cond,
                 }
             )
+    return rows
 
-    summ = {}  # (run, world) -> (step table, summary row); every run at its own plan's world
-    for run, d in ranks.groupby("run"):
-        st = _steps(ranks, run)
-        summ[(run, int(d["world"].iloc[0]))] = (st, summary_table(st, keys=["run"]).iloc[0])
-    if (base, R) in summ and (dual, R) in summ:
-        e = summ[(base, R)][1]
-        c = cond.format(R=R)
-        same = _paired(ranks, base, dual)
-        flag = "DEGENERATE: both policies gave identical batches; " if same else ""
-        c = flag + c
-        for claim, key, stat, baseline, evid in (
-            ("C4", "cv_reduction_emulated", "cv_reduction", None, ev),
-            ("C5", "rank_cv_emulated", "rank_cv", 100 * e.rank_cv, ev),
-            ("C6", "step_cv_emulated", "step_cv", 100 * e.step_cv, "training_ranks; figure training_step_time"),
-        ):  # fmt: skip
-            v, lo, hi = _compare(summ, (base, R), (dual, R), stat, same)
-            rows.append(
-                {
-                    "claim": claim,
-                    "metric": key,
-                    "value": v,
-                    "ci_low": lo,
-                    "ci_high": hi,
-                    "baseline": baseline,
-                    "unit": "%",
-                    "conditions": c + "; " + _pairing(same),
-                    "evidence": evid,
-                }
-            )
-        for claim, world, sfx in (("C7", 8, "@8"), ("C8", 16, "")):
-            b_, d_ = (base + sfx, world), (dual + sfx, world)
-            if b_ in summ and d_ in summ:
-                metric, cw = f"throughput_gain_{world}_emulated", cond.format(R=world)
-                pw = _paired(ranks, b_[0], d_[0])
-                cw = ("DEGENERATE: both policies gave identical batches; " if pw else "") + cw
-                if sfx:
-                    cw = "own 8-rank plans; " + cw
-                rows.append(_gain_row(summ, claim, metric, b_, d_, "dual", cw, pw))
-        rows += _memory_rows(ranks, summ, (base, R), (dual, R), float(i["capacity_bytes"]), c, same)
-        rows += _tuned_row(ranks, summ, (base, R), (dual, R), i, c)
-    glob = "default/global/wan"
-    if (base, R) in summ and (glob, R) in summ:
-        e, g_ = summ[(base, R)][1], summ[(glob, R)][1]
+
+def _gain_row(
+    summ: dict, claim: str, metric: str, base, new, who: str, conditions: str, paired: bool
+) -> dict:
+    """A throughput-gain metric row of run-and-world key `new` over `base` (keys of summ)."""
+    g, lo, hi = compare(summ, base, new, "throughput_gain", paired)
+    return {
+        "claim": claim,
+        "metric": metric,
+        "value": g,
+        "ci_low": lo,
+        "ci_high": hi,
+        "unit": "%",
+        "conditions": conditions
+        + f"; tokens/s {who} {summ[new][1].throughput:.0f} vs {summ[base][1].throughput:.0f}; "
+        + pairing_note(paired),
+        "evidence": "training_ranks; figure training_throughput",
+    }
+
+
+def _balance_rows(ranks, summ: dict, R: int, i: pd.Series, cond: str) -> list[dict]:
+    """Dual over equal-token: C4-C6 at R ranks, C7/C8 throughput at 8 and 16, C10 memory."""
+    base, dual = (BASE, R), (DUAL, R)
+    if base not in summ or dual not in summ:
+        return []
+    e = summ[base][1]
+    same = paired_runs(ranks, BASE, DUAL)
+    c = (DEGENERATE if same else "") + cond.format(R=R)
+    rows = []
+    for claim, key, stat, baseline, evid in (
+        ("C4", "cv_reduction_emulated", "cv_reduction", None, RANK_CV_EVIDENCE),
+        ("C5", "rank_cv_emulated", "rank_cv", 100 * e.rank_cv, RANK_CV_EVIDENCE),
+        ("C6", "step_cv_emulated", "step_cv", 100 * e.step_cv, "training_ranks; figure training_step_time"),
+    ):  # fmt: skip
+        v, lo, hi = compare(summ, base, dual, stat, same)
+        rows.append(
+            {
+                "claim": claim,
+                "metric": key,
+                "value": v,
+                "ci_low": lo,
+                "ci_high": hi,
+                "baseline": baseline,
+                "unit": "%",
+                "conditions": c + "; " + pairing_note(same),
+                "evidence": evid,
+            }
+        )
+    for claim, world, sfx in (("C7", 8, "@8"), ("C8", 16, "")):
+        b_, d_ = (BASE + sfx, world), (DUAL + sfx, world)
+        if b_ in summ and d_ in summ:
+            metric, cw = f"throughput_gain_{world}_emulated", cond.format(R=world)
+            pw = paired_runs(ranks, b_[0], d_[0])
+            cw = (DEGENERATE if pw else "") + cw
+            if sfx:
+                cw = "own 8-rank plans; " + cw
+            rows.append(_gain_row(summ, claim, metric, b_, d_, "dual", cw, pw))
+    rows += memory_rows(ranks, summ, base, dual, float(i["capacity_bytes"]), c, same)
+    rows += tuned_row(ranks, summ, base, dual, i, c)
+    return rows
+
+
+def _global_rows(ranks, summ: dict, R: int, cond: str) -> list[dict]:
+    """The global policy's C5 and C8 alternatives at R ranks, its C7 one planned for 8 ranks."""
+    rows = []
+    base, glob = (BASE, R), (GLOBAL, R)
+    if base in summ and glob in summ:
+        e, g_ = summ[base][1], summ[glob][1]
         c = "global policy; " + cond.format(R=R)
         rows.append(
             {
@@ -337,47 +190,58 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 "baseline": 100 * e.rank_cv,
                 "unit": "%",
                 "conditions": c,
-                "evidence": ev,
+                "evidence": RANK_CV_EVIDENCE,
             }
         )
         if R == 16:
             metric = "throughput_gain_global_16_emulated"
-            paired = _paired(ranks, base, glob)
-            rows.append(_gain_row(summ, "C8", metric, (base, R), (glob, R), "global", c, paired))
-    g8 = "default/global/wan@8"
-    if (base + "@8", 8) in summ and (g8, 8) in summ:
+            paired = paired_runs(ranks, BASE, GLOBAL)
+            rows.append(_gain_row(summ, "C8", metric, base, glob, "global", c, paired))
+    b8, g8 = (BASE + "@8", 8), (GLOBAL + "@8", 8)
+    if b8 in summ and g8 in summ:
         c8 = "global policy planned for 8 ranks vs equal-token's 8-rank plan; " + cond.format(R=8)
         metric = "throughput_gain_global_8_emulated"
-        rows.append(_gain_row(summ, "C7", metric, (base + "@8", 8), (g8, 8), "global", c8, False))
-    lb, ld = ("long/equal-token/wan", R), ("long/dual/wan", R)
-    if lb in summ and ld in summ:
-        e, d = summ[lb][1], summ[ld][1]
-        paired = _paired(ranks, lb[0], ld[0])
-        v, lo, hi = _compare(summ, lb, ld, "floor_gain", paired)
-        rows.append(
-            {
-                "claim": "C9",
-                "metric": "floor_gain_emulated",
-                "value": v,
-                "ci_low": lo,
-                "ci_high": hi,
-                "unit": "%",
-                "evidence": "training_ranks; figure training_throughput",
-                "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}"
-                + _long_budget(tables)
-                + "; "
-                + cond.format(R=R)
-                + "; "
-                + _pairing(paired),
-            }
-        )
+        rows.append(_gain_row(summ, "C7", metric, b8, g8, "global", c8, False))
+    return rows
+
+
+def _floor_rows(tables, ranks, summ: dict, R: int, cond: str) -> list[dict]:
+    """C9: the long-video mix's p5 of step tokens/s, dual over equal-token."""
+    lb, ld = (LONG_BASE, R), (LONG_DUAL, R)
+    if lb not in summ or ld not in summ:
+        return []
+    e, d = summ[lb][1], summ[ld][1]
+    paired = paired_runs(ranks, LONG_BASE, LONG_DUAL)
+    v, lo, hi = compare(summ, lb, ld, "floor_gain", paired)
+    return [
+        {
+            "claim": "C9",
+            "metric": "floor_gain_emulated",
+            "value": v,
+            "ci_low": lo,
+            "ci_high": hi,
+            "unit": "%",
+            "evidence": "training_ranks; figure training_throughput",
+            "conditions": f"long-video mix, p5 of step tokens/s {d.floor_p5:.0f} vs {e.floor_p5:.0f}"
+            + _long_budget(tables)
+            + "; "
+            + cond.format(R=R)
+            + "; "
+            + pairing_note(paired),
+        }
+    ]
+
+
+def _fused_rows(ranks, summ: dict, R: int, cond: str) -> list[dict]:
+    """C17 dual + fused over dual + Wan, C18 dual + fused over equal-token + Wan."""
+    rows = []
     for claim, key, num, den in (
-        ("C17", "fused_throughput_gain", fused, dual),
-        ("C18", "overall_throughput_gain", fused, base),
+        ("C17", "fused_throughput_gain", FUSED, DUAL),
+        ("C18", "overall_throughput_gain", FUSED, BASE),
     ):
         if (num, R) in summ and (den, R) in summ:
-            paired = _paired(ranks, den, num)
-            g, lo, hi = _compare(summ, (den, R), (num, R), "throughput_gain", paired)
+            paired = paired_runs(ranks, den, num)
+            g, lo, hi = compare(summ, (den, R), (num, R), "throughput_gain", paired)
             rows.append(
                 {
                     "claim": claim,
@@ -390,39 +254,50 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                     "conditions": f"{num} over {den}; "
                     + cond.format(R=R)
                     + "; "
-                    + _pairing(paired),
+                    + pairing_note(paired),
                 }
             )
+    return rows
 
-    ms = tables.get("training_maxseq")
-    if ms is not None and not ms.empty:
-        mx = ms[ms["kind"] == "max"].set_index("adaln")["S"]
-        ml = int(ms["layers"].iloc[0]) if "layers" in ms.columns else i["layers"]
-        if "wan" in mx and "fused" in mx:
-            rows += [
-                {
-                    "claim": "C14",
-                    "metric": "max_seq_gain",
-                    "value": 100 * (mx["fused"] / mx["wan"] - 1),
-                    "unit": "%",
-                    "evidence": "training_maxseq",
-                    "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
-                    f"{i['model']} D={i['dim']} L={ml} {i['dtype']}",
-                },
-                {
-                    "claim": "C14",
-                    "metric": "max_seq_tokens_fused",
-                    "value": float(mx["fused"]),
-                    "unit": "tokens",
-                    "evidence": "training_maxseq",
-                    "conditions": f"D={i['dim']} L={ml}",
-                },
-            ]
-    rows += loss_rows(tables.get("training_loss"), i["dim"], i["layers"])
-    rows += _validation_rows(tables)
-    out = metric_rows(rows)
-    out["value"] = out["value"].astype(float)
-    return out
+
+def _maxseq_rows(ms: pd.DataFrame | None, i: pd.Series) -> list[dict]:
+    """C14: the longest single sample within the Wan path's peak, fused over Wan."""
+    if ms is None or ms.empty:
+        return []
+    mx = ms[ms["kind"] == "max"].set_index("adaln")["S"]
+    ml = int(ms["layers"].iloc[0]) if "layers" in ms.columns else i["layers"]
+    if "wan" not in mx or "fused" not in mx:
+        return []
+    return [
+        {
+            "claim": "C14",
+            "metric": "max_seq_gain",
+            "value": 100 * (mx["fused"] / mx["wan"] - 1),
+            "unit": "%",
+            "evidence": "training_maxseq",
+            "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
+            f"{i['model']} D={i['dim']} L={ml} {i['dtype']}",
+        },
+        {
+            "claim": "C14",
+            "metric": "max_seq_tokens_fused",
+            "value": float(mx["fused"]),
+            "unit": "tokens",
+            "evidence": "training_maxseq",
+            "conditions": f"D={i['dim']} L={ml}",
+        },
+    ]
+
+
+def _long_budget(tables) -> str:
+    """The long-video mix's own s_cross and M_comp where the run tuned one (training_info)."""
+    info = tables.get("training_info")
+    if info is None or "s_cross_long" not in info or pd.isna(info["s_cross_long"].iloc[0]):
+        return ""
+    i = info.iloc[0]
+    return (
+        f" (dual: s_cross {i['s_cross_long']:.0f} tuned on this mix, M_comp={i['m_comp_long']:.3g})"
+    )
 
 
 def _validation_rows(tables: dict[str, pd.DataFrame]) -> list[dict]:

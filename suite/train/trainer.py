@@ -16,11 +16,13 @@ backward runs under no_sync() and the gradients are then summed by all_reduce ov
 so compute and collective are measured apart (the paper's step = compute + collective + optimizer).
 FSDP2 (--fsdp): fully_shard per block of model.blocks, then the root; its reduce-scatter averages
 over ranks, so the reduce phase multiplies the gradient shards by the world size (a SUM, as the
-plan's weights ask; gloo has no pre-multiplied reduce for a divide factor of 1); its collectives overlap forward/backward, so they sit inside
-compute_s and collective_wait_s is the wait for outstanding reduce-scatters. bf16 under FSDP2 is
-Wan's own FSDP recipe (fp32 sharded parameters, bf16 compute, fp32 reduce: FSDP2 needs one dtype
-per sharded group, and diffusers keeps some of a block's parameters fp32); every rank must run the
-same number of micro-batches per step (FSDP2's per-forward collectives), so not the global policy.
+plan's weights ask; gloo has no pre-multiplied reduce for a divide factor of 1); its collectives
+overlap forward/backward, so they sit inside compute_s and collective_wait_s is the wait for
+outstanding reduce-scatters. bf16 under FSDP2 is Wan's own FSDP recipe (fp32 sharded parameters,
+bf16 compute, fp32 reduce, only the root casts its inputs: `mixed_precision`; FSDP2 needs one
+dtype per sharded group, and diffusers keeps some of a block's parameters fp32); every rank must
+run the same number of micro-batches per step (FSDP2's per-forward collectives), so not the
+global policy.
 """
 
 from __future__ import annotations
@@ -120,20 +122,35 @@ def run_setup(args: TrainArgs, device: torch.device, world: int, fsdp: bool = Fa
     return model, corpus, budgets, plan
 
 
+def mixed_precision(dtype: str):
+    """FSDP2's policies (blocks, root): `dtype` compute, fp32 reduce; only the root casts its
+    inputs (FSDP1's default, Wan's recipe). The blocks take their inputs as the root makes them
+    (hidden states and temb in `dtype`, RoPE tables fp32, as in diffusers' own bf16 forward), so a
+    checkpointed block recomputes on the very inputs its forward saw: diffusers checkpoints each
+    block from outside its FSDP hooks, and torch < 2.13 skips the hooks' input cast in that
+    recompute (pytorch/pytorch#159359), which made bf16 RoPE tables fp32 on recompute."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    policy = dict(param_dtype=DTYPES[dtype], reduce_dtype=torch.float32)
+    return (
+        MixedPrecisionPolicy(**policy, cast_forward_inputs=False),
+        MixedPrecisionPolicy(**policy, cast_forward_inputs=True),
+    )
+
+
 def shard(model, d: Dist, dtype: str):
-    """FSDP2: fully_shard each block, then the root (mixed precision: `dtype` compute, fp32
-    sharded parameters and reduce)."""
+    """FSDP2: fully_shard each block, then the root (`mixed_precision(dtype)`; fp32 shards)."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import fully_shard
 
     if not d.initialized:
         raise RuntimeError("--fsdp needs a torchrun launch (a process group)")
     # fully_shard's default mesh is CUDA whenever a GPU exists, whatever --device says
     mesh = init_device_mesh(d.device.type, (d.world,))
-    mp = MixedPrecisionPolicy(param_dtype=DTYPES[dtype], reduce_dtype=torch.float32)
+    block_mp, root_mp = mixed_precision(dtype)
     for block in model.blocks:
-        fully_shard(block, mesh=mesh, mp_policy=mp)
-    fully_shard(model, mesh=mesh, mp_policy=mp)
+        fully_shard(block, mesh=mesh, mp_policy=block_mp)
+    fully_shard(model, mesh=mesh, mp_policy=root_mp)
     return model
 
 
