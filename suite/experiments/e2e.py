@@ -23,7 +23,7 @@ alternative metrics `e2e_gain_<variant>_<shape>` (% throughput gain: mean eager 
 time - 1, paired bootstrap CI over repeats) and `e2e_gain_fused_over_compile_<shape>`.
 
 Budget (an eager 81-frame 480p step is ~2.6 s on an H200): the quick profile runs the 81-frame
-480p clip only, the three eager variants, 1 warm-up + 2 timed steps, no profiler (~35 s). The full
+480p clip only, the three eager variants, 1 warm-up + 4 timed steps, no profiler (~45 s). The full
 profile and the standalone run (`python -m suite.experiments.e2e --help`) run all three shapes and
 five variants with 3 timed steps and the profiler step (tools/gpu_wan.sh profiles the two 480p
 shapes only, to fit its time).
@@ -91,7 +91,8 @@ class Plan:
 
 PLANS = {
     "cpu": Plan(("img480x8",), ("eager", "eager-adaln"), 1, 2, ()),  # never run: NEEDS cuda
-    "quick": Plan(("v81x480",), ("eager", "eager-adaln", "eager-epilogues"), 1, 2, ()),
+    # 4 repeats: the paired bootstrap needs >= 3 (C18's primary compounds this gain's interval)
+    "quick": Plan(("v81x480",), ("eager", "eager-adaln", "eager-epilogues"), 1, 4, ()),
     "full": Plan(tuple(SHAPES), tuple(VARIANTS), 1, 3, tuple(SHAPES)),
 }
 

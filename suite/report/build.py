@@ -24,6 +24,7 @@ import pandas as pd
 from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
 from suite.report import beyond, html, pdf, plots
+from suite.report.derived import derive
 from suite.report.verdicts import on_gpu
 from suite.report.verdicts import summary as summary_text
 from suite.rundir import RunDir, atomic_write_text, write_json
@@ -121,7 +122,9 @@ def compute_metrics(
             not_run[s["name"]] = f"summarize failed: {type(e).__name__}: {e}"
             errors.append({"where": f"{s['name']}.summarize", "text": traceback.format_exc()})
     rows = pd.concat(frames, ignore_index=True) if frames else None
-    metrics = experiments.metric_rows([] if rows is None else rows.to_dict("records"))
+    records = [] if rows is None else rows.to_dict("records")
+    metrics = experiments.metric_rows(records)
+    metrics = experiments.metric_rows(records + derive(metrics))  # claims across experiments
     return metrics, not_run, errors
 
 
