@@ -18,7 +18,9 @@ tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix.
 Full profile: 2 blocks, 20 and 10 steps, the global run included and the global policy again at
-8 ranks (20 steps, last), time_budget_s 2700, in resumable invocations: run it as
+8 ranks (20 steps, last), time_budget_s 2100 (so that the whole full profile, with the sweep's
+~500 s, kernels ~300 s, e2e ~270 s and balance ~200 s, stays under 60 minutes), in resumable
+invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and the C15 loss runs are kept in
 results/training_parts/ (suite/experiments/training_parts.py) and reused.
@@ -143,7 +145,7 @@ PROFILES = {
         steps8=20,
         global_steps=20,
         global8_steps=20,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
-        time_budget_s=2700,
+        time_budget_s=2100,
         loss_steps=200,
         maxseq_probes=(15_600, 31_200, 48_360, 62_400),
         real_steps_max=120,
