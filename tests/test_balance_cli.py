@@ -163,7 +163,7 @@ def test_forecast_ranks_every_registry_policy_and_says_why(tmp_path, capsys, mon
     from suite.balance.policies import EqualToken
 
     table = dict(registry.POLICIES)
-    table["tiny-batches"] = lambda cost, buckets: EqualToken(m_tok=1, name="tiny-batches")
+    table["tiny-batches"] = lambda inputs: EqualToken(m_tok=1, name="tiny-batches")
     monkeypatch.setattr(registry, "POLICIES", table)
     monkeypatch.setattr("suite.balance.cli.POLICIES", table)
     args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "8", "--steps", "100", "--json"]
@@ -221,7 +221,13 @@ def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
         == 0
     )
     out = json.loads(capsys.readouterr().out)
-    assert {r["policy"] for r in out["policies"]} == {"equal-token", "dual", "global"}
+    from suite.balance.registry import POLICIES
+
+    ran = {r["policy"] for r in out["policies"]}
+    skipped = {s.split(" ")[0] for s in out["recommend"]["skipped"]}
+    assert ran | skipped == set(POLICIES) and not ran & skipped
+    assert out["recommend"]["candidates"] == list(POLICIES)
+    assert {"equal-token", "dual", "global", "bucket-sync", "pack-trim-5pct"} <= ran
     # the committed JSON carries that run's costmodel_quadratic: the steps are costed with it
     quad = pd.read_csv(ref / "results" / "costmodel_quadratic.csv").iloc[0]
     assert committed.quadratic["d"] == pytest.approx(quad["d"])
