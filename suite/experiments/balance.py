@@ -49,7 +49,7 @@ from __future__ import annotations
 import pandas as pd
 
 from suite.balance.costmodel import CostModel, default_cost_model
-from suite.balance.registry import POLICIES
+from suite.balance.registry import OWN, POLICIES
 from suite.experiments.balance_runs import CORPUS_SIZE, SCALES, simulate_tables
 from suite.experiments.balance_summary import NOISE_CV, step_metrics, summarize
 from suite.rundir import RunContext
@@ -62,7 +62,8 @@ __all__ = ["CORPUS_SIZE", "NOISE_CV", "SCALES", "run", "simulate_tables", "step_
 
 # profile -> (steps, plan seeds, comparison steps at 16 and 1024 ranks, sweep rank-steps,
 # policies the comparison leaves out)
-KK = ("pack-kk-flops", "pack-kk-fitted")  # ~25 ms a 16-rank step: 1000s of steps are minutes
+KK = ("pack-kk-flops", "pack-kk-fitted")
+KK_REASON = "Karmarkar-Karp plans a 16-rank step in ~25 ms on one core: the full profile runs it"
 PROFILES = {
     "cpu": (1000, 3, (200, 12), 8_000, KK),
     "quick": (1000, 5, (300, 16), 32_000, KK),
@@ -113,8 +114,10 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     draws = int(ctx.options.get("balance_draws", draws))
     sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(
-        f"balance: simulating {', '.join(POLICIES)} with {source}{sim}, {steps} steps x "
-        f"{draws} plan seeds, 8..1024 ranks"
+        f"balance: claims on {', '.join(OWN)} with {source}{sim}, {steps} steps x {draws} plan "
+        f"seeds, 8..1024 ranks; comparison of {len(POLICIES) - len(skip)} registry policies, "
+        f"{compare[0]} steps at 16 ranks and {compare[1]} at 1024"
+        + (f" ({', '.join(skip)} left out)" if skip else "")
     )
 
     def progress(i, n):
@@ -122,5 +125,5 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
 
     return simulate_tables(
         cost, source, steps=steps, seed=ctx.seed, draws=draws, progress=progress,
-        compare_steps=compare, rank_steps=rank_steps, skip=skip,
+        compare_steps=compare, rank_steps=rank_steps, skip=skip, skip_reason=KK_REASON,
     )  # fmt: skip

@@ -43,6 +43,7 @@ RUNS = (
 COMPARE = (("default", 16), ("long-video", 16), ("default", 1024))  # noisy, plan seed 0
 # Karmarkar-Karp (global_policy.kk_partition) keeps an R-vector per item: O(n R) memory
 RANK_CAPS = {"pack-kk-flops": 64, "pack-kk-fitted": 64}
+RANK_CAP_NOTE = "not run: Karmarkar-Karp keeps an R-vector per item, run up to {cap} ranks"
 COMPARE_METRICS = (
     "rank_cv",
     "rank_cv_p99",
@@ -97,6 +98,7 @@ def simulate_tables(
     compare_steps: tuple[int, int] | None = None,
     rank_steps: int = 32_000,
     skip: tuple[str, ...] = (),
+    skip_reason: str = "",
 ) -> dict[str, pd.DataFrame]:
     """All balance tables for one cost model (pure apart from the seeded simulation and the
     planner's wall time); steps cost what cost.step_model() says.
@@ -109,6 +111,7 @@ def simulate_tables(
     mixes = _mixes(seed)
     truth = cost.step_model()
     peers = [n for n in POLICIES if n not in OWN and n not in skip] if compare_steps else []
+    skip_notes = {n: f"not run: left out of this profile ({skip_reason})" for n in skip}
     by_mix = {mix: policies(cost, b, (*OWN, *peers)) for mix, b in mixes.items()}
     runs = [(mix, R, noise, draws, steps) for mix, R, noise in RUNS]
     runs += [
@@ -135,7 +138,7 @@ def simulate_tables(
             progress(i + 1, len(runs) + len(COMPARE) * bool(compare_steps))
     for j, (mix, R) in enumerate(COMPARE if compare_steps else ()):
         cfg = SimConfig(ranks=R, steps=compare_steps[R > 16], noise_cv=NOISE_CV, seed=seed)
-        compare += _compare(by_mix[mix], mixes[mix], truth, cfg, mix)
+        compare += _compare(by_mix[mix], mixes[mix], truth, cfg, mix, skip_notes)
         if progress:
             progress(len(runs) + j + 1, len(runs) + len(COMPARE))
     return {
@@ -145,7 +148,8 @@ def simulate_tables(
         "balance_setup": _setup(cost, source, truth, by_mix),
         "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
         "balance_compare": pd.DataFrame(
-            compare, columns=["policy", "mix", "ranks", "steps", "draw", *COMPARE_METRICS]
+            compare,
+            columns=["policy", "mix", "ranks", "steps", "draw", *COMPARE_METRICS, "note"],
         ),
     }
 
@@ -153,17 +157,25 @@ def simulate_tables(
 ORDER = ["policy", "mix", "ranks", "noise"]
 
 
-def _compare(pols: dict, buckets: pd.DataFrame, truth, cfg: SimConfig, mix: str) -> list:
+def _compare(
+    pols: dict, buckets: pd.DataFrame, truth, cfg: SimConfig, mix: str, skipped: dict
+) -> list:
     """One row per policy of one comparison run: the simulator's metrics (module doc)."""
+    key = {"mix": mix, "ranks": cfg.ranks, "draw": 0}
+    rows = [  # what does not run says why
+        {"policy": n, **key, "steps": 0, "note": RANK_CAP_NOTE.format(cap=RANK_CAPS[n])}
+        for n in pols
+        if cfg.ranks > RANK_CAPS.get(n, cfg.ranks)
+    ]
+    rows += [{"policy": n, **key, "steps": 0, "note": reason} for n, reason in skipped.items()]
     pols = {n: p for n, p in pols.items() if cfg.ranks <= RANK_CAPS.get(n, cfg.ranks)}
     per = max(samples_per_rank_step(p, buckets) for p in pols.values())
     tokens = draw_corpus(buckets, corpus_size(buckets, cfg, per), cfg.seed)
-    rows = []
     for name, pol in pols.items():
         m = simulate(tokens, pol, truth, cfg).metrics()
         rows.append(
-            {"policy": name, "mix": mix, "ranks": cfg.ranks, "steps": cfg.steps, "draw": 0}
-            | {key: m[key] for key in COMPARE_METRICS}
+            {"policy": name, **key, "steps": cfg.steps, "note": ""}
+            | {k: m[k] for k in COMPARE_METRICS}
         )
     return rows
 
