@@ -269,3 +269,25 @@ def test_forecast_help_documents_the_manifest(capsys):
         forecast_main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "Without a frames column every row is read as an image" in out
+
+
+def test_forecast_help_and_json_name_every_registry_policy(tmp_path, capsys):
+    """The recommendation is among all registry rows, the peers included, and says so."""
+    from suite.balance.registry import OWN, PEERS, POLICIES
+
+    with pytest.raises(SystemExit):
+        forecast_main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    squeezed = text.replace(" ", "")  # argparse may wrap a name at its hyphens
+    assert all(n in squeezed for n in POLICIES) and "among all of them" in text
+    args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "4", "--steps", "60", "--json"]
+    assert forecast_main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in out["policies"]] == list(POLICIES)  # all apply to this data
+    rec = out["recommend"]
+    assert rec["candidates"] == list(POLICIES)
+    best = max(out["policies"], key=lambda r: r["throughput"])
+    assert rec["policy"] == best["policy"]
+    kind = "the suite's own" if best["policy"] in OWN else "a peer's"
+    assert f"among {len(POLICIES)} policies ({kind}" in rec["reason"]
+    assert set(PEERS) <= {r["policy"] for r in out["policies"]}

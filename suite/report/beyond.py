@@ -276,15 +276,15 @@ def best_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def peer_wins(tables: dict[str, pd.DataFrame]) -> list[str]:
     """Plain sentences: where the best policy of a statistic is a peer, beating every one of the
-    suite's own policies (a strict improvement on the best own one)."""
+    suite's own policies (better than the best own one at the precision the table shows)."""
     fmts = {k: (label, unit, f) for k, label, unit, f in POLICY_COLUMNS}
     out = []
     for r in best_table(tables).itertuples(index=False):
         if r.best in OWN or not r.best_own or not np.isfinite(r.own_value):
             continue
-        if r.value == r.own_value:
-            continue  # a tie is no win
         label, unit, f = fmts[r.key]
+        if f.format(r.value) == f.format(r.own_value):
+            continue  # a tie at the shown precision is no win
         u = f" {unit}" if unit and unit != "%" else unit
         out.append(
             f"{r.best} beats the suite's own policies on {label} ({r.mix} mix, {r.ranks} ranks): "
