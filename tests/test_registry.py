@@ -106,3 +106,14 @@ def test_bad_budgets_name_the_argument():
 def test_without_a_cost_model_the_planner_is_b_s_to_the_p():
     inputs = PolicyInputs.from_budgets(Budgets(1e5, p=1.7), TOK)
     assert inputs.cost == default_planner(1.7) and inputs.cost.a == 0
+
+
+def test_the_trainer_accepts_and_lists_every_registry_name():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "suite.train", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    choices = out[out.index("--policy {") + len("--policy {") :].split("}")[0].split(",")
+    assert choices == list(POLICIES)
