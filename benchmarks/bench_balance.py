@@ -11,10 +11,10 @@ def _policy(name: str):
     """The benchmarked policies, from the registry with the analytic Wan-14B model (dual's
     M_comp fixed at a crossover of 20,000 tokens, so nothing is tuned inside a timing)."""
     from suite.balance.costmodel import WAN14B_M_MEM, default_cost_model
-    from suite.balance.registry import make_policy
+    from suite.balance.registry import PolicyInputs, make_policy
 
     cost = default_cost_model().with_budgets(WAN14B_M_MEM, 20_000.0)
-    return cost, make_policy(name, cost, default_buckets())
+    return cost, make_policy(name, PolicyInputs.from_cost(cost, default_buckets()))
 
 
 class Sampler:

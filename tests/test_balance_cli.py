@@ -6,6 +6,7 @@ import pytest
 from suite.__main__ import main
 from suite.balance.cli import fit_cost_main, forecast_main, simulate_main
 from suite.balance.costmodel import CostModel
+from suite.balance.registry import POLICIES
 
 
 def test_simulate_json(capsys):
@@ -143,11 +144,8 @@ def _plain(tmp_path, capsys) -> str:
     return capsys.readouterr().out
 
 
-@pytest.mark.parametrize("policy", ["equal-token", "dual", "global"])
+@pytest.mark.parametrize("policy", list(POLICIES))
 def test_simulate_json_has_the_metric_keys_for_every_policy(policy, capsys):
-    from suite.balance.registry import POLICIES
-
-    assert policy in POLICIES
     assert simulate_main(["--policy", policy, "--gpus", "8", "--steps", "120", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     keys = ("rank_cv", "rank_cv_p99", "maxmean", "maxmean_p99", "step_cv", "bubble")
@@ -163,7 +161,7 @@ def test_forecast_ranks_every_registry_policy_and_says_why(tmp_path, capsys, mon
     from suite.balance.policies import EqualToken
 
     table = dict(registry.POLICIES)
-    table["tiny-batches"] = lambda cost, buckets: EqualToken(m_tok=1, name="tiny-batches")
+    table["tiny-batches"] = lambda inputs: EqualToken(m_tok=1, name="tiny-batches")
     monkeypatch.setattr(registry, "POLICIES", table)
     monkeypatch.setattr("suite.balance.cli.POLICIES", table)
     args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "8", "--steps", "100", "--json"]
@@ -221,7 +219,13 @@ def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
         == 0
     )
     out = json.loads(capsys.readouterr().out)
-    assert {r["policy"] for r in out["policies"]} == {"equal-token", "dual", "global"}
+    from suite.balance.registry import POLICIES
+
+    ran = {r["policy"] for r in out["policies"]}
+    skipped = {s.split(" ")[0] for s in out["recommend"]["skipped"]}
+    assert ran | skipped == set(POLICIES) and not ran & skipped
+    assert out["recommend"]["candidates"] == list(POLICIES)
+    assert {"equal-token", "dual", "global", "bucket-sync", "pack-trim-5pct"} <= ran
     # the committed JSON carries that run's costmodel_quadratic: the steps are costed with it
     quad = pd.read_csv(ref / "results" / "costmodel_quadratic.csv").iloc[0]
     assert committed.quadratic["d"] == pytest.approx(quad["d"])
@@ -263,3 +267,25 @@ def test_forecast_help_documents_the_manifest(capsys):
         forecast_main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "Without a frames column every row is read as an image" in out
+
+
+def test_forecast_help_and_json_name_every_registry_policy(tmp_path, capsys):
+    """The recommendation is among all registry rows, the peers included, and says so."""
+    from suite.balance.registry import OWN, PEERS, POLICIES
+
+    with pytest.raises(SystemExit):
+        forecast_main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    squeezed = text.replace(" ", "")  # argparse may wrap a name at its hyphens
+    assert all(n in squeezed for n in POLICIES) and "among all of them" in text
+    args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "4", "--steps", "60", "--json"]
+    assert forecast_main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in out["policies"]] == list(POLICIES)  # all apply to this data
+    rec = out["recommend"]
+    assert rec["candidates"] == list(POLICIES)
+    best = max(out["policies"], key=lambda r: r["throughput"])
+    assert rec["policy"] == best["policy"]
+    kind = "the suite's own" if best["policy"] in OWN else "a peer's"
+    assert f"among {len(POLICIES)} policies ({kind}" in rec["reason"]
+    assert set(PEERS) <= {r["policy"] for r in out["policies"]}

@@ -162,3 +162,24 @@ def test_validation_row_from_the_emulated_trace(run_dir):
     (alt,) = [a for a in v.alternatives if a["metric"] == "sim_emulation_error_pct"]
     assert alt["verdict"] == ""  # another unit: shown, not judged
     assert "sim_emulation_error_pct" not in set(bal.summarize(run_dir.tables())["metric"])
+
+
+def test_the_comparison_holds_every_registry_policy_on_common_runs(run_dir):
+    """balance_compare: every registry policy at 16 ranks (both mixes) and 1024 ranks, with the
+    simulator's metrics, or a row saying why it did not run; the claims stay on the own ones."""
+    from suite.balance.registry import OWN, POLICIES
+    from suite.experiments.balance_runs import COMPARE, COMPARE_METRICS
+
+    c = run_dir.tables()["balance_compare"]
+    steps, _, (n16, n1k), _, skip = bal.PROFILES["cpu"]
+    for mix, R in COMPARE:
+        d = c[(c["mix"] == mix) & (c["ranks"] == R)].set_index("policy")
+        assert sorted(d.index) == sorted(POLICIES), (mix, R)
+        ran = d[d["steps"] > 0]
+        assert (ran["steps"] == (n16 if R == 16 else n1k)).all()
+        assert ran[list(COMPARE_METRICS)].notna().all().all()
+        assert (ran["maxmean_p99"] >= ran["maxmean"]).all() and (ran["maxmean"] >= 1).all()
+        gone = d[d["steps"] == 0]
+        assert gone["note"].str.startswith("not run: ").all()
+        assert set(skip) <= set(gone.index) and not set(OWN) & set(gone.index)
+    assert set(run_dir.tables()["balance_steps"]["policy"]) == set(OWN)

@@ -170,3 +170,57 @@ def test_cost_forms_absent_for_runs_without_the_quadratic_table():
     assert beyond.cost_forms(_cost_tables(with_quadratic=False)) is None
     assert beyond.cost_forms({}) is None
     assert beyond.cost_forms({"costmodel_quadratic": _cost_tables()["costmodel_quadratic"]}) is None
+
+
+def _compare():
+    """A small balance_compare: two own policies and two peers at 16 ranks (two draws), one at
+    1024 ranks, and a peer that did not run."""
+    base = {"mix": "default", "note": "", "bubble": 0.01, "maxmean_p99": 1.05, "step_s_mean": 2.0}
+    rows = [
+        dict(base, policy="dual", ranks=16, steps=300, draw=d, rank_cv=0.10, rank_cv_p99=0.2,
+             maxmean=1.15, step_cv=0.03, throughput=100.0 + d, planner_ms=0.1)
+        for d in (0, 1)
+    ] + [
+        dict(base, policy="global", ranks=16, steps=300, draw=0, rank_cv=0.013, rank_cv_p99=0.02,
+             maxmean=1.025, step_cv=0.011, throughput=120.0, planner_ms=0.7),
+        dict(base, policy="bucket-sync", ranks=16, steps=300, draw=0, rank_cv=0.011,
+             rank_cv_p99=0.03, maxmean=1.02, step_cv=0.40, throughput=130.0, planner_ms=0.09),
+        dict(base, policy="pack-lpt-fitted", ranks=16, steps=300, draw=0, rank_cv=0.013,
+             rank_cv_p99=0.02, maxmean=1.025, step_cv=0.011, throughput=120.0, planner_ms=0.8),
+        dict(base, policy="global", ranks=1024, steps=16, draw=0, rank_cv=0.014,
+             rank_cv_p99=0.015, maxmean=1.05, step_cv=0.004, throughput=9e3, planner_ms=17.0),
+        {"policy": "pack-kk-fitted", "mix": "default", "ranks": 1024, "steps": 0, "draw": 0,
+         "note": "not run: too many ranks"},
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_comparison_reads_balance_compare_and_says_where_a_peer_wins():
+    t = _tables() | {"balance_compare": _compare()}
+    pol = beyond.policy_table(t).set_index(["mix", "policy", "ranks"])
+    assert set(pol.index) == {
+        ("default", p, 16) for p in ("dual", "global", "bucket-sync", "pack-lpt-fitted")
+    } | {("default", "global", 1024)}  # from balance_compare, not balance_steps
+    d = pol.loc[("default", "dual", 16)]
+    assert np.isclose(d.rank_cv, 10.0) and d.throughput == 100.5  # % and mean over draws
+    g = pol.loc[("default", "global", 1024)]
+    assert np.isclose(g.planner_pct, 100 * 17.0 / 2e3)
+    best = beyond.best_table(t).set_index(["ranks", "key"])
+    assert best.loc[(16, "rank_cv"), "best"] == "bucket-sync"
+    assert best.loc[(16, "rank_cv"), "best_own"] == "global"
+    assert best.loc[(16, "step_cv"), "best"] == "global"  # the tie with a peer: own listed first
+    assert best.loc[(16, "throughput"), "best"] == "bucket-sync"  # higher is better
+    wins = beyond.peer_wins(t)
+    assert any(
+        w.startswith("bucket-sync beats the suite's own policies on rank compute CV (default mix, "
+                     "16 ranks): 1.1% against 1.3% for global") for w in wins
+    )  # fmt: skip
+    assert not any("pack-lpt-fitted" in w for w in wins)  # ties with global are no win
+    assert not any("step-time CV" in w for w in wins)
+    assert beyond.not_run(t) == [
+        "pack-kk-fitted (default mix, 1024 ranks): not run: too many ranks"
+    ]
+    sec = beyond.section(t)
+    assert sec["peer_wins"] == wins and sec["not_run"] == beyond.not_run(t)
+    assert [b["where"] for b in sec["best"]] == ["default mix, 16 ranks", "default mix, 1024 ranks"]
+    assert sec["best"][0]["cells"][0] == "bucket-sync (1.1)"

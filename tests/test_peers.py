@@ -8,7 +8,6 @@ from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import default_cost_model
 from suite.balance.global_policy import kk_partition, lpt_partition
 from suite.balance.peers import (
-    PEER_POLICIES,
     ProfiledRescale,
     fitting_batch,
     lengths_of,
@@ -24,6 +23,7 @@ from suite.balance.peers_packing import (
     trim_overload,
 )
 from suite.balance.plan import plan_steps
+from suite.balance.registry import PACKERS, PEERS, PolicyInputs, make_policy
 from suite.data.corpus import sample_corpus
 
 COST = default_cost_model()
@@ -31,11 +31,10 @@ M = COST.m_mem
 TOK = sample_corpus(6000, seed=1).tokens.to_numpy()
 S_ALL = lengths_of(TOK)
 W = 8
-PACKERS = [n for n in PEER_POLICIES if n.startswith("pack-")]
 
 
 def make(name, tokens=TOK):
-    return PEER_POLICIES[name](COST, tokens, M)
+    return make_policy(name, PolicyInputs.from_cost(COST, tokens))
 
 
 def allowed_drop(name) -> int:
@@ -48,7 +47,7 @@ def allowed_drop(name) -> int:
     return (W - 1) * int(make(name).batch_size(S_ALL).max())
 
 
-@pytest.mark.parametrize("name", list(PEER_POLICIES))
+@pytest.mark.parametrize("name", PEERS)
 def test_invariants_every_sample_once_and_memory_cap(name):
     pol = make(name)
     assert pol.name == name
@@ -60,7 +59,7 @@ def test_invariants_every_sample_once_and_memory_cap(name):
         assert plan.table(TOK)["tokens"].max() <= M
 
 
-@pytest.mark.parametrize("name", list(PEER_POLICIES))
+@pytest.mark.parametrize("name", PEERS)
 def test_deterministic_per_seed_and_resumable(name):
     pol = make(name)
     a, b = pol.epoch_plan(TOK, W, 5, 0), pol.epoch_plan(TOK, W, 5, 0)
@@ -79,8 +78,8 @@ def test_deterministic_per_seed_and_resumable(name):
 
 def test_registry_accepts_a_bucket_table():
     table = bucket_table(TOK)
-    for name in PEER_POLICIES:
-        p1, p2 = PEER_POLICIES[name](COST, table, M), make(name)
+    for name in PEERS:
+        p1, p2 = make(name, table), make(name)
         assert np.array_equal(
             p1.epoch_plan(TOK, W, 0, 0).samples, p2.epoch_plan(TOK, W, 0, 0).samples
         )

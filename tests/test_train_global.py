@@ -59,15 +59,15 @@ def test_warmup_covers_the_shapes_of_a_global_plans_steps():
     """The training experiment warms every (B, S) shape of each plan's steps, the global plan's
     model batches included (its first two H200 steps were 3.3x and 1.8x the later ones; warming
     only the first step's shapes left step 1 at 2x): later steps bring shapes step 0 lacks."""
+    from suite.balance.registry import PolicyInputs, make_policy
     from suite.train.data import load_corpus
-    from suite.train.plan import budgets_for, make_policy, training_plan
+    from suite.train.plan import budgets_for, training_plan
     from suite.train.warmup import model_batches, warm_batches
 
     corpus = load_corpus(200, "tiny", 0)
     tokens = corpus.tokens.to_numpy()
-    plan = training_plan(
-        corpus, make_policy("global", budgets_for(corpus, m_mem=400, p=2)), 4, 3, 1
-    )
+    inputs = PolicyInputs.from_budgets(budgets_for(corpus, m_mem=400, p=2), tokens)
+    plan = training_plan(corpus, make_policy("global", inputs), 4, 3, 1)
     steps = model_batches(plan)
     assert len(steps) == 3
     for k, batches in enumerate(steps):
@@ -107,7 +107,7 @@ def test_fsdp_refuses_a_plan_of_uneven_micro_batch_counts(tmp_path):
     assert not _equal_micro_counts(plan)
     args.policy = "dual"
     assert _equal_micro_counts(run_setup(args, torch.device("cpu"), 2)[3])
-    from suite.train.plan import make_policy
+    from suite.balance.registry import make_policy
 
-    with pytest.raises(ValueError, match="policy must be one of"):
+    with pytest.raises(ValueError, match="unknown policy 'lpt'; accepted: equal-token"):
         make_policy("lpt", None)

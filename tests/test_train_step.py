@@ -8,9 +8,10 @@ import torch
 import torch.distributed as dist
 
 from suite.balance.plan import Plan
+from suite.balance.registry import POLICIES, PolicyInputs, make_policy
 from suite.model.wan import build_wan
 from suite.train.data import load_corpus
-from suite.train.plan import POLICIES, budgets_for, make_policy, training_plan
+from suite.train.plan import budgets_for, training_plan
 from suite.train.step import all_reduce_sum, epochs_before, train_step
 
 
@@ -77,7 +78,8 @@ def test_global_plan_uneven_ranks_sum_to_the_step_gradient(corpus, group):
     summed gradients are the token-weighted gradient of one batch per length in one process."""
     tokens = corpus.tokens.to_numpy()
     budgets = budgets_for(corpus, m_mem=640.0, p=2.0)
-    plan = training_plan(corpus, make_policy("global", budgets), 2, 6, seed=0)
+    pol = make_policy("global", PolicyInputs.from_budgets(budgets, tokens))
+    plan = training_plan(corpus, pol, 2, 6, seed=0)
     counts = np.zeros((plan.steps, 2), int)
     np.add.at(counts, (plan.mb_step, plan.mb_rank), 1)
     step = int(np.flatnonzero(counts[:, 0] != counts[:, 1])[0])
@@ -103,7 +105,8 @@ def test_every_policy_runs_through_the_one_step(corpus, name):
     from suite.train.emulate import emulate
 
     budgets = budgets_for(corpus, p=2.0)
-    plan = training_plan(corpus, make_policy(name, budgets), 2, 2, seed=0)
+    pol = make_policy(name, PolicyInputs.from_budgets(budgets, corpus.tokens))
+    plan = training_plan(corpus, pol, 2, 2, seed=0)
     model = _model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     micro: list = []

@@ -19,6 +19,7 @@ ranks (global_policy.kk_partition keeps an R-vector per item: O(n R) memory).
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -32,25 +33,19 @@ from suite.balance.costmodel import (
     QuadraticCost,
     default_cost_model,
 )
-from suite.balance.global_policy import GlobalPolicy
-from suite.balance.peers import PEER_POLICIES, predicted_rank_loads, videosys_imbalance
+from suite.balance.peers import predicted_rank_loads, videosys_imbalance
 from suite.balance.plan import plan_steps
-from suite.balance.policies import DualConstraint, EqualToken
-from suite.balance.simulator import tune_s_cross
+from suite.balance.registry import POLICIES, Budgets, PolicyInputs, make_policy
 from suite.data.corpus import sample_corpus
 
 KK_MAX_RANKS = 64
 
 
 def policies(cost, tokens):
-    m = cost.m_mem
-    s_cross, _ = tune_s_cross(bucket_table(tokens), cost.step_model(), m, p=cost.p)
-    own = {
-        "equal-token": EqualToken(m),
-        "dual": DualConstraint(m, m * s_cross ** (cost.p - 1), cost.p),
-        "global": GlobalPolicy(m_mem=m, planner=cost),
-    }
-    return own | {n: make(cost, tokens, m) for n, make in PEER_POLICIES.items()}
+    """Every registry policy under the cost's M_mem and p; dual's s_cross tuned on its step model."""
+    b = Budgets(cost.m_mem, math.inf, cost.p, cost.source)
+    inputs = PolicyInputs(b, bucket_table(tokens), cost)
+    return {n: make_policy(n, inputs) for n in POLICIES}
 
 
 def analytic_price() -> QuadraticCost:

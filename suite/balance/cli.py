@@ -23,7 +23,7 @@ from suite.balance.costmodel import (
     loo_error_quadratic,
     memory_budget,
 )
-from suite.balance.registry import POLICIES, budgets, make_policy
+from suite.balance.registry import OWN, PEERS, POLICIES, PolicyInputs, budgets, make_policy
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
 from suite.rundir import read_csv
 
@@ -140,7 +140,7 @@ def simulate_main(argv: list[str]) -> int:
     try:
         cost = _load_cost(a.cost, a.step_model)
         buckets, data = _buckets(a.manifest, a.mix, a.seed)
-        pol = make_policy(a.policy, cost, buckets)
+        pol = make_policy(a.policy, PolicyInputs.from_cost(cost, buckets))
         timing = cost.step_model()
         if a.latency:
             from suite.balance.simulator import LatencyTable
@@ -176,8 +176,10 @@ def simulate_main(argv: list[str]) -> int:
 def forecast_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suite forecast",
-        description="Forecast balance metrics of every policy for your dataset on R ranks and "
-        "recommend M_mem, M_comp and a policy (highest simulated throughput).",
+        description="Forecast balance metrics of every policy of suite.balance.registry for your "
+        "dataset on R ranks: the suite's own (" + ", ".join(OWN) + ") and the peers public "
+        "training stacks ship (" + ", ".join(PEERS) + "), and recommend M_mem, M_comp and a "
+        "policy among all of them (highest simulated throughput).",
     )
     p.add_argument(
         "--manifest",
@@ -196,7 +198,7 @@ def forecast_main(argv: list[str]) -> int:
         rows, skipped = [], []
         for name in POLICIES:
             try:
-                pol = make_policy(name, cost, buckets)
+                pol = make_policy(name, PolicyInputs.from_cost(cost, buckets))
             except ValueError as e:
                 skipped.append(f"{name} ({e})")  # a policy that does not apply to this data
                 continue
@@ -208,9 +210,12 @@ def forecast_main(argv: list[str]) -> int:
         return _fail(str(e))
     table = pd.DataFrame(rows)
     best = table.loc[table["throughput"].idxmax()]
+    runner_up = table.drop(index=best.name).sort_values("throughput").iloc[-1:]
+    kind = "the suite's own" if best["policy"] in OWN else "a peer's"
     why = (
-        f"highest simulated throughput ({best['throughput']:.4g} tokens/s; next "
-        f"{table['throughput'].nlargest(2).iloc[-1]:.4g}) on {a.gpus} ranks"
+        f"highest simulated throughput among {len(table)} policies ({kind}; "
+        f"{best['throughput']:.4g} tokens/s, next {runner_up['policy'].iloc[0]} "
+        f"{runner_up['throughput'].iloc[0]:.4g}) on {a.gpus} ranks"
         if len(table) > 1
         else "the only policy that applies"
     )
@@ -220,6 +225,7 @@ def forecast_main(argv: list[str]) -> int:
         "m_mem": cost.m_mem,
         "m_comp": None if pd.isna(best.get("m_comp")) else float(best["m_comp"]),
         "p": cost.p,
+        "candidates": list(POLICIES),  # every registry row: simulated, or skipped with the reason
         "skipped": skipped,
     }
     if a.json:

@@ -27,6 +27,9 @@ Each is described from the project's own code; the code here is ours.
   mean over ranks of (max - t) / max (`videosys_imbalance`). That is `ProfiledRescale`.
 - Cost-aware packing (verl, slime, Megatron-LM): suite.balance.peers_packing.
 
+The registry (suite.balance.registry) builds each by name from the same PolicyInputs as the
+suite's own policies.
+
 Every policy here: deterministic per (seed, epoch); within an epoch every sample runs exactly once
 across ranks except the dropped tail (the bucket-dealt ones drop the final incomplete round of
 batches, as bucket_epoch_plan does; BucketSynchronous drops, per bucket, the < world samples that
@@ -235,37 +238,3 @@ class ProfiledRescale:
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
         return bucket_epoch_plan(tokens, self.batch_size, world, seed, epoch, self.name)
-
-
-# ----------------------------------------------------------------------------- registry
-
-
-def _opensora(cost, tokens_or_buckets, m_mem):
-    return SearchedBucketBatches(cost, float(m_mem), int(lengths_of(tokens_or_buckets).max()))
-
-
-def _bucket_sync(cost, tokens_or_buckets, m_mem):
-    return BucketSynchronous(cost, float(m_mem), int(lengths_of(tokens_or_buckets).max()))
-
-
-def _videosys(cost, tokens_or_buckets, m_mem):
-    return ProfiledRescale.profile(cost, tokens_or_buckets, float(m_mem))
-
-
-def _packing(name: str) -> Callable:
-    def make(cost, tokens_or_buckets, m_mem):
-        from suite.balance.peers_packing import PACKING_VARIANTS, CostAwarePacking
-
-        return CostAwarePacking.make(cost, float(m_mem), name=name, **PACKING_VARIANTS[name])
-
-    return make
-
-
-# name -> constructor(cost, tokens_or_buckets, m_mem) -> policy with .name and .epoch_plan
-PEER_POLICIES: dict[str, Callable] = {
-    "opensora-searched": _opensora,
-    "bucket-sync": _bucket_sync,
-    "videosys-profiled": _videosys,
-    **{n: _packing(n) for n in ("pack-kk-flops", "pack-kkeq-flops", "pack-lpt-flops")},
-    **{n: _packing(n) for n in ("pack-kk-fitted", "pack-lpt-fitted", "pack-trim-5pct")},
-}

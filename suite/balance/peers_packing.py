@@ -162,26 +162,39 @@ class CostAwarePacking:
         if tokens.max() > self.m_mem:
             raise ValueError(f"a sample of {tokens.max()} tokens exceeds M_mem = {self.m_mem:.0f}")
         per_rank = self.samples_per_rank or self.m_mem / tokens.mean()
-        budget = max(1, round(per_rank * world)) * float(self.sample_cost(tokens).mean())
-        q = np.random.default_rng([seed, epoch]).permutation(len(tokens))
-        pinned = np.zeros(len(q), bool)  # deferred once already: may not be trimmed again
+        cost = self.sample_cost(tokens)  # once per epoch: a step prices only its window
+        budget = max(1, round(per_rank * world)) * float(cost.mean())
+        stream = np.random.default_rng([seed, epoch]).permutation(len(tokens))
+        window = max(64, 4 * round(per_rank * world))  # grows where a step needs more
+        # the queue is `front` (deferred once: pinned, may not be trimmed again) + stream[pos:]
+        front, pos = np.zeros(0, np.int64), 0
         partition = PARTITION[self.method] if self.stop_slack is None else lpt_partition
         steps = []
-        while len(q):
-            c_all = self.sample_cost(tokens[q])
-            take = min(int(np.searchsorted(np.cumsum(c_all), budget)) + 1, len(q))
-            idx, pin, c = q[:take], pinned[:take], c_all[:take]
+        while len(front) or pos < len(stream):
+            while True:
+                q = np.concatenate([front, stream[pos : pos + window]])
+                cum = np.cumsum(cost[q])
+                take = int(np.searchsorted(cum, budget)) + 1
+                if take <= len(q) or pos + window >= len(stream):
+                    break
+                window *= 2
+            left = len(front) + len(stream) - pos  # samples still queued
+            take = min(take, len(q))
+            idx, c = q[:take], cost[q[:take]]
+            pin = np.arange(take) < len(front)
             owner, loads = partition(c, world)
             keep, converged = np.ones(take, bool), True
             if self.stop_slack is not None:
-                if take < len(q):
+                if take < left:
                     keep, converged = trim_overload(c, owner, loads, pin, self.stop_slack)
                 else:  # the epoch's last step defers nothing
                     converged = bool(loads.max() - loads.min() <= self.stop_slack * loads.max())
-            ranks = [idx[keep & (owner == r)] for r in range(world)]
+            own = owner[keep]
+            by_rank = np.argsort(own, kind="stable")  # a rank's samples keep their queue order
+            ranks = np.split(idx[keep][by_rank], np.cumsum(np.bincount(own, minlength=world))[:-1])
             steps.append(PackedStep(ranks, loads, converged))
-            q = np.concatenate([idx[~keep], q[take:]])
-            pinned = np.concatenate([np.ones((~keep).sum(), bool), pinned[take:]])
+            pos += max(0, take - len(front))
+            front = np.concatenate([idx[~keep], front[take:]])
         return steps
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
@@ -203,7 +216,7 @@ class CostAwarePacking:
         )
 
 
-# name -> CostAwarePacking.make keywords (suite.balance.peers.PEER_POLICIES builds them)
+# name -> CostAwarePacking.make keywords (suite.balance.registry builds them)
 PACKING_VARIANTS: dict[str, dict] = {
     "pack-kk-flops": {"cost_form": "flops", "method": "kk"},
     "pack-kkeq-flops": {"cost_form": "flops", "method": "kkeq"},

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-POLICIES = ("equal-token", "dual", "global")
-
 
 def _floor_div(budget: float, denom: np.ndarray) -> np.ndarray:
     # a tiny relative slack so that e.g. 75600/75600 is not floored to 0 by round-off
@@ -57,15 +55,6 @@ class DualConstraint(_BucketPolicy):
         return np.maximum(
             1, np.minimum(_floor_div(self.m_mem, S), _floor_div(self.m_comp, S**self.p))
         )
-
-
-def make_policy(name: str, m_mem: float, m_comp: float, p: float):
-    """A bucket policy by name; equal-token uses the same memory cap (M_tok = M_mem)."""
-    if name == "equal-token":
-        return EqualToken(m_tok=m_mem)
-    if name == "dual":
-        return DualConstraint(m_mem=m_mem, m_comp=m_comp, p=p)
-    raise ValueError(f"unknown bucket policy {name!r}; accepted: equal-token, dual")
 
 
 def m_comp_for_crossover(m_mem: float, p: float, s_cross: float) -> float:

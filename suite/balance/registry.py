@@ -1,65 +1,197 @@
-"""The policy registry: every batching policy the suite simulates, plans and recommends, by name.
+"""The policy registry: every batching policy of the suite, by name, in one table.
 
-One row per policy: name -> a constructor from (cost, buckets). `cost` is the user's fitted
-suite.balance.costmodel.CostModel (M_mem, the power law's p, M_comp where the JSON has one; its
-quadratic step model where it carries one); `buckets` the data's bucket table (S, share), for
-policies that tune a budget on the data. A constructor raises ValueError where its policy does
-not apply (e.g. a sample longer than the global policy's cap); callers skip it with the reason.
-`suite simulate --policy`, `suite forecast` (its recommendation ranks every row) and the balance
-experiment read this table: a new policy goes in with one line here.
+One row per policy: name -> constructor(PolicyInputs). A PolicyInputs carries the same three
+things on every path:
+    budgets   Budgets: M_mem (tokens per model batch; equal-token's M_tok), M_comp (B*S^p; inf:
+              dual tunes s_cross on the buckets), p
+    buckets   the data's bucket table (S, count, share): the lengths a policy tunes on
+    cost      the planner's / pricer's model (cost.predict(B, S), fixed_s; a CostModel)
+built either from a fitted CostModel and the data (`PolicyInputs.from_cost`: suite simulate,
+forecast, the balance experiment) or from explicit budgets (`PolicyInputs.from_budgets`: the
+trainer, its emulation and real-rank runs; without a cost model the planner is b * S^p, a = 0).
+A constructor raises ValueError where its policy does not apply (e.g. a sample longer than the
+memory cap); callers skip it with the reason. A new policy is one row of POLICIES.
+
+Rows: the suite's own (equal-token, dual, global; OWN) and the peers public training stacks
+ship (suite.balance.peers, peers_packing; PEERS): Open-Sora's searched per-bucket batches
+(dealt round-robin, and bucket-synchronous), VideoSys DCP's profiled rescale, and cost-aware
+packing as verl / slime / Megatron-LM do it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from suite.balance.buckets import bucket_table
 
-def _equal_token(cost, buckets: pd.DataFrame):
+
+@dataclass(frozen=True)
+class Budgets:
+    """A policy's budgets: m_mem tokens per model batch (also equal-token's M_tok), m_comp the
+    B * S^p budget (inf: not set, dual tunes it), p the compute exponent."""
+
+    m_mem: float
+    m_comp: float = math.inf
+    p: float = 2.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not (self.m_mem > 0 and math.isfinite(self.m_mem)):
+            raise ValueError(f"M_mem must be a finite number > 0, got {self.m_mem}")
+        if not self.m_comp > 0:
+            raise ValueError(f"M_comp must be > 0 (inf: not set), got {self.m_comp}")
+
+
+def default_planner(p: float):
+    """The planner without a fitted cost model: b * S^p with a = 0, b = 1."""
+    from suite.balance.costmodel import CostModel
+
+    return CostModel(a=0.0, b=1.0, p=float(p), source="b*S^p, a=0 (no cost model)")
+
+
+def _as_buckets(data) -> pd.DataFrame:
+    """A bucket table (S, share, ...) as given, or built from per-sample token counts."""
+    if isinstance(data, pd.DataFrame):
+        if not {"S", "share"} <= set(data.columns):
+            raise ValueError(f"a bucket table needs columns S and share, got {list(data.columns)}")
+        return data
+    return bucket_table(np.asarray(data, np.int64))
+
+
+@dataclass(frozen=True)
+class PolicyInputs:
+    """What every policy constructor is given (module doc)."""
+
+    budgets: Budgets
+    buckets: pd.DataFrame
+    cost: object
+
+    @classmethod
+    def from_cost(cls, cost, data) -> PolicyInputs:
+        """From a fitted CostModel (its M_mem, M_comp where finite, p) and the data (per-sample
+        token counts or a bucket table)."""
+        m_comp = cost.m_comp if math.isfinite(cost.m_comp) else math.inf
+        b = Budgets(float(cost.m_mem), m_comp, float(cost.p), cost.source)
+        return cls(b, _as_buckets(data), cost)
+
+    @classmethod
+    def from_budgets(cls, budgets: Budgets, data, cost=None) -> PolicyInputs:
+        """From explicit budgets and the data; `cost` the planner (None: b * S^p, a = 0)."""
+        return cls(budgets, _as_buckets(data), cost or default_planner(budgets.p))
+
+    @property
+    def m_mem(self) -> float:
+        return self.budgets.m_mem
+
+    @property
+    def s_max(self) -> int:
+        return int(self.buckets["S"].max())
+
+
+def _fits(x: PolicyInputs, name: str) -> None:
+    if x.s_max > x.m_mem:
+        raise ValueError(f"{name}: a sample of {x.s_max} tokens exceeds M_mem = {x.m_mem:.0f}")
+
+
+def _equal_token(x: PolicyInputs):
     from suite.balance.policies import EqualToken
 
-    return EqualToken(m_tok=cost.m_mem)  # the same memory cap as dual: M_tok = M_mem
+    return EqualToken(m_tok=x.m_mem)  # the same memory cap as dual: M_tok = M_mem
 
 
-def _dual(cost, buckets: pd.DataFrame):
-    """B*S <= M_mem and B*S^p <= M_comp; without a finite M_comp in the cost, s_cross is tuned
-    on `buckets` by simulated throughput with the cost's step model (its quadratic form where it
-    has one), keeping the power law's p."""
-    from suite.balance.policies import DualConstraint
+def _dual(x: PolicyInputs):
+    """B*S <= M_mem and B*S^p <= M_comp; without a finite M_comp, s_cross is tuned on the
+    buckets by simulated throughput with the cost's step model (its quadratic form where it has
+    one), keeping p."""
+    from suite.balance.policies import DualConstraint, m_comp_for_crossover
     from suite.balance.simulator import tune_s_cross
 
-    m_comp = cost.m_comp
+    b = x.budgets
+    m_comp = b.m_comp
     if not math.isfinite(m_comp):
-        s_cross, _ = tune_s_cross(buckets, cost.step_model(), cost.m_mem, p=cost.p)
-        m_comp = cost.with_budgets(cost.m_mem, s_cross).m_comp
-    return DualConstraint(m_mem=cost.m_mem, m_comp=m_comp, p=cost.p)
+        step = x.cost.step_model() if hasattr(x.cost, "step_model") else x.cost
+        s_cross, _ = tune_s_cross(x.buckets, step, b.m_mem, p=b.p)
+        m_comp = m_comp_for_crossover(b.m_mem, b.p, s_cross)
+    return DualConstraint(m_mem=b.m_mem, m_comp=m_comp, p=b.p)
 
 
-def _global(cost, buckets: pd.DataFrame):
+def _global(x: PolicyInputs):
     from suite.balance.global_policy import GlobalPolicy
 
-    s_max = int(buckets["S"].max())
-    if s_max > cost.m_mem:
-        raise ValueError(
-            f"global: a sample of {s_max} tokens exceeds its model-batch cap M_mem = "
-            f"{cost.m_mem:.0f}"
-        )
-    return GlobalPolicy(m_mem=cost.m_mem, planner=cost)  # the planner predicts with the power law
+    _fits(x, "global")
+    return GlobalPolicy(m_mem=x.m_mem, planner=x.cost)
 
 
-POLICIES = {
+def _opensora(x: PolicyInputs):
+    from suite.balance.peers import SearchedBucketBatches
+
+    _fits(x, "opensora-searched")
+    return SearchedBucketBatches(x.cost, x.m_mem, x.s_max)
+
+
+def _bucket_sync(x: PolicyInputs):
+    from suite.balance.peers import BucketSynchronous
+
+    _fits(x, "bucket-sync")
+    return BucketSynchronous(x.cost, x.m_mem, x.s_max)
+
+
+def _videosys(x: PolicyInputs):
+    from suite.balance.peers import ProfiledRescale
+
+    _fits(x, "videosys-profiled")
+    return ProfiledRescale.profile(x.cost, x.buckets, x.m_mem)
+
+
+def _packing(name: str) -> Callable[[PolicyInputs], object]:
+    def make(x: PolicyInputs):
+        from suite.balance.peers_packing import PACKING_VARIANTS, CostAwarePacking
+
+        _fits(x, name)
+        return CostAwarePacking.make(x.cost, x.m_mem, name=name, **PACKING_VARIANTS[name])
+
+    return make
+
+
+OWN = ("equal-token", "dual", "global")
+PACKERS = (
+    "pack-kk-flops",
+    "pack-kkeq-flops",
+    "pack-lpt-flops",
+    "pack-kk-fitted",
+    "pack-lpt-fitted",
+    "pack-trim-5pct",
+)
+PEERS = ("opensora-searched", "bucket-sync", "videosys-profiled", *PACKERS)
+
+# name -> constructor(PolicyInputs) -> a policy with .name and .epoch_plan(tokens, world, seed,
+# epoch) (suite.balance.plan)
+POLICIES: dict[str, Callable[[PolicyInputs], object]] = {
     "equal-token": _equal_token,
     "dual": _dual,
     "global": _global,
+    "opensora-searched": _opensora,
+    "bucket-sync": _bucket_sync,
+    "videosys-profiled": _videosys,
+    **{n: _packing(n) for n in PACKERS},
 }
 
 
-def make_policy(name: str, cost, buckets: pd.DataFrame):
-    """The policy `name` built from (cost, buckets); ValueError names the accepted ones."""
+def make_policy(name: str, inputs: PolicyInputs):
+    """The policy `name` of POLICIES; ValueError names the accepted ones."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; accepted: {', '.join(POLICIES)}")
-    return POLICIES[name](cost, buckets)
+    if not isinstance(inputs, PolicyInputs):
+        raise TypeError(
+            f"make_policy needs a PolicyInputs (PolicyInputs.from_cost / from_budgets), got "
+            f"{type(inputs).__name__}"
+        )
+    return POLICIES[name](inputs)
 
 
 def budgets(policy) -> dict:

@@ -39,7 +39,9 @@ def _new_model(prof, adaln, device, seed):
 
 def _plan(ctx: RunContext, corpus, policy: str, budgets, world: int, steps: int):
     """The policy's Plan for `world` ranks (the global planner: the run's cost model, else p alone)."""
-    from suite.train.plan import make_policy, training_plan
+    from suite.balance.registry import PolicyInputs, make_policy
+    from suite.train.plan import training_plan
 
     cost = _cost_model(ctx)[0] if policy == "global" else None
-    return training_plan(corpus, make_policy(policy, budgets, cost), world, steps, ctx.seed)
+    pol = make_policy(policy, PolicyInputs.from_budgets(budgets, corpus.tokens, cost))
+    return training_plan(corpus, pol, world, steps, ctx.seed)

@@ -2,10 +2,12 @@
 per data mix at 16 and 1024 ranks, the issue's targets judged on the best policy, and which policy
 to pick for each mix and scale, each from the run's raw tables.
 
-Everything here is data: POLICY_COLUMNS says which statistic of `balance_steps` (and of
-`balance_planner`) each column is, TARGETS what issue 33 asks of the best policy. Statistics of
-the runs with per-sample noise, each the mean over plan seeds (balance_steps.draw) of its
-per-seed value:
+Everything here is data: POLICY_COLUMNS says which statistic each column is, TARGETS what issue
+33 asks of the best policy, BETTER which way each statistic improves. The statistics come from
+`balance_compare` (the comparison runs of every registry policy, one row per policy and run, the
+simulator's metrics) where the run has it, else from `balance_steps` / `balance_planner` (the
+claim runs of the suite's own policies). Statistics of the runs with per-sample noise, each the
+mean over plan seeds (draw) of its per-seed value:
     rank_cv, rank_cv_p99   per-step std/mean of rank compute (%): mean and 99th pct over steps
     maxmean, maxmean_p99   per-step max/mean rank compute: mean and 99th percentile over steps
     bubble      mean over steps of 1 - mean/max (%)
@@ -16,6 +18,8 @@ per-seed value:
 The validation rows read `sim_emulation_error_pct` (balance: the simulator on the emulated steps)
 and the training experiment's `sim_step_error_pct` / `sim_step_error_pct_quadratic` when present.
 `recommend`: per (mix, ranks) the policy of the highest simulated throughput, and why.
+`best_table`: per (mix, ranks) and statistic, the best policy; `peer_wins`: where a peer beats
+every one of the suite's own policies (registry.OWN), in plain sentences.
 
 cost_forms: the paper's a + b*B*S^p (`costmodel_fit`, variant free: what C3 is judged on) beside
 the physical form a + c*B + b*B*S + d*B*S^2 (`costmodel_quadratic`), R^2 and leave-one-bucket-out
@@ -30,7 +34,7 @@ import operator
 import numpy as np
 import pandas as pd
 
-from suite.balance.registry import POLICIES
+from suite.balance.registry import OWN, POLICIES
 
 SCALES = (16, 1024)
 MIXES = ("default", "long-video")
@@ -60,6 +64,7 @@ TARGETS = pd.DataFrame(
     columns=["key", "ranks", "op", "threshold", "paper"],
 )
 OPS = {"<=": operator.le, ">=": operator.ge}
+BETTER = {"throughput": "max"}  # every other statistic: lower is better
 # the validation rows (metrics of the run), by what they replay
 VALIDATION_LABELS = {
     "sim_emulation_error_pct": "simulator step-time error on the emulated steps, "
@@ -96,10 +101,52 @@ def _policy_order(names) -> list[str]:
     return [p for p in POLICIES if p in names] + sorted(set(names) - set(POLICIES))
 
 
+_PERCENT = ("rank_cv", "rank_cv_p99", "bubble", "step_cv")  # fractions in balance_compare
+
+
+def _compare_table(compare: pd.DataFrame, scales, mixes, cols) -> pd.DataFrame:
+    """policy_table from balance_compare: each statistic the mean over draws (planner: median)."""
+    d = compare[compare["steps"] > 0] if "steps" in compare.columns else compare
+    d = d[d["mix"].isin(mixes) & d["ranks"].isin(scales)]
+    rows = []
+    for mix in mixes:
+        for policy in _policy_order(set(d["policy"])):
+            for R in scales:
+                g = d[(d["mix"] == mix) & (d["policy"] == policy) & (d["ranks"] == R)]
+                if g.empty:
+                    continue
+                row = {"mix": mix, "policy": policy, "ranks": int(R)}
+                for k in ("rank_cv", "rank_cv_p99", "maxmean", "maxmean_p99", "bubble", "step_cv"):
+                    row[k] = float(g[k].mean()) * (100 if k in _PERCENT else 1)
+                row["throughput"] = float(g["throughput"].mean())
+                row["planner_ms"] = float(g["planner_ms"].median())
+                row["planner_pct"] = (
+                    100 * row["planner_ms"] / (1e3 * float(g["step_s_mean"].mean()))
+                )
+                row["steps"] = int(g["steps"].iloc[0])
+                rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=cols + ["steps"])
+
+
+def not_run(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """The comparison's policies that did not run, each with its reason (balance_compare.note)."""
+    c = tables.get("balance_compare")
+    if c is None or c.empty or "note" not in c.columns:
+        return []
+    d = c[c["steps"] == 0]
+    return [
+        f"{r.policy} ({r.mix} mix, {int(r.ranks)} ranks): {r.note}"
+        for r in d.itertuples(index=False)
+    ]
+
+
 def policy_table(tables: dict[str, pd.DataFrame], scales=SCALES, mixes=MIXES) -> pd.DataFrame:
     """One row per (mix, policy, ranks) simulated: the POLICY_COLUMNS statistics, each the mean
-    over plan seeds (nan where not measured)."""
+    over plan seeds (nan where not measured); from balance_compare where the run has it."""
     cols = ["mix", "policy", "ranks"] + [c[0] for c in POLICY_COLUMNS]
+    compare = tables.get("balance_compare")
+    if compare is not None and not compare.empty:
+        return _compare_table(compare, scales, mixes, cols)
     steps = tables.get("balance_steps")
     if steps is None or steps.empty or not _NEED <= set(steps.columns):
         return pd.DataFrame(columns=cols)
@@ -194,6 +241,58 @@ def recommendations(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["mix", "ranks", "policy", "why"])
 
 
+def best_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per (mix, ranks) and POLICY_COLUMNS statistic: the best policy (BETTER), its value, the
+    best of the suite's own policies and its value."""
+    pol = policy_table(tables)
+    rows = []
+    for (mix, R), g in pol.groupby(["mix", "ranks"], sort=False):
+        for key, *_ in POLICY_COLUMNS:
+            v = g.dropna(subset=[key])
+            if v.empty:
+                continue
+            pick = v[key].idxmax if BETTER.get(key) == "max" else v[key].idxmin
+            own = v[v["policy"].isin(OWN)]
+            opick = (
+                (own[key].idxmax if BETTER.get(key) == "max" else own[key].idxmin)
+                if len(own)
+                else None
+            )
+            rows.append(
+                {
+                    "mix": mix,
+                    "ranks": int(R),
+                    "key": key,
+                    "best": v.loc[pick(), "policy"],
+                    "value": float(v.loc[pick(), key]),
+                    "best_own": own.loc[opick(), "policy"] if opick else "",
+                    "own_value": float(own.loc[opick(), key]) if opick else math.nan,
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["mix", "ranks", "key", "best", "value", "best_own", "own_value"]
+    )
+
+
+def peer_wins(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Plain sentences: where the best policy of a statistic is a peer, beating every one of the
+    suite's own policies (better than the best own one at the precision the table shows)."""
+    fmts = {k: (label, unit, f) for k, label, unit, f in POLICY_COLUMNS}
+    out = []
+    for r in best_table(tables).itertuples(index=False):
+        if r.best in OWN or not r.best_own or not np.isfinite(r.own_value):
+            continue
+        label, unit, f = fmts[r.key]
+        if f.format(r.value) == f.format(r.own_value):
+            continue  # a tie at the shown precision is no win
+        u = f" {unit}" if unit and unit != "%" else unit
+        out.append(
+            f"{r.best} beats the suite's own policies on {label} ({r.mix} mix, {r.ranks} ranks): "
+            f"{f.format(r.value)}{u} against {f.format(r.own_value)}{u} for {r.best_own}."
+        )
+    return out
+
+
 def _fmt(v: float, fmt: str) -> str:
     return "–" if v is None or not np.isfinite(v) else fmt.format(v)
 
@@ -238,9 +337,25 @@ def section(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         if setup is not None and len(setup) and "noise_cv" in setup.columns
         else "?"
     )
+    best = [
+        {
+            "where": f"{mix} mix, {R} ranks",
+            "cells": [
+                f"{g.loc[g['key'] == k, 'best'].iloc[0]} "
+                f"({_fmt(float(g.loc[g['key'] == k, 'value'].iloc[0]), fmts[k][2])})"
+                if (g["key"] == k).any()
+                else "–"
+                for k, *_ in POLICY_COLUMNS
+            ],
+        }
+        for (mix, R), g in best_table(tables).groupby(["mix", "ranks"], sort=False)
+    ]
     return {
         "header": header,
         "policies": prow,
+        "best": best,
+        "peer_wins": peer_wins(tables),
+        "not_run": not_run(tables),
         "targets": trow,
         "policy_names": names,
         "recommend": recommendations(tables).to_dict("records"),

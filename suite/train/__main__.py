@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from suite.balance.registry import POLICIES
 from suite.model.wan import ADALN, CONFIGS, DTYPES
-from suite.train.plan import POLICIES
 from suite.train.trainer import TrainArgs
 
 EPILOG = """\
@@ -52,9 +52,10 @@ def parse(argv: list[str] | None = None) -> TrainArgs:
         "--policy",
         choices=list(POLICIES),
         default="equal-token",
-        help="batch-size policy: B*S = M_mem, the dual constraint (M_mem, M_comp, p), or "
-        "global (per-step LPT over ranks, micro-batches of <= M_mem tokens, gradient "
-        "accumulation, loss normalised by the global token count; planner cost from --cost)",
+        help="batching policy, a row of suite.balance.registry.POLICIES: equal-token (B*S = "
+        "M_mem), dual (M_mem, M_comp, p), global (per-step LPT over ranks, micro-batches of <= "
+        "M_mem tokens, loss normalised by the global token count) and the peers (Open-Sora, "
+        "VideoSys, verl/slime/Megatron packing); planner and pricing cost from --cost",
     )
     ap.add_argument("--steps", type=int, default=10, help="training steps")
     ap.add_argument("--out", required=True, help="output folder for the logs")

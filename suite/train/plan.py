@@ -1,9 +1,10 @@
-"""Budgets and policies of a training run: one table from a policy's name to the policy object.
+"""Budgets and the plan of a training run.
 
-Every policy is an object with `epoch_plan` (suite.balance.plan); `training_plan` chains its epochs
-into the run's Plan, which the real trainer, the one-GPU emulator and the real-rank runs all
-execute with suite.train.step.train_step. Same corpus, seed, policy and world: same plan,
-whatever the launcher. A new policy is one entry of POLICIES.
+The policies are suite.balance.registry's (make_policy(name, PolicyInputs.from_budgets(budgets,
+corpus.tokens, cost))); every one has `epoch_plan` (suite.balance.plan) and `training_plan` chains
+its epochs into the run's Plan, which the real trainer, the one-GPU emulator and the real-rank
+runs all execute with suite.train.step.train_step. Same corpus, seed, policy and world: same
+plan, whatever the launcher.
 
 Budgets: equal-token uses M_tok = M_mem (the same memory cap, the foundation's fair-comparison
 rule); dual-constraint uses (M_mem, M_comp, p), taken from a cost JSON or given explicitly; the
@@ -14,22 +15,14 @@ fit; without one, b * S^p with a = 0).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from suite.balance.global_policy import GlobalPolicy
 from suite.balance.plan import Plan, plan_steps
-from suite.balance.policies import DualConstraint, EqualToken
+from suite.balance.registry import Budgets
 
-
-@dataclass(frozen=True)
-class Budgets:
-    m_mem: float  # tokens per batch (also the equal-token M_tok)
-    m_comp: float  # B * S^p budget
-    p: float
-    source: str = ""
+__all__ = ["Budgets", "budgets_for", "training_plan"]
 
 
 def budgets_for(
@@ -64,28 +57,6 @@ def budgets_for(
     if m_mem <= 0 or m_comp <= 0:
         raise ValueError(f"budgets must be positive, got M_mem={m_mem}, M_comp={m_comp}")
     return Budgets(float(m_mem), float(m_comp), p, "; ".join(src) or "defaults")
-
-
-def default_planner(p: float):
-    """The global policy's planner without a fitted cost model: b * S^p with a = 0, b = 1."""
-    from suite.balance.costmodel import CostModel
-
-    return CostModel(a=0.0, b=1.0, p=float(p), source="b*S^p, a=0 (no cost model)")
-
-
-# name -> policy(budgets, cost model or None)
-POLICIES = {
-    "equal-token": lambda b, cost: EqualToken(m_tok=b.m_mem),
-    "dual": lambda b, cost: DualConstraint(m_mem=b.m_mem, m_comp=b.m_comp, p=b.p),
-    "global": lambda b, cost: GlobalPolicy(m_mem=b.m_mem, planner=cost or default_planner(b.p)),
-}
-
-
-def make_policy(name: str, budgets: Budgets, cost=None):
-    """The policy `name` of POLICIES with these budgets (and the global planner's cost model)."""
-    if name not in POLICIES:
-        raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
-    return POLICIES[name](budgets, cost)
 
 
 def training_plan(corpus: pd.DataFrame, policy, world: int, steps: int, seed: int = 0) -> Plan:

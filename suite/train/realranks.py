@@ -78,11 +78,12 @@ def real_runs(
     """Train each policy with the process group's ranks; rank 0 gets all ranks' rows, others None.
 
     new_model(device) -> (model, optimizer) must give the same initial weights on every rank;
-    `cost` is the global policy's planner cost model (suite.train.plan.make_policy)."""
+    `cost` is the global policy's planner cost model (suite.balance.registry.PolicyInputs)."""
     import torch
     import torch.distributed as dist
 
-    from suite.train.plan import make_policy, training_plan
+    from suite.balance.registry import PolicyInputs, make_policy
+    from suite.train.plan import training_plan
     from suite.train.step import all_reduce_sum, real_rows, train_step
 
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -91,7 +92,8 @@ def real_runs(
     seen: set = set()  # shapes warmed in this process (by an earlier policy's run)
     for policy in policies:
         name = f"{mix}/{policy}/wan"
-        plan = training_plan(corpus, make_policy(policy, budgets, cost), world, steps, seed)
+        inputs = PolicyInputs.from_budgets(budgets, corpus.tokens, cost)
+        plan = training_plan(corpus, make_policy(policy, inputs), world, steps, seed)
         model, opt = new_model(device)
         _warm_rank(model, opt, corpus, plan, rank, seed, seen)
         ids = [device.index] if device.type == "cuda" else None

@@ -35,10 +35,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from suite.balance.registry import PolicyInputs, make_policy
 from suite.model.wan import DTYPES, build_wan
 from suite.train.data import load_corpus
 from suite.train.instrument import JsonlLog
-from suite.train.plan import budgets_for, make_policy, training_plan
+from suite.train.plan import budgets_for, training_plan
 from suite.train.step import all_reduce_sum, real_rows, train_step
 
 
@@ -46,7 +47,7 @@ from suite.train.step import all_reduce_sum, real_rows, train_step
 class TrainArgs:
     model: str = "tiny"
     layers: int | None = None
-    policy: str = "equal-token"  # a name of suite.train.plan.POLICIES
+    policy: str = "equal-token"  # a name of suite.balance.registry.POLICIES
     steps: int = 10
     out: str = "runs/train"
     adaln: str = "wan"  # or "fused" (suite.ops.diffusers.patch_wan)
@@ -102,7 +103,7 @@ def build_model(args: TrainArgs, device: torch.device, fsdp: bool = False):
 
 
 def planner_cost(cost_json: str | None):
-    """The global policy's planner: the cost JSON's model, else None (suite.train.plan's default)."""
+    """The global policy's planner: the cost JSON's model, else None (the registry's default)."""
     if not cost_json:
         return None
     from suite.balance.costmodel import CostModel
@@ -117,7 +118,8 @@ def run_setup(args: TrainArgs, device: torch.device, world: int, fsdp: bool = Fa
     budgets = budgets_for(
         corpus, cost_json=args.cost, m_mem=args.m_mem, m_comp=args.m_comp, p=args.p
     )
-    policy = make_policy(args.policy, budgets, planner_cost(args.cost))
+    inputs = PolicyInputs.from_budgets(budgets, corpus.tokens, planner_cost(args.cost))
+    policy = make_policy(args.policy, inputs)
     plan = training_plan(corpus, policy, world, args.steps, args.seed)
     return model, corpus, budgets, plan
 

@@ -6,7 +6,7 @@ import pytest
 
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import WAN14B_M_MEM, default_cost_model
-from suite.balance.registry import make_policy
+from suite.balance.registry import PolicyInputs, make_policy
 from suite.balance.sampler import PlanBatchSampler
 from suite.balance.simulator import SimConfig, simulate
 from suite.data.corpus import sample_corpus
@@ -21,7 +21,7 @@ COST = default_cost_model().with_budgets(WAN14B_M_MEM, 20_000.0)
 
 
 def _policy(name: str, corpus):
-    return make_policy(name, COST, bucket_table(corpus.tokens))
+    return make_policy(name, PolicyInputs.from_cost(COST, bucket_table(corpus.tokens)))
 
 
 @pytest.mark.parametrize("policy", ["equal-token", "dual", "global"])

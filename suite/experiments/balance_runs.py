@@ -1,0 +1,225 @@
+"""The balance experiment's simulations (suite.experiments.balance documents the runs and tables).
+
+Claim runs: the suite's own policies (registry.OWN) on RUNS and the scaling sweep, every plan
+seed. Comparison (COMPARE): every registry policy on one corpus per (mix, ranks), drawn and
+planned with seed 0 (common random numbers), for the profile's comparison steps; a policy that
+cannot run at a rank count is skipped (RANK_CAPS), and a profile may leave out policies whose
+planner is too slow for its time budget (its `skip`); every row says how many steps ran.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from suite.balance.buckets import bucket_table
+from suite.balance.costmodel import CostModel
+from suite.balance.policies import crossover_for_m_comp
+from suite.balance.registry import OWN, POLICIES, PolicyInputs, make_policy
+from suite.balance.simulator import (
+    SimConfig,
+    corpus_size,
+    draw_corpus,
+    samples_per_rank_step,
+    simulate,
+)
+from suite.data.corpus import sample_corpus
+from suite.experiments.balance_summary import NOISE_CV
+
+SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
+PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "draw", "planner_ms"]
+CORPUS_SIZE = 100_000  # samples of each mix's bucket table
+RANK_ROWS_STEPS = 1000
+# (mix, ranks, noise CV): the claim runs (every plan seed); the scaling sweep is added per SCALES
+RUNS = (
+    ("default", 8, NOISE_CV),
+    ("default", 16, NOISE_CV),
+    ("default", 16, 0.0),
+    ("long-video", 16, NOISE_CV),
+)
+COMPARE = (("default", 16), ("long-video", 16), ("default", 1024))  # noisy, plan seed 0
+# Karmarkar-Karp (global_policy.kk_partition) keeps an R-vector per item: O(n R) memory
+RANK_CAPS = {"pack-kk-flops": 64, "pack-kk-fitted": 64}
+RANK_CAP_NOTE = "not run: Karmarkar-Karp keeps an R-vector per item, run up to {cap} ranks"
+COMPARE_METRICS = (
+    "rank_cv",
+    "rank_cv_p99",
+    "maxmean",
+    "maxmean_p99",
+    "bubble",
+    "step_cv",
+    "throughput",
+    "planner_ms",
+    "step_s_mean",
+)
+
+
+def scale_steps(ranks: int, steps: int, rank_steps: int = 32_000) -> int:
+    """Steps of a scaling-sweep run: `steps`, fewer at many ranks (about `rank_steps`
+    rank-steps, at least steps / 20: 50 at 1024 ranks in the quick profile)."""
+    return int(min(steps, max(steps // 20, rank_steps // ranks)))
+
+
+def policies(cost: CostModel, buckets: pd.DataFrame, names=OWN) -> dict:
+    """The registry policies `names` that apply to `buckets`, under one memory cap M_mem. Where
+    the cost carries the sweep's quadratic fit, dual's s_cross is tuned on it for these buckets
+    (keeping the power law's p), as training does; otherwise the fit's own M_comp (tuned on the
+    power law where the fit has none)."""
+    inputs = PolicyInputs.from_cost(cost, buckets)
+    if cost.quadratic:
+        inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=math.inf))
+    out = {}
+    for name in names:
+        try:
+            out[name] = make_policy(name, inputs)
+        except ValueError:
+            continue  # e.g. a sample longer than the global policy's cap
+    return out
+
+
+def _mixes(seed: int) -> dict[str, pd.DataFrame]:
+    return {
+        m: bucket_table(sample_corpus(CORPUS_SIZE, m, seed=seed).tokens)
+        for m in ("default", "long-video")
+    }
+
+
+def simulate_tables(
+    cost: CostModel,
+    source: str,
+    steps: int = 1000,
+    seed: int = 0,
+    scales=SCALES,
+    draws: int = 1,
+    progress=None,
+    compare_steps: tuple[int, int] | None = None,
+    rank_steps: int = 32_000,
+    skip: tuple[str, ...] = (),
+    skip_reason: str = "",
+) -> dict[str, pd.DataFrame]:
+    """All balance tables for one cost model (pure apart from the seeded simulation and the
+    planner's wall time); steps cost what cost.step_model() says.
+
+    Plan seed d (0 .. draws-1) of a claim run: one corpus drawn from the mix's bucket table by
+    seed + d, planned with seed + d by every own policy (common random numbers); the scaling
+    sweep runs seed 0 only. compare_steps = (steps at 16 ranks, steps at 1024 ranks) of the
+    comparison (None: none), which leaves out the policies `skip`. Policies are tuned once, on
+    the mixes' bucket tables."""
+    mixes = _mixes(seed)
+    truth = cost.step_model()
+    peers = [n for n in POLICIES if n not in OWN and n not in skip] if compare_steps else []
+    skip_notes = {n: f"not run: left out of this profile ({skip_reason})" for n in skip}
+    by_mix = {mix: policies(cost, b, (*OWN, *peers)) for mix, b in mixes.items()}
+    runs = [(mix, R, noise, draws, steps) for mix, R, noise in RUNS]
+    runs += [
+        ("default", R, NOISE_CV, 1, scale_steps(R, steps, rank_steps))
+        for R in scales
+        if R not in (8, 16)
+    ]
+    ranks, steps_t, planner, compare = [], [], [], []
+    for i, (mix, R, noise, n_draws, n_steps) in enumerate(runs):
+        pols = {n: p for n, p in by_mix[mix].items() if n in OWN}
+        for d in range(n_draws):
+            cfg = SimConfig(ranks=R, steps=n_steps, noise_cv=noise, seed=seed + d)
+            per = max(samples_per_rank_step(p, mixes[mix]) for p in by_mix[mix].values())
+            tokens = draw_corpus(mixes[mix], corpus_size(mixes[mix], cfg, per), seed + d)
+            tag = {"mix": mix, "noise": "noisy" if noise else "cost", "draw": d}
+            for name, pol in pols.items():
+                res = simulate(tokens, pol, truth, cfg)
+                steps_t.append(res.step_frame().assign(**tag))
+                if d == 0 and R in (8, 16):
+                    rf = res.rank_frame()
+                    ranks.append(rf[rf["step"] < RANK_ROWS_STEPS].assign(**tag))
+                planner.append({"policy": name, "ranks": R, **tag, **res.extra})
+        if progress:
+            progress(i + 1, len(runs) + len(COMPARE) * bool(compare_steps))
+    for j, (mix, R) in enumerate(COMPARE if compare_steps else ()):
+        cfg = SimConfig(ranks=R, steps=compare_steps[R > 16], noise_cv=NOISE_CV, seed=seed)
+        compare += _compare(by_mix[mix], mixes[mix], truth, cfg, mix, skip_notes)
+        if progress:
+            progress(len(runs) + j + 1, len(runs) + len(COMPARE))
+    return {
+        "balance_ranks": _front(pd.concat(ranks, ignore_index=True), ORDER),
+        "balance_steps": _front(pd.concat(steps_t, ignore_index=True), ORDER + ["draw"]),
+        "balance_buckets": _buckets(mixes, by_mix),
+        "balance_setup": _setup(cost, source, truth, by_mix),
+        "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
+        "balance_compare": pd.DataFrame(
+            compare,
+            columns=["policy", "mix", "ranks", "steps", "draw", *COMPARE_METRICS, "note"],
+        ),
+    }
+
+
+ORDER = ["policy", "mix", "ranks", "noise"]
+
+
+def _compare(
+    pols: dict, buckets: pd.DataFrame, truth, cfg: SimConfig, mix: str, skipped: dict
+) -> list:
+    """One row per policy of one comparison run: the simulator's metrics (module doc)."""
+    key = {"mix": mix, "ranks": cfg.ranks, "draw": 0}
+    rows = [  # what does not run says why
+        {"policy": n, **key, "steps": 0, "note": RANK_CAP_NOTE.format(cap=RANK_CAPS[n])}
+        for n in pols
+        if cfg.ranks > RANK_CAPS.get(n, cfg.ranks)
+    ]
+    rows += [{"policy": n, **key, "steps": 0, "note": reason} for n, reason in skipped.items()]
+    pols = {n: p for n, p in pols.items() if cfg.ranks <= RANK_CAPS.get(n, cfg.ranks)}
+    per = max(samples_per_rank_step(p, buckets) for p in pols.values())
+    tokens = draw_corpus(buckets, corpus_size(buckets, cfg, per), cfg.seed)
+    for name, pol in pols.items():
+        m = simulate(tokens, pol, truth, cfg).metrics()
+        rows.append(
+            {"policy": name, **key, "steps": cfg.steps, "note": ""}
+            | {k: m[k] for k in COMPARE_METRICS}
+        )
+    return rows
+
+
+def _buckets(mixes: dict, by_mix: dict) -> pd.DataFrame:
+    rows = [
+        bucket_table(b["S"].repeat(b["count"]), pol).assign(policy=name, mix=mix)
+        for mix, b in mixes.items()
+        for name, pol in by_mix[mix].items()
+        if hasattr(pol, "batch_size")
+    ]
+    return _front(pd.concat(rows, ignore_index=True), ["policy", "mix"])
+
+
+def _setup(cost: CostModel, source: str, truth, by_mix: dict) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "policy": name,
+                "mix": mix,
+                "m_mem": cost.m_mem,
+                "m_comp": getattr(pol, "m_comp", np.nan),
+                "p": cost.p,
+                "s_cross": _s_cross(pol, cost),
+                "cost_source": source,
+                "step_model": truth.source if cost.quadratic else source,
+                "noise_cv": NOISE_CV,
+                "a": cost.a,
+                "b": cost.b,
+            }
+            for mix, mpols in by_mix.items()
+            for name, pol in mpols.items()
+        ]
+    )
+
+
+def _s_cross(pol, cost: CostModel) -> float:
+    """dual's crossover length M_comp = M_mem * s_cross^(p-1) solved for s_cross; the cost
+    model's for the other policies."""
+    m_comp = getattr(pol, "m_comp", None)
+    if m_comp is None or cost.p == 1:
+        return cost.s_cross
+    return crossover_for_m_comp(cost.m_mem, cost.p, m_comp)
+
+
+def _front(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return df[cols + [c for c in df.columns if c not in cols]]
