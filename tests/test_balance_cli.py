@@ -83,12 +83,12 @@ def test_forecast_manifest_and_plot(tmp_path, capsys):
     )
     plot = tmp_path / "f.png"
     assert (
-        forecast_main(["--manifest", str(m), "--gpus", "32", "--steps", "200", "--plot", str(plot)])
+        forecast_main(["--manifest", str(m), "--gpus", "16", "--steps", "60", "--plot", str(plot)])
         == 0
     )
     out = capsys.readouterr().out
     assert "recommend: policy" in out and "M_mem" in out and plot.stat().st_size > 0
-    assert forecast_main(["--manifest", str(m), "--gpus", "8", "--steps", "100", "--json"]) == 0
+    assert forecast_main(["--manifest", str(m), "--gpus", "8", "--steps", "40", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["recommend"]["policy"] in {p["policy"] for p in obj["policies"]}
 
