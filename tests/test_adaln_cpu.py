@@ -111,8 +111,10 @@ def test_rows_of_one_modulation_table_write_its_gradient_whole(table_dtype, rows
     yr = ref64(x, scale, shift)
     want = torch.autograd.grad(((yr * loss_w).sum() + (g.double() * 3).sum()), (x, m, t))
     tol = 1e-4 if table_dtype == torch.float32 else 1e-2
-    for gg, ww in zip(got, want):
-        assert gg.shape == ww.shape and rel(gg, ww) < tol
+    # dx is bf16 on both sides: an element whose fp64 value sits at a rounding boundary differs
+    # by one bf16 ulp (rel up to ~3.4e-4 seen in 1 of 300 seeds), so dx gets bf16's tolerance
+    for gg, ww, t in zip(got, want, (max(tol, 2e-3), tol, tol)):
+        assert gg.shape == ww.shape and rel(gg, ww) < t
 
 
 def test_rows_of_one_table_fall_back_where_they_must():
