@@ -183,3 +183,38 @@ def test_the_comparison_holds_every_registry_policy_on_common_runs(run_dir):
         assert gone["note"].str.startswith("not run: ").all()
         assert set(skip) <= set(gone.index) and not set(OWN) & set(gone.index)
     assert set(run_dir.tables()["balance_steps"]["policy"]) == set(OWN)
+
+
+def test_workers_do_not_change_the_tables():
+    """The runs are seeded one by one and gathered in order: processes change only wall times."""
+    from suite.balance.costmodel import default_cost_model
+
+    kw = dict(steps=60, scales=(8, 16), draws=2, compare_steps=(20, 4))
+    one = bal.simulate_tables(default_cost_model(), "analytic", workers=1, **kw)
+    two = bal.simulate_tables(default_cost_model(), "analytic", workers=2, **kw)
+    assert one.keys() == two.keys()
+    for name, df in one.items():
+        cols = [c for c in df.columns if c != "planner_ms"]
+        assert df[cols].equals(two[name][cols]), name
+
+
+def test_noise_is_measured_from_the_sweep_repeats(tmp_path):
+    import pandas as pd
+
+    run = RunDir(tmp_path)
+    assert bal.sweep_noise(run) == (bal.NOISE_CV, "assumed: no repeated shape sweep")
+    # per shape two repeats 1 +- 1%: std of t/median - 1 = 1.414%, times sqrt(B) per sample
+    rows = [(B, S, r, 1.0 + (0.01 if r else -0.01)) for B, S in ((1, 100), (4, 50)) for r in (0, 1)]
+    run.write_table("shapes_sweep", pd.DataFrame(rows, columns=["B", "S", "repeat", "step_s"]))
+    cv, source = bal.sweep_noise(run)
+    assert cv == pytest.approx(np.median([0.01 * np.sqrt(2), 0.02 * np.sqrt(2)]))
+    assert source.startswith("measured") and "2 shapes" in source
+    from suite.balance.costmodel import default_cost_model
+
+    t = bal.simulate_tables(
+        default_cost_model(), "analytic", steps=40, scales=(8, 16), noise_cv=cv, noise_source=source
+    )
+    assert (t["balance_setup"]["noise_cv"] == cv).all()
+    conds = bal.summarize(t).set_index("metric")["conditions"]
+    assert f"per-sample noise CV {cv:.2%} (measured" in conds["rank_cv_sim"]
+    assert "no noise" in conds["rank_cv_cost_sim"]

@@ -9,7 +9,12 @@ across seeds. Step cost: the run's shape sweep of the real model (table shapes_s
 physical form a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's costmodel_quadratic; fitted
 here from shapes_sweep where that table is absent), with per-sample noise CV 5%; the policies'
 budgets (M_mem, the power law's p) come from costmodel_fit and dual's s_cross is tuned on the
-step model per mix (its seed differs from the evaluation seeds). Without costmodel_fit: the
+step model per mix (its seed differs from the evaluation seeds). Per-sample noise: the CV of the
+sweep's repeats around each shape's median, scaled to one sample (validate.noise_cv_from_sweep;
+about 0.2% on the H200's 30-block sweep: one GPU's repeat jitter, not GPU-to-GPU spread, which one
+GPU cannot measure); NOISE_CV = 5% (assumed) where the run has no repeated sweep or uses the
+analytic model. The runs are simulated in up to ctx.options["balance_workers"] processes (default:
+the machine's cores, at most 8); the tables do not depend on it. Without costmodel_fit: the
 analytic Wan-14B-on-H200 model (and every condition says so); ctx.options["balance_cost"] =
 "analytic" forces it (a CPU sweep of a tiny model is not attention-bound).
 Validation (not judged): where the run also has the emulated training trace (training_ranks),
@@ -45,6 +50,8 @@ Time on the 2-core CPU machine with the H200 reference tables: see docs/perf-not
 """
 
 from __future__ import annotations
+
+import os
 
 import pandas as pd
 
@@ -110,12 +117,13 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         cost, source = load_cost(ctx)
     if not analytic and "costmodel_fit" in source:
         cost = cost.with_quadratic(sweep_quadratic(ctx.run))  # the sweep's, where there is one
+    noise_cv, noise_source = (NOISE_CV, "assumed") if analytic else sweep_noise(ctx.run)
     steps, draws, compare, rank_steps, skip = PROFILES.get(ctx.profile, PROFILES["quick"])
     draws = int(ctx.options.get("balance_draws", draws))
     sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(
         f"balance: claims on {', '.join(OWN)} with {source}{sim}, {steps} steps x {draws} plan "
-        f"seeds, 8..1024 ranks; comparison of {len(POLICIES) - len(skip)} registry policies, "
+        f"seeds, 8..1024 ranks, per-sample noise CV {noise_cv:.2%} ({noise_source}); comparison of {len(POLICIES) - len(skip)} registry policies, "
         f"{compare[0]} steps at 16 ranks and {compare[1]} at 1024"
         + (f" ({', '.join(skip)} left out)" if skip else "")
     )
@@ -126,4 +134,26 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     return simulate_tables(
         cost, source, steps=steps, seed=ctx.seed, draws=draws, progress=progress,
         compare_steps=compare, rank_steps=rank_steps, skip=skip, skip_reason=KK_REASON,
+        noise_cv=noise_cv, noise_source=noise_source, workers=workers(ctx),
     )  # fmt: skip
+
+
+def workers(ctx: RunContext) -> int:
+    return int(ctx.options.get("balance_workers", min(8, os.cpu_count() or 1)))
+
+
+def sweep_noise(run) -> tuple[float, str]:
+    """(per-sample noise CV, its source): from the run's repeated shape sweep, else NOISE_CV."""
+    from suite.balance.validate import noise_cv_from_sweep
+
+    try:
+        sw = run.read_table("shapes_sweep")
+    except FileNotFoundError:
+        sw = None
+    if sw is None or sw.empty or sw.groupby(["B", "S"]).size().max() < 2:
+        return NOISE_CV, "assumed: no repeated shape sweep"
+    cv = noise_cv_from_sweep(sw)
+    if not cv > 0:
+        return NOISE_CV, "assumed: the sweep's repeats are identical"
+    n = int((sw.groupby(["B", "S"]).size() >= 2).sum())
+    return cv, f"measured: shape sweep repeats, median over {n} shapes"

@@ -33,12 +33,13 @@ SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
 PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "draw", "planner_ms"]
 CORPUS_SIZE = 100_000  # samples of each mix's bucket table
 RANK_ROWS_STEPS = 1000
-# (mix, ranks, noise CV): the claim runs (every plan seed); the scaling sweep is added per SCALES
+# (mix, ranks, noisy): the claim runs (every plan seed), with the run's per-sample noise CV or
+# none ("cost"); the scaling sweep is added per SCALES
 RUNS = (
-    ("default", 8, NOISE_CV),
-    ("default", 16, NOISE_CV),
-    ("default", 16, 0.0),
-    ("long-video", 16, NOISE_CV),
+    ("default", 8, True),
+    ("default", 16, True),
+    ("default", 16, False),
+    ("long-video", 16, True),
 )
 COMPARE = (("default", 16), ("long-video", 16), ("default", 1024))  # noisy, plan seed 0
 # Karmarkar-Karp (global_policy.kk_partition) keeps an R-vector per item: O(n R) memory
@@ -99,6 +100,9 @@ def simulate_tables(
     rank_steps: int = 32_000,
     skip: tuple[str, ...] = (),
     skip_reason: str = "",
+    noise_cv: float = NOISE_CV,
+    noise_source: str = "assumed",
+    workers: int = 1,
 ) -> dict[str, pd.DataFrame]:
     """All balance tables for one cost model (pure apart from the seeded simulation and the
     planner's wall time); steps cost what cost.step_model() says.
@@ -107,45 +111,44 @@ def simulate_tables(
     seed + d, planned with seed + d by every own policy (common random numbers); the scaling
     sweep runs seed 0 only. compare_steps = (steps at 16 ranks, steps at 1024 ranks) of the
     comparison (None: none), which leaves out the policies `skip`. Policies are tuned once, on
-    the mixes' bucket tables."""
+    the mixes' bucket tables. noise_cv: per-sample CV of compute (noise_source says where it
+    came from). workers > 1 simulates the runs in that many processes; the tables are the same
+    (each run is seeded on its own and the results are gathered in run order)."""
     mixes = _mixes(seed)
     truth = cost.step_model()
     peers = [n for n in POLICIES if n not in OWN and n not in skip] if compare_steps else []
     skip_notes = {n: f"not run: left out of this profile ({skip_reason})" for n in skip}
     by_mix = {mix: policies(cost, b, (*OWN, *peers)) for mix, b in mixes.items()}
-    runs = [(mix, R, noise, draws, steps) for mix, R, noise in RUNS]
+    runs = [(mix, R, noise_cv if noisy else 0.0, draws, steps) for mix, R, noisy in RUNS]
     runs += [
-        ("default", R, NOISE_CV, 1, scale_steps(R, steps, rank_steps))
+        ("default", R, noise_cv, 1, scale_steps(R, steps, rank_steps))
         for R in scales
         if R not in (8, 16)
     ]
+    jobs = [
+        (_claim_run, ({n: p for n, p in by_mix[mix].items() if n in OWN}, by_mix[mix],
+                      mixes[mix], truth, mix, R, noise, n_draws, n_steps, seed))
+        for mix, R, noise, n_draws, n_steps in runs
+    ]  # fmt: skip
+    jobs += [
+        (_compare, (by_mix[mix], mixes[mix], truth,
+                    SimConfig(ranks=R, steps=compare_steps[R > 16], noise_cv=noise_cv, seed=seed),
+                    mix, skip_notes))
+        for mix, R in (COMPARE if compare_steps else ())
+    ]  # fmt: skip
+    results = _map(jobs, workers, progress)
     ranks, steps_t, planner, compare = [], [], [], []
-    for i, (mix, R, noise, n_draws, n_steps) in enumerate(runs):
-        pols = {n: p for n, p in by_mix[mix].items() if n in OWN}
-        for d in range(n_draws):
-            cfg = SimConfig(ranks=R, steps=n_steps, noise_cv=noise, seed=seed + d)
-            per = max(samples_per_rank_step(p, mixes[mix]) for p in by_mix[mix].values())
-            tokens = draw_corpus(mixes[mix], corpus_size(mixes[mix], cfg, per), seed + d)
-            tag = {"mix": mix, "noise": "noisy" if noise else "cost", "draw": d}
-            for name, pol in pols.items():
-                res = simulate(tokens, pol, truth, cfg)
-                steps_t.append(res.step_frame().assign(**tag))
-                if d == 0 and R in (8, 16):
-                    rf = res.rank_frame()
-                    ranks.append(rf[rf["step"] < RANK_ROWS_STEPS].assign(**tag))
-                planner.append({"policy": name, "ranks": R, **tag, **res.extra})
-        if progress:
-            progress(i + 1, len(runs) + len(COMPARE) * bool(compare_steps))
-    for j, (mix, R) in enumerate(COMPARE if compare_steps else ()):
-        cfg = SimConfig(ranks=R, steps=compare_steps[R > 16], noise_cv=NOISE_CV, seed=seed)
-        compare += _compare(by_mix[mix], mixes[mix], truth, cfg, mix, skip_notes)
-        if progress:
-            progress(len(runs) + j + 1, len(runs) + len(COMPARE))
+    for out in results[: len(runs)]:
+        steps_t += out[0]
+        ranks += out[1]
+        planner += out[2]
+    for out in results[len(runs) :]:
+        compare += out
     return {
         "balance_ranks": _front(pd.concat(ranks, ignore_index=True), ORDER),
         "balance_steps": _front(pd.concat(steps_t, ignore_index=True), ORDER + ["draw"]),
         "balance_buckets": _buckets(mixes, by_mix),
-        "balance_setup": _setup(cost, source, truth, by_mix),
+        "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source),
         "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
         "balance_compare": pd.DataFrame(
             compare,
@@ -155,6 +158,47 @@ def simulate_tables(
 
 
 ORDER = ["policy", "mix", "ranks", "noise"]
+
+
+def _map(jobs: list, workers: int, progress) -> list:
+    """[f(*args) for f, args in jobs], in order; in `workers` spawned processes when > 1 (spawn:
+    the caller may hold a CUDA context, which a forked child must not inherit)."""
+    if workers <= 1:
+        out = []
+        for i, (f, args) in enumerate(jobs):
+            out.append(f(*args))
+            if progress:
+                progress(i + 1, len(jobs))
+        return out
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("spawn")) as ex:
+        futures = [ex.submit(f, *args) for f, args in jobs]
+        out = []
+        for i, fut in enumerate(futures):
+            out.append(fut.result())
+            if progress:
+                progress(i + 1, len(jobs))
+        return out
+
+
+def _claim_run(pols, all_pols, buckets, truth, mix, R, noise, n_draws, n_steps, seed):
+    """One claim run, every plan seed: (step frames, rank frames, planner rows)."""
+    steps_t, ranks, planner = [], [], []
+    per = max(samples_per_rank_step(p, buckets) for p in all_pols.values())
+    for d in range(n_draws):
+        cfg = SimConfig(ranks=R, steps=n_steps, noise_cv=noise, seed=seed + d)
+        tokens = draw_corpus(buckets, corpus_size(buckets, cfg, per), seed + d)
+        tag = {"mix": mix, "noise": "noisy" if noise else "cost", "draw": d}
+        for name, pol in pols.items():
+            res = simulate(tokens, pol, truth, cfg)
+            steps_t.append(res.step_frame().assign(**tag))
+            if d == 0 and R in (8, 16):
+                rf = res.rank_frame()
+                ranks.append(rf[rf["step"] < RANK_ROWS_STEPS].assign(**tag))
+            planner.append({"policy": name, "ranks": R, **tag, **res.extra})
+    return steps_t, ranks, planner
 
 
 def _compare(
@@ -190,7 +234,9 @@ def _buckets(mixes: dict, by_mix: dict) -> pd.DataFrame:
     return _front(pd.concat(rows, ignore_index=True), ["policy", "mix"])
 
 
-def _setup(cost: CostModel, source: str, truth, by_mix: dict) -> pd.DataFrame:
+def _setup(
+    cost: CostModel, source: str, truth, by_mix: dict, noise_cv: float, noise_source: str
+) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
@@ -202,7 +248,8 @@ def _setup(cost: CostModel, source: str, truth, by_mix: dict) -> pd.DataFrame:
                 "s_cross": _s_cross(pol, cost),
                 "cost_source": source,
                 "step_model": truth.source if cost.quadratic else source,
-                "noise_cv": NOISE_CV,
+                "noise_cv": noise_cv,
+                "noise_source": noise_source,
                 "a": cost.a,
                 "b": cost.b,
             }

@@ -333,7 +333,8 @@ def section(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
     setup = tables.get("balance_setup")
     source = str(setup["cost_source"].iloc[0]) if setup is not None and len(setup) else "unknown"
     noise = (
-        f"{100 * float(setup['noise_cv'].iloc[0]):.0f}%"
+        f"{100 * float(setup['noise_cv'].iloc[0]):.2g}%"
+        + (f" ({setup['noise_source'].iloc[0]})" if "noise_source" in setup.columns else "")
         if setup is not None and len(setup) and "noise_cv" in setup.columns
         else "?"
     )
