@@ -20,7 +20,8 @@ def test_results_table_is_generated_from_the_committed_reference():
         import readme_results
     finally:
         sys.path.remove(str(ROOT / "tools"))
-    claims = json.loads((ROOT / "reports/reference/h200/claims.json").read_text())
+    claims = json.loads((ROOT / readme_results.REFERENCE / "claims.json").read_text())
+    assert f"`{readme_results.REFERENCE}/claims.json`" in README
     assert readme_results.table(claims) in README
 
 

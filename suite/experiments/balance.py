@@ -5,18 +5,20 @@ The primary evidence for claims C4-C9 (issue 31) and the policy comparison of th
 runs) and costed (simulate_plan) on the same corpus draws with the same plan seeds (common random
 numbers), repeated over independent plan seeds; a claim's value is the mean over seeds of its
 per-seed value (a gain compares the same seed's runs: paired), its interval the 95% t-interval
-across seeds. Step cost: the run's shape sweep of the real model (table shapes_sweep) in the
-physical form a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's costmodel_quadratic; fitted
-here from shapes_sweep where that table is absent), with per-sample noise CV 5%; the policies'
+across seeds (a re-measured sweep moves them further: see
+reports/reference/h200/stability-5753865). Step cost: the run's shape sweep of the real model
+(table shapes_sweep) in the physical form a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's
+costmodel_quadratic; fitted here from shapes_sweep where that table is absent); the policies'
 budgets (M_mem, the power law's p) come from costmodel_fit and dual's s_cross is tuned on the
 step model per mix (its seed differs from the evaluation seeds). Per-sample noise: the CV of the
 sweep's repeats around each shape's median, scaled to one sample (validate.noise_cv_from_sweep;
-about 0.2% on the H200's 30-block sweep: one GPU's repeat jitter, not GPU-to-GPU spread, which one
-GPU cannot measure); NOISE_CV = 5% (assumed) where the run has no repeated sweep or uses the
-analytic model. The runs are simulated in up to ctx.options["balance_workers"] processes (default:
-the machine's cores, at most 8); the tables do not depend on it. Without costmodel_fit: the
-analytic Wan-14B-on-H200 model (and every condition says so); ctx.options["balance_cost"] =
-"analytic" forces it (a CPU sweep of a tiny model is not attention-bound).
+0.25-0.83% in three H200 quick runs of the 30-block model: one GPU's repeat jitter, not
+GPU-to-GPU spread, which one GPU cannot measure); NOISE_CV = 5% (assumed) where the run has no
+repeated sweep or uses the analytic model. Without costmodel_fit: the analytic Wan-14B-on-H200
+model (and every condition says so); ctx.options["balance_cost"] = "analytic" forces it (a CPU
+sweep of a tiny model is not attention-bound). The runs are simulated in up to
+ctx.options["balance_workers"] processes (default: the machine's cores, at most 8); the tables do
+not depend on it.
 Validation (not judged): where the run also has the emulated training trace (training_ranks),
 the simulator's error on its held-out step times (suite.balance.validate.emulation_error).
 
