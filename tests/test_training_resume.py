@@ -154,7 +154,7 @@ def test_s_cross_is_tuned_on_the_sweeps_quadratic_fit_where_there_is_one(tmp_pat
     from suite.experiments.costmodel import model_from_fit
 
     ctx = _ctx(tmp_path, None)
-    ref = Path(__file__).resolve().parent.parent / "reports/reference/h200-full/results"
+    ref = Path(__file__).resolve().parent.parent / "reports/reference/h200/quick-5753865/results"
     fit = pd.read_csv(ref / "costmodel_fit.csv")
     ctx.run.write_table("costmodel_fit", fit)
     cm = model_from_fit(fit)

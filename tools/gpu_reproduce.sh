@@ -4,9 +4,12 @@
 # session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
 #   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/gpu_reproduce.sh [quick|full] [seconds]
 # (NPROC > 1: torchrun with that many ranks, one per GPU: the training claims get real NCCL ranks)
-# A run longer than one call (the full profile: ~45-50 min) resumes across calls and sessions:
-# put the previous call's run.tgz at runs/<profile>.tgz (git-ignored), carry "runs", and the
-# run continues where it stopped (finished experiments and training runs are kept).
+# A run longer than one call (the full profile: ~48 min) resumes across calls: put the previous
+# call's run.tgz at runs/<profile>.tgz (git-ignored) or name it RESUME=<path>, carry that path,
+# and the run continues where it stopped (finished experiments and training runs are kept).
+# Across sessions (a new checkout has no runs/), commit the partial run.tgz and pass RESUME; all
+# invocations of one reference must run the same commit. Without a tgz every call starts from an
+# empty run directory (a warm machine's earlier /tmp/run-<profile> is removed).
 set -uo pipefail
 profile=${1:-quick}
 limit=${2:-520}
@@ -26,8 +29,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,po
 
 echo "== reproduce --profile $profile (limit ${limit}s)"
 run=/tmp/run-$profile
-if [ -f "runs/$profile.tgz" ]; then
-  tar xzf "runs/$profile.tgz" -C /tmp && echo "resuming $run from runs/$profile.tgz: $(ls "$run"/results | grep -c done.json) experiments done"
+resume=${RESUME:-runs/$profile.tgz}
+rm -rf "$run"
+if [ -f "$resume" ]; then
+  tar xzf "$resume" -C /tmp && echo "resuming $run from $resume: $(ls "$run"/results | grep -c done.json) experiments done"
 fi
 start=$(date +%s)
 timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run" \

@@ -18,9 +18,9 @@ tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix.
 Full profile: 2 blocks, 20 and 10 steps, the global run included and the global policy again at
-8 ranks (20 steps, last), time_budget_s 2100 (so that the whole full profile, with the sweep's
-~500 s, kernels ~300 s, e2e ~270 s and balance ~200 s, stays under 60 minutes), in resumable
-invocations: run it as
+8 ranks (20 steps, last), time_budget_s 1800 (so that the whole full profile, with the sweep's
+~500 s, kernels ~300 s, e2e ~270 s and balance ~30 s, takes ~48 minutes: two sessions of device
+time), in resumable invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and the C15 loss runs are kept in
 results/training_parts/ (suite/experiments/training_parts.py) and reused.
@@ -145,7 +145,7 @@ PROFILES = {
         steps8=20,
         global_steps=20,
         global8_steps=20,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
-        time_budget_s=2100,
+        time_budget_s=1800,
         loss_steps=200,
         maxseq_probes=(15_600, 31_200, 48_360, 62_400),
         real_steps_max=120,
@@ -188,9 +188,9 @@ def _budgets(ctx: RunContext, corpus: pd.DataFrame, prof: dict):
 def _tuning_model(ctx: RunContext, cm):
     """The step model s_cross is tuned on: the sweep's quadratic fit (costmodel_quadratic) where
     there is one, else the power law. The quadratic form predicts the emulated runs' steps within
-    2% where the power law is 16-26% low (reports/reference/h200-full/validation), and the power
-    law picked s_cross = 28800 there, where the dual batch sizes differ from equal-token's in
-    7 of 36 buckets by one sample: +4.5% measured; tools/dual_gap.py."""
+    2% where the power law is 16-26% low (reports/reference/h200-full/validation, in history at
+    8f504d2), and the power law picked s_cross = 28800 there, where the dual batch sizes differ
+    from equal-token's in 7 of 36 buckets by one sample: +4.5% measured; tools/dual_gap.py."""
     from suite.experiments.costmodel import run_quadratic
 
     quad = run_quadratic(ctx.run)
