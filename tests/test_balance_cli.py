@@ -174,14 +174,15 @@ def test_forecast_ranks_every_registry_policy_and_says_why(tmp_path, capsys, mon
 
 
 def test_forecast_with_the_h200_reference_cost(tmp_path, capsys):
-    """End to end: a small CSV manifest and the committed H200 fit (reports/reference/h200/cost.json,
-    exported from that run's costmodel_fit) through `python -m suite forecast`."""
+    """End to end: a small CSV manifest and the committed H200 fit (the quick reference's cost.json,
+    `python -m suite fit-cost` on that run's shapes_sweep, which agrees with its costmodel_fit)
+    through `python -m suite forecast`."""
     from pathlib import Path
 
     from suite.experiments.costmodel import model_from_fit
     from suite.rundir import read_csv
 
-    ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
+    ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200" / "quick-5753865"
     committed = CostModel.load(ref / "cost.json")
     fit = model_from_fit(read_csv(ref / "results" / "costmodel_fit.csv"))
     assert (committed.a, committed.b, committed.p, committed.m_mem) == (
