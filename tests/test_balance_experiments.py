@@ -218,3 +218,30 @@ def test_noise_is_measured_from_the_sweep_repeats(tmp_path):
     conds = bal.summarize(t).set_index("metric")["conditions"]
     assert f"per-sample noise CV {cv:.2%} (measured" in conds["rank_cv_sim"]
     assert "no noise" in conds["rank_cv_cost_sim"]
+
+
+def test_an_optimizer_timed_apart_is_charged_once_per_step(tmp_path):
+    """A sweep whose step function times its optimizer apart: the step model prices micro-batches
+    without it and every simulated step pays it once (several-micro-batch policies included)."""
+    from suite.balance.shapebench import equal_token_grid, synthetic_step_fn
+
+    fn, opt = synthetic_step_fn(p=1.8, seed=0), 0.004
+
+    def step(B, S):
+        t, peak = fn(B, S)
+        return t + opt, peak, opt
+
+    run = RunDir(tmp_path)
+    sw = sweep(step, equal_token_grid((256, 512, 1024, 2048, 4096), 8192, 4096), repeats=2)
+    run.write_table("shapes_sweep", sw.assign(device="cpu", model="synthetic", layers=2, dim=64))
+    ctx = RunContext(run=run, profile="cpu", device="cpu", options={"balance_workers": 1})
+    for mod in (cm, bal):
+        for name, df in mod.run(ctx).items():
+            run.write_table(name, df)
+    q, got = bal.sweep_step_model(run)
+    assert got == pytest.approx(opt) and "optimizer apart" in q.source
+    setup, steps = run.read_table("balance_setup"), run.read_table("balance_steps")
+    assert np.allclose(setup["optimizer_s"], opt)
+    assert np.allclose(steps["step_s"] - steps["max_s"], opt)
+    row = bal.summarize(run.tables()).set_index("metric").loc["rank_cv_sim"]
+    assert "optimizer 4 ms once per step" in row.conditions

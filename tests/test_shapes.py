@@ -82,7 +82,8 @@ def test_shapes_experiment_on_cpu_writes_the_sweep_with_what_it_ran_on(tmp_path)
     ctx = RunContext(RunDir(tmp_path), "cpu", "cpu", options={"shapes": opts})
     out = shapes.run(ctx)
     sw, skipped, warm = out["shapes_sweep"], out["shapes_skipped"], out["shapes_warmup"]
-    cols = ["B", "S", "tokens", "bs2", "repeat", "step_s", "peak_mem_bytes", "device", "model"]
+    cols = ["B", "S", "tokens", "bs2", "repeat", "step_s", "peak_mem_bytes", "optimizer_s"]
+    cols += ["device", "model"]
     cols += ["layers", "dim", "dtype", "adaln", "checkpointing", "m_tok", "text_len", "arch"]
     assert list(sw.columns) == cols
     shapes_run = equal_token_grid((64, 256, 1024), 1024, 128)

@@ -30,8 +30,8 @@ def test_step_trains_the_diffusers_model_and_returns_positive_seconds(tiny_step)
     assert tiny_step.checkpointing and tiny_step.model.is_gradient_checkpointing
     assert tiny_step.text_len == stepfn.TINY_TEXT_LEN and tiny_step.config.num_layers == 2
     before = tiny_step.model.proj_out.weight.detach().clone()
-    sec, peak = tiny_step(2, 64)
-    assert sec > 0 and peak == 0
+    sec, peak, opt_s = tiny_step(2, 64)
+    assert sec > 0 and peak == 0 and 0 < opt_s < sec
     assert not torch.equal(before, tiny_step.model.proj_out.weight)  # AdamW stepped
     with pytest.raises(ValueError, match="B must be a positive integer"):
         tiny_step(0, 64)
@@ -83,8 +83,9 @@ def test_the_30_block_wan_1_3b_step_on_gpu(wan_step):
     assert wan_step.config.num_layers == 30 and wan_step.config.dim == 1536
     assert wan_step.text_len == 512 and wan_step.model.proj_out.weight.dtype == torch.bfloat16
     wan_step(2, 1560)
-    sec, peak = wan_step(2, 1560)
+    sec, peak, opt_s = wan_step(2, 1560)
     assert 0 < sec < 30 and peak > 2 * 1.3e9  # at least the bf16 weights
+    assert 0 < opt_s < sec / 2  # AdamW over 1.3B parameters, a fraction of the step
 
 
 @pytest.mark.gpu

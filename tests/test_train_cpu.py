@@ -147,8 +147,8 @@ def test_stepfn_returns_seconds(tmp_path):
 
     assert token_grid(32760) == (21, 30, 52) and token_grid(75600) == (21, 45, 80)
     step = make_step_fn("tiny", dtype="fp32")
-    sec, peak = step(2, 64)
-    assert sec > 0 and peak == 0
+    sec, peak, opt_s = step(2, 64)
+    assert sec > 0 and peak == 0 and 0 < opt_s < sec
 
 
 def test_cli_help():
@@ -175,7 +175,7 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         },
     )
     sw = shapes.run(ctx)["shapes_sweep"]
-    assert list(sw.columns[:11]) == [
+    assert list(sw.columns[:12]) == [
         "B",
         "S",
         "tokens",
@@ -183,6 +183,7 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "repeat",
         "step_s",
         "peak_mem_bytes",
+        "optimizer_s",
         "device",
         "model",
         "layers",
@@ -192,6 +193,7 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
 
     n_shapes = len(equal_token_grid((64, 256), 512, 128))
     assert len(sw) == 2 * n_shapes and shapes.summarize({"shapes_sweep": sw}).empty
+    assert ((sw.optimizer_s > 0) & (sw.optimizer_s < sw.step_s)).all()
     ctx.run.write_table("shapes_sweep", sw)
     tables = training.run(ctx)
     for k, v in tables.items():

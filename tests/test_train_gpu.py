@@ -23,8 +23,8 @@ def test_stepfn_on_gpu_measures_time_and_memory():
 
     step = make_step_fn("wan-1.3b", layers=1, device="cuda", text_len=64)
     step(1, 1560)
-    sec, peak = step(2, 1560)
-    assert 0 < sec < 10 and peak > 0
+    sec, peak, opt_s = step(2, 1560)
+    assert 0 < sec < 10 and peak > 0 and 0 < opt_s < sec
 
 
 def test_emulated_run_on_gpu(tmp_path):

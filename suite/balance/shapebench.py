@@ -1,7 +1,8 @@
 """Shape benchmarking: which (B, S) shapes to time, and timing any step function over them.
 
-`step_fn(B, S)` runs one training step (or a stand-in) and returns its seconds, or a pair
-(seconds, peak_bytes); on a GPU `suite.train.stepfn.make_step_fn` plugs in, in tests a synthetic
+`step_fn(B, S)` runs one training step (or a stand-in) and returns its seconds, or a tuple
+(seconds, peak_bytes[, optimizer_s]) (optimizer_s: the part of the step a real step pays once,
+not per micro-batch); on a GPU `suite.train.stepfn.make_step_fn` plugs in, in tests a synthetic
 function. A step that raises `ShapeOutOfMemory` is recorded as skipped, not timed.
 
 `sweep` gives the tidy `shapes_sweep` table (one row per timed repeat, warm-ups discarded) and
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-SWEEP_COLUMNS = ["B", "S", "tokens", "bs2", "repeat", "step_s", "peak_mem_bytes"]
+SWEEP_COLUMNS = ["B", "S", "tokens", "bs2", "repeat", "step_s", "peak_mem_bytes", "optimizer_s"]
 SKIP_COLUMNS = ["B", "S", "tokens", "reason"]
 WARMUP_COLUMNS = ["B", "S", "tokens", "warmup", "step_s", "peak_mem_bytes"]
 LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96)
@@ -62,7 +63,7 @@ def equal_token_grid(
 
 
 def sweep_with_skips(
-    step_fn: Callable[[int, int], float | tuple[float, float]],
+    step_fn: Callable[[int, int], float | tuple[float, ...]],
     shapes: Iterable[tuple[int, int]],
     warmup: int = 1,
     repeats: int = 3,
@@ -83,17 +84,17 @@ def sweep_with_skips(
         try:
             for _ in range(warmup + repeats):
                 out = step_fn(B, S)
-                secs, peak = out if isinstance(out, tuple) else (out, math.nan)
-                calls.append((float(secs), float(peak)))
+                out = out if isinstance(out, tuple) else (out,)
+                calls.append(tuple(float(v) for v in (*out, math.nan, math.nan)[:3]))
         except ShapeOutOfMemory as e:
             skipped.append((B, S, B * S, e.reason or str(e)))
             if log:
                 log(f"shapes: B={B} S={S} skipped: out of device memory")
             continue
-        warm += [(B, S, B * S, i, t, m) for i, (t, m) in enumerate(calls[:warmup])]
-        rows += [(B, S, B * S, B * S * S, i, t, m) for i, (t, m) in enumerate(calls[warmup:])]
+        warm += [(B, S, B * S, i, t, m) for i, (t, m, _) in enumerate(calls[:warmup])]
+        rows += [(B, S, B * S, B * S * S, i, *c) for i, c in enumerate(calls[warmup:])]
         if log:
-            med = float(np.median([t for t, _ in calls[warmup:]]))
+            med = float(np.median([c[0] for c in calls[warmup:]]))
             log(f"shapes: B={B} S={S} median {med:.3f} s of {repeats}")
     tables = (
         pd.DataFrame(rows, columns=SWEEP_COLUMNS),

@@ -8,9 +8,11 @@ per-seed value (a gain compares the same seed's runs: paired), its interval the 
 across seeds (a re-measured sweep moves them further: see
 reports/reference/h200/stability-5753865). Step cost: the run's shape sweep of the real model
 (table shapes_sweep) in the physical form a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's
-costmodel_quadratic; fitted here from shapes_sweep where that table is absent); the policies'
-budgets (M_mem, the power law's p) come from costmodel_fit and dual's s_cross is tuned on the
-step model per mix (its seed differs from the evaluation seeds). Per-sample noise: the CV of the
+costmodel_quadratic; fitted here from shapes_sweep where that table is absent; where the sweep
+timed the optimizer apart, fitted here to step_s - optimizer_s, with the optimizer charged once a
+step: a policy that runs several micro-batches a rank pays it once, as a real step does:
+sweep_step_model); the policies' budgets (M_mem, the power law's p) come from costmodel_fit and
+dual's s_cross is tuned on the step model per mix (its seed differs from the evaluation seeds). Per-sample noise: the CV of the
 sweep's repeats around each shape's median, scaled to one sample (validate.noise_cv_from_sweep;
 0.25-0.83% in three H200 quick runs of the 30-block model: one GPU's repeat jitter, not
 GPU-to-GPU spread, which one GPU cannot measure); NOISE_CV = 5% (assumed) where the run has no
@@ -41,7 +43,7 @@ Tables:
                      (claim runs)
     balance_buckets  policy, mix, S, count, share, B (each bucket policy's batch sizes)
     balance_setup    one row per policy and mix: m_mem, m_comp, p, s_cross, cost_source,
-                     step_model, noise_cv, a, b
+                     step_model, noise_cv, noise_source, a, b, optimizer_s
     balance_planner  policy, ranks, mix, noise, draw, planner_ms (plan build time per step, this
                      machine, one core; claim runs)
     balance_compare  policy, mix, ranks, steps, draw, rank_cv, rank_cv_p99, maxmean,
@@ -55,6 +57,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pandas as pd
 
 from suite.balance.costmodel import CostModel, default_cost_model
@@ -95,20 +98,32 @@ def load_cost(ctx: RunContext | None) -> tuple[CostModel, str]:
     return m, "analytic Wan-14B on H200 (costmodel_fit absent)"
 
 
-def sweep_quadratic(run):
-    """The run's step model in the physical form: costmodel_quadratic, else fitted here from
-    shapes_sweep (None without either, or where the sweep cannot determine the form)."""
+def sweep_step_model(run):
+    """(the run's step model in the physical form, the optimizer seconds a step pays once).
+    Where the sweep timed its optimizer apart (shapes_sweep.optimizer_s), the form is fitted here
+    to step_s - optimizer_s, what each micro-batch costs, and the optimizer is charged once per
+    simulated step; else it is costmodel_quadratic (the whole step, optimizer included, for each
+    micro-batch), else fitted here from shapes_sweep; None without either, or where the sweep
+    cannot determine the form."""
     from suite.balance.costmodel import fit_quadratic_cost
     from suite.experiments.costmodel import run_quadratic
 
-    q = run_quadratic(run)
-    if q is not None:
-        return q
     try:
         sw = run.read_table("shapes_sweep")
-        return fit_quadratic_cost(sw["B"], sw["S"], sw["step_s"], source="shapes_sweep quadratic")
-    except (FileNotFoundError, KeyError, ValueError):
-        return None
+    except FileNotFoundError:
+        sw = None
+    opt = sw["optimizer_s"] if sw is not None and "optimizer_s" in sw else None
+    apart = opt is not None and bool(np.isfinite(opt).all() and (opt < sw["step_s"]).all())
+    if not apart and (q := run_quadratic(run)) is not None:
+        return q, 0.0
+    if sw is None:
+        return None, 0.0
+    t, src = (sw["step_s"] - opt, "optimizer apart") if apart else (sw["step_s"], "whole steps")
+    try:
+        q = fit_quadratic_cost(sw["B"], sw["S"], t, source=f"shapes_sweep quadratic, {src}")
+    except (KeyError, ValueError):
+        return None, 0.0
+    return q, float(np.median(opt)) if apart else 0.0
 
 
 def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
@@ -117,8 +132,10 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         cost, source = default_cost_model(), "analytic Wan-14B on H200 (option balance_cost)"
     else:
         cost, source = load_cost(ctx)
+    optimizer_s = 0.0
     if not analytic and "costmodel_fit" in source:
-        cost = cost.with_quadratic(sweep_quadratic(ctx.run))  # the sweep's, where there is one
+        q, optimizer_s = sweep_step_model(ctx.run)  # the sweep's, where there is one
+        cost = cost.with_quadratic(q)
     noise_cv, noise_source = (NOISE_CV, "assumed") if analytic else sweep_noise(ctx.run)
     steps, draws, compare, rank_steps, skip = PROFILES.get(ctx.profile, PROFILES["quick"])
     draws = int(ctx.options.get("balance_draws", draws))
@@ -137,6 +154,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         cost, source, steps=steps, seed=ctx.seed, draws=draws, progress=progress,
         compare_steps=compare, rank_steps=rank_steps, skip=skip, skip_reason=KK_REASON,
         noise_cv=noise_cv, noise_source=noise_source, workers=workers(ctx),
+        optimizer_s=optimizer_s,
     )  # fmt: skip
 
 

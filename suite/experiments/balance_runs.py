@@ -103,6 +103,7 @@ def simulate_tables(
     noise_cv: float = NOISE_CV,
     noise_source: str = "assumed",
     workers: int = 1,
+    optimizer_s: float = 0.0,
 ) -> dict[str, pd.DataFrame]:
     """All balance tables for one cost model (pure apart from the seeded simulation and the
     planner's wall time); steps cost what cost.step_model() says.
@@ -113,7 +114,8 @@ def simulate_tables(
     comparison (None: none), which leaves out the policies `skip`. Policies are tuned once, on
     the mixes' bucket tables. noise_cv: per-sample CV of compute (noise_source says where it
     came from). workers > 1 simulates the runs in that many processes; the tables are the same
-    (each run is seeded on its own and the results are gathered in run order)."""
+    (each run is seeded on its own and the results are gathered in run order). optimizer_s: the
+    optimizer step every simulated step pays once (cost then prices a micro-batch without it)."""
     mixes = _mixes(seed)
     truth = cost.step_model()
     peers = [n for n in POLICIES if n not in OWN and n not in skip] if compare_steps else []
@@ -127,12 +129,13 @@ def simulate_tables(
     ]
     jobs = [
         (_claim_run, ({n: p for n, p in by_mix[mix].items() if n in OWN}, by_mix[mix],
-                      mixes[mix], truth, mix, R, noise, n_draws, n_steps, seed))
+                      mixes[mix], truth, mix, R, noise, n_draws, n_steps, seed, optimizer_s))
         for mix, R, noise, n_draws, n_steps in runs
     ]  # fmt: skip
     jobs += [
         (_compare, (by_mix[mix], mixes[mix], truth,
-                    SimConfig(ranks=R, steps=compare_steps[R > 16], noise_cv=noise_cv, seed=seed),
+                    SimConfig(ranks=R, steps=compare_steps[R > 16], noise_cv=noise_cv, seed=seed,
+                              optimizer_s=optimizer_s),
                     mix, skip_notes))
         for mix, R in (COMPARE if compare_steps else ())
     ]  # fmt: skip
@@ -148,7 +151,9 @@ def simulate_tables(
         "balance_ranks": _front(pd.concat(ranks, ignore_index=True), ORDER),
         "balance_steps": _front(pd.concat(steps_t, ignore_index=True), ORDER + ["draw"]),
         "balance_buckets": _buckets(mixes, by_mix),
-        "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source),
+        "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source).assign(
+            optimizer_s=optimizer_s
+        ),
         "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
         "balance_compare": pd.DataFrame(
             compare,
@@ -183,12 +188,12 @@ def _map(jobs: list, workers: int, progress) -> list:
         return out
 
 
-def _claim_run(pols, all_pols, buckets, truth, mix, R, noise, n_draws, n_steps, seed):
+def _claim_run(pols, all_pols, buckets, truth, mix, R, noise, n_draws, n_steps, seed, opt_s):
     """One claim run, every plan seed: (step frames, rank frames, planner rows)."""
     steps_t, ranks, planner = [], [], []
     per = max(samples_per_rank_step(p, buckets) for p in all_pols.values())
     for d in range(n_draws):
-        cfg = SimConfig(ranks=R, steps=n_steps, noise_cv=noise, seed=seed + d)
+        cfg = SimConfig(ranks=R, steps=n_steps, noise_cv=noise, seed=seed + d, optimizer_s=opt_s)
         tokens = draw_corpus(buckets, corpus_size(buckets, cfg, per), seed + d)
         tag = {"mix": mix, "noise": "noisy" if noise else "cost", "draw": d}
         for name, pol in pols.items():

@@ -126,6 +126,10 @@ def _summarize_draw(steps: pd.DataFrame, setup: pd.DataFrame, planner) -> pd.Dat
     noise_cv = float(setup["noise_cv"].iloc[0]) if "noise_cv" in setup else NOISE_CV
     noise_src = str(setup["noise_source"].iloc[0]) if "noise_source" in setup else "assumed"
 
+    opt = float(setup["optimizer_s"].iloc[0]) if "optimizer_s" in setup else 0.0
+    if opt > 0:
+        src += f"; optimizer {1e3 * opt:.0f} ms once per step"
+
     def cond(mix="default", R=16, noise="noisy"):
         what = (
             "predicted costs, no noise"

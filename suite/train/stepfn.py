@@ -1,16 +1,18 @@
-"""One synchronised training step of diffusers' Wan model at any (B, S): step(B, S) -> (s, bytes).
+"""One synchronised training step of diffusers' Wan model at any (B, S): step(B, S) -> (s, bytes,
+optimizer s).
 
     from suite.train.stepfn import make_step_fn
     step = make_step_fn("wan-1.3b", device="cuda")   # 30 blocks, bf16, gradient checkpointing
-    seconds, peak_bytes = step(4, 14040)             # 4 samples of 14,040 tokens (33 480p frames)
+    seconds, peak_bytes, optimizer_s = step(4, 14040)  # 4 samples of 14,040 tokens (33 480p frames)
 
 `make_step_fn` builds `suite.model.wan.build_wan(...)` (diffusers' `WanTransformer3DModel`, random
 init, cast as diffusers loads it) and one AdamW once. Each call draws random latents, timesteps and
 text embeddings for B samples of S tokens on the device (outside the timed region), then times
 `suite.model.wan.train_step` (fwd + MSE + bwd) + `optimizer.step()` between two device syncs and
-returns the seconds and the peak allocated bytes of that step (0 on CPU). A step that runs out of
-device memory raises `suite.balance.shapebench.ShapeOutOfMemory` after freeing what it held, so a
-sweep can record the shape as skipped and go on.
+returns the seconds, the peak allocated bytes of that step (0 on CPU) and the optimizer's share
+(CUDA events from the end of the backward's work to the end of the optimizer's; wall time on
+CPU). A step that runs out of device memory raises `suite.balance.shapebench.ShapeOutOfMemory`
+after freeing what it held, so a sweep can record the shape as skipped and go on.
 
 Token grid of S (patch units; the latent is (f, 2h, 2w)): S / 3600 frames of 45 x 80 (720x1280),
 else S / 1560 frames of 30 x 52 (480x832), else the small grids of the CPU tests. RoPE follows the
@@ -62,10 +64,12 @@ def make_step_fn(
     seed: int = 0,
     text_len: int | None = None,
     lr: float = 1e-5,
-) -> Callable[[int, int], tuple[float, int]]:
-    """step(B, S) -> (seconds, peak_bytes) of one full training step of config `model` (a name
-    of suite.model.wan.CONFIGS) with `layers` blocks (None: the config's). Attributes: step.model
-    (the diffusers model), step.config (its WanConfig), step.text_len, step.checkpointing."""
+) -> Callable[[int, int], tuple[float, int, float]]:
+    """step(B, S) -> (seconds, peak_bytes, optimizer_s) of one full training step of config
+    `model` (a name of suite.model.wan.CONFIGS) with `layers` blocks (None: the config's);
+    optimizer_s is the part of it after the backward (the AdamW step: what a step pays once,
+    however many micro-batches it accumulates). Attributes: step.model (the diffusers model),
+    step.config (its WanConfig), step.text_len, step.checkpointing."""
     if adaln not in ADALN:
         raise ValueError(f"adaln must be one of {ADALN}, got {adaln!r}")
     cfg = get_wan_config(model, layers)
@@ -100,20 +104,26 @@ def make_step_fn(
             "target": randn(*latent),
         }
 
-    def timed(B: int, S: int) -> tuple[float, int]:
+    def timed(B: int, S: int) -> tuple[float, int, float]:
         batch = inputs(B, S)
         if cuda:
             torch.cuda.synchronize(dev)
             torch.cuda.reset_peak_memory_stats(dev)
+            marks = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0 = time.perf_counter()
         train_step(net, batch)
+        if cuda:  # an event, not a sync: the optimizer's enqueue still overlaps the backward
+            marks[0].record()
+        t1 = time.perf_counter()
         opt.step()
         if cuda:
+            marks[1].record()
             torch.cuda.synchronize(dev)
-        seconds = time.perf_counter() - t0
-        return seconds, int(torch.cuda.max_memory_allocated(dev)) if cuda else 0
+        t2 = time.perf_counter()
+        opt_s = marks[0].elapsed_time(marks[1]) / 1e3 if cuda else t2 - t1
+        return t2 - t0, int(torch.cuda.max_memory_allocated(dev)) if cuda else 0, opt_s
 
-    def step(B: int, S: int) -> tuple[float, int]:
+    def step(B: int, S: int) -> tuple[float, int, float]:
         if int(B) != B or B < 1:
             raise ValueError(f"B must be a positive integer, got {B!r}")
         try:
