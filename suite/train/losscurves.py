@@ -52,8 +52,9 @@ def same_batches(a: pd.DataFrame, b: pd.DataFrame) -> bool:
     return ka.shape == kb.shape and bool((ka == kb).all())
 
 
-def loss_rows(loss: pd.DataFrame | None, dim, layers) -> list[dict]:
-    """Metric rows (claim C15) of the comparisons whose two runs are in `loss`."""
+def loss_rows(loss: pd.DataFrame | None, dim, layers, model: str = "") -> list[dict]:
+    """Metric rows (claim C15) of the comparisons whose two runs are in `loss`; `model` names what
+    trained (architecture, checkpointing, dtype) in their conditions."""
     if loss is None or loss.empty:
         return []
     runs = {r: d.sort_values("step") for r, d in loss.groupby("run")}
@@ -63,7 +64,7 @@ def loss_rows(loss: pd.DataFrame | None, dim, layers) -> list[dict]:
     layers = int(loss["layers"].iloc[0]) if "layers" in loss.columns else layers
     common = (
         f"{len(curves[BASE])} steps, 10-step moving average, same seed and data, S <= 7800, "
-        f"D={dim} L={layers}"
+        f"D={dim} L={layers}" + (f", {model}" if model else "")
     )
     boot = "95% CI: percentile bootstrap over steps of the per-step gap"
     tokens = loss.groupby("run").tokens.mean() if "tokens" in loss.columns else {}

@@ -73,11 +73,18 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rows += _floor_rows(tables, ranks, summ, R, cond)
     rows += _fused_rows(ranks, summ, R, cond)
     rows += _maxseq_rows(tables.get("training_maxseq"), i)
-    rows += loss_rows(tables.get("training_loss"), i["dim"], i["layers"])
+    rows += loss_rows(tables.get("training_loss"), i["dim"], i["layers"], _model(i))
     rows += _validation_rows(tables)
     out = metric_rows(rows)
     out["value"] = out["value"].astype(float)
     return out
+
+
+def _model(i: pd.Series) -> str:
+    """What trained, for the conditions of the probes (C14, C15): architecture, checkpointing,
+    dtype."""
+    ckpt = "gradient checkpointing" if i.get("checkpointing", False) else "no checkpointing"
+    return f"{i['model']} (diffusers WanTransformer3DModel), {ckpt}, {i['dtype']}"
 
 
 def _conditions(i: pd.Series, ranks: pd.DataFrame) -> str:
@@ -276,7 +283,7 @@ def _maxseq_rows(ms: pd.DataFrame | None, i: pd.Series) -> list[dict]:
             "unit": "%",
             "evidence": "training_maxseq",
             "conditions": f"one sample, full step, within the Wan path's peak at S={int(mx['wan'])}; "
-            f"{i['model']} D={i['dim']} L={ml} {i['dtype']}",
+            f"D={i['dim']} L={ml}, {_model(i)}",
         },
         {
             "claim": "C14",
