@@ -1,6 +1,7 @@
 """One torchrun launch for the tests that start real ranks (the trainer, reproduce's training)."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -8,10 +9,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def torchrun(args, nproc, port, *, env=None, timeout=120, check=True):
+def free_port() -> int:
+    """A TCP port no process listens on now (the OS picks it): a fixed or pid-derived port can
+    meet a store another launch left behind, and the new ranks then wait on the wrong one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(args, nproc, *, env=None, timeout=120, check=True):
     """`python -m torch.distributed.run --nproc-per-node NPROC ARGS` from the repository root,
-    one thread per rank, on master port `port` + pid % 1000 (tests that launch in turn pass
-    different ports); with `check`, a failed launch fails the test with the end of its output."""
+    one thread per rank, on a free master port; with `check`, a failed launch fails the test with
+    the end of its output."""
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -20,7 +29,7 @@ def torchrun(args, nproc, port, *, env=None, timeout=120, check=True):
         **(env or {}),
     }
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
-           "--master-port", str(port + os.getpid() % 1000), *args]  # fmt: skip
+           "--master-port", str(free_port()), *args]  # fmt: skip
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if check:
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

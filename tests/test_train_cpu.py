@@ -33,7 +33,7 @@ COMMON = [
 
 def _run(args, nproc=None, timeout=120):
     if nproc:
-        return torchrun(["-m", "suite.train", *args], nproc, 29500, timeout=timeout)
+        return torchrun(["-m", "suite.train", *args], nproc, timeout=timeout)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "suite.train", *args]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

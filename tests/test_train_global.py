@@ -30,7 +30,6 @@ def test_two_rank_gloo_global_run_logs_every_rank_and_trains(tmp_path):
     torchrun(
         ["-m", "suite.train", *COMMON, "--policy", "global", "--out", str(real)],
         2,
-        29000,
         timeout=180,
     )
     ranks = read_logs(real)

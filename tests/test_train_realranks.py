@@ -15,7 +15,7 @@ from suite.rundir import RunDir
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _torchrun_training(run, *extra, port_offset=0):
+def _torchrun_training(run, *extra):
     """`torchrun --nproc-per-node 2 -m suite reproduce --profile cpu --only training` on gloo."""
     env = {"SUITE_TRAINING_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}  # gloo, on a GPU machine too
     args = [
@@ -31,7 +31,7 @@ def _torchrun_training(run, *extra, port_offset=0):
         str(run),
         *extra,
     ]
-    return torchrun(args, 2, 30500 + port_offset, env=env, timeout=240, check=False)
+    return torchrun(args, 2, env=env, timeout=240, check=False)
 
 
 def _upstream_done(run):
@@ -57,12 +57,12 @@ def test_a_resumed_two_rank_run_does_not_train_the_real_ranks_again(tmp_path):
     runs (the emulated ones stop with TrainingIncomplete), the second reuses the real table."""
     run = tmp_path / "run"
     _upstream_done(run)
-    first = _torchrun_training(run, "--budget", "1", port_offset=200)
+    first = _torchrun_training(run, "--budget", "1")
     assert first.returncode != 0  # rank 0: training incomplete
     saved = list((run / "results" / "training_parts").glob("real-*-w2.csv"))
     assert len(saved) == 1, first.stdout[-2000:] + first.stderr[-2000:]
     table = pd.read_csv(saved[0])
-    second = _torchrun_training(run, port_offset=400)
+    second = _torchrun_training(run)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "real ranks (gloo)" in first.stdout + first.stderr
     assert "real ranks (gloo)" not in second.stdout + second.stderr  # not trained again
