@@ -151,7 +151,8 @@ def test_validation_row_from_the_emulated_trace(run_dir):
 
     from suite.claims import evaluate
 
-    ref = RunDir(Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200")
+    ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200" / "quick-5753865"
+    ref = RunDir(ref)
     tables = run_dir.tables() | {"training_ranks": ref.read_table("training_ranks")}
     m = bal.summarize(tables)
     row = m[m["metric"] == "sim_emulation_error_pct"].iloc[0]

@@ -21,7 +21,8 @@ from suite.balance.validate import (
     within_shape_cv,
 )
 
-REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
+# the quick reference at 5753865: 1-block emulated runs costed by a 30-block sweep
+REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200" / "quick-5753865"
 
 
 def _fit_row(a, b, p, layers=1):
@@ -142,23 +143,25 @@ def test_reference_h200_validation_table_is_reproduced():
         assert abs(v - held[model]) < 1e-3 * max(1, v), model
     assert (committed["rank_noise_cv"] == 0).all()
     # the default replay of the three older models is the one before the rank-level term
-    before = {"costmodel_fit": 26.196, "costmodel_fit_calibrated": 10.101, "refit": 8.21}
+    before = {"costmodel_fit": 16.134, "costmodel_fit_calibrated": 6.787, "refit": 11.535}
     assert {m: round(errs[m], 3) for m in before} == before
     assert errs["refit_quadratic"] < 3 < errs["refit"]
-    # --rank-noise: the README's sensitivity line (the term absorbs the power law's misfit)
+    # --rank-noise: the sensitivity run (on this run it helps neither form: the power law's miss
+    # is a bias, not scatter)
     on = step_errors(tables, draws=400, rank_noise=True)
     assert {m: round(v, 3) for m, v in on.items()} == {
-        "costmodel_fit": 15.139,
-        "costmodel_fit_calibrated": 6.18,
-        "refit": 3.778,
-        "refit_quadratic": 2.051,
+        "costmodel_fit": 13.429,
+        "costmodel_fit_calibrated": 8.696,
+        "refit": 12.145,
+        "refit_quadratic": 1.749,
     }
-    # the run's scatter around the refit is shape misfit, not rank jitter (README, "Reading")
+    # the scatter the power-law refit leaves is shape misfit: the model-free within-shape CV and
+    # the quadratic's residual are smaller than what the refit would call rank noise
     res = validate(tables["training_ranks"], tables["costmodel_fit"], draws=10)
     fitted = res.attrs["rank_noise_cv_fitted"]
-    assert res.attrs["within_shape_cv"] < 0.02 < 0.1 < fitted["refit"]
-    assert fitted["refit_quadratic"] < 0.01
-    # the committed refit coefficients and per-shape ratios (README's numbers)
+    assert res.attrs["within_shape_cv"] < 0.01 < 0.02 < fitted["refit"]
+    assert fitted["refit_quadratic"] < 0.015
+    # the committed refit coefficients (validation/refits.csv) and per-shape ratios
     models = cost_models(tables["training_ranks"], tables["costmodel_fit"])
     want = pd.read_csv(REF / "validation" / "refits.csv").set_index("model")
     got = refit_table(models).set_index("model")
@@ -166,7 +169,8 @@ def test_reference_h200_validation_table_is_reproduced():
         assert np.allclose(got[col].astype(float), want[col], rtol=1e-5, equal_nan=True), col
     shapes = calibration_shapes(tables["training_ranks"], models)
     ratio = shapes["ratio_refit_quadratic"]
-    assert ratio.between(0.97, 1.02).all() and shapes["ratio_refit"].max() > 1.6
+    assert ratio.between(0.97, 1.02).all()
+    assert (shapes["ratio_refit"] - 1).abs().max() > 2 * (ratio - 1).abs().max()
 
 
 def _noisy_before(rng, base, fixed, n, cv):
@@ -358,7 +362,7 @@ def test_cli_rank_noise_is_opt_in(tmp_path, capsys):
     assert (tmp_path / "off" / "calibration_shapes.csv").exists()
     assert main([str(REF), "--out", str(tmp_path / "on"), "--draws", "20", "--rank-noise"]) == 0
     on = pd.read_csv(tmp_path / "on" / "errors.csv").set_index(["model", "run"])
-    assert on.loc[("refit", "held-out runs"), "rank_noise_cv"] > 0.1
+    assert on.loc[("refit", "held-out runs"), "rank_noise_cv"] > 0.02
     # the old flag is accepted as the default
     assert main([str(REF), "--out", str(tmp_path / "old"), "--draws", "20", "--no-rank-noise"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "old" / "errors.csv"), off)
@@ -376,8 +380,8 @@ def test_summary_validation_rows_keep_their_names_and_add_the_quadratic():
     ]
     assert {r["claim"] for r in rows.values()} == {"C6"}
     # the default replay (no rank-level term): the values ../metrics.csv holds for the first two
-    assert round(rows["sim_step_error_pct"]["value"], 1) == 8.2
-    assert round(rows["sim_step_error_pct_sweep_fit"]["value"], 1) == 10.1
+    assert round(rows["sim_step_error_pct"]["value"], 1) == 11.5
+    assert round(rows["sim_step_error_pct_sweep_fit"]["value"], 1) == 6.8
     assert rows["sim_step_error_pct_quadratic"]["value"] < 3
     assert "a + c*B + b*B*S + d*B*S^2" in rows["sim_step_error_pct_quadratic"]["conditions"]
     assert "no rank-level noise" in rows["sim_step_error_pct"]["conditions"]
