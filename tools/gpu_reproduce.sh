@@ -32,11 +32,19 @@ run=/tmp/run-$profile
 resume=${RESUME:-runs/$profile.tgz}
 rm -rf "$run"
 if [ -f "$resume" ]; then
-  tar xzf "$resume" -C /tmp && echo "resuming $run from $resume: $(ls "$run"/results | grep -c done.json) experiments done"
+  tar xzf "$resume" -C /tmp
+elif ls "$resume".part* >/dev/null 2>&1; then  # a run.tgz that came back in parts
+  cat "$resume".part* | tar xz -C /tmp
 fi
+[ -d "$run/results" ] && echo "resuming $run from $resume: $(ls "$run"/results | grep -c done.json) experiments done"
 start=$(date +%s)
 timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run" \
   ${BUDGET:+--budget "$BUDGET"} ${NPROC:+--nproc-per-node "$NPROC"}
 echo "reproduce exit $? after $(( $(date +%s) - start )) s"
 tar czf "$out/run.tgz" -C /tmp "run-$profile"
+# the device returns files of at most 16 MiB each: a larger run.tgz comes back in 15 MiB parts
+# (run.tgz.part00, ...), which RESUME=<dir>/run.tgz reassembles
+if [ "$(stat -c %s "$out/run.tgz")" -gt $((15 * 1024 * 1024)) ]; then
+  split -b 15M -d "$out/run.tgz" "$out/run.tgz.part" && rm "$out/run.tgz"
+fi
 ls -la "$out"

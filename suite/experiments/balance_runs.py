@@ -33,6 +33,7 @@ SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
 PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "draw", "planner_ms"]
 CORPUS_SIZE = 100_000  # samples of each mix's bucket table
 RANK_ROWS_STEPS = 1000
+SIG_DIGITS = 6  # of the simulated times and CVs in balance_steps and balance_ranks
 # (mix, ranks, noisy): the claim runs (every plan seed), with the run's per-sample noise CV or
 # none ("cost"); the scaling sweep is added per SCALES
 RUNS = (
@@ -198,12 +199,24 @@ def _claim_run(pols, all_pols, buckets, truth, mix, R, noise, n_draws, n_steps, 
         tag = {"mix": mix, "noise": "noisy" if noise else "cost", "draw": d}
         for name, pol in pols.items():
             res = simulate(tokens, pol, truth, cfg)
-            steps_t.append(res.step_frame().assign(**tag))
+            steps_t.append(_sig(res.step_frame()).assign(**tag))
             if d == 0 and R in (8, 16):
-                rf = res.rank_frame()
+                rf = _sig(res.rank_frame())
                 ranks.append(rf[rf["step"] < RANK_ROWS_STEPS].assign(**tag))
             planner.append({"policy": name, "ranks": R, **tag, **res.extra})
     return steps_t, ranks, planner
+
+
+def _sig(df: pd.DataFrame, digits: int = SIG_DIGITS) -> pd.DataFrame:
+    """Float columns rounded to `digits` significant digits: simulated seconds carry no more, and
+    the full profile's step table is half the size (what a device call can carry and return)."""
+    out = df.copy()
+    for c in out.select_dtypes("float").columns:
+        x = out[c].to_numpy()
+        mag = np.floor(np.log10(np.abs(np.where(x == 0, 1.0, x))))
+        scale = 10.0 ** (digits - 1 - mag)
+        out[c] = np.round(x * scale) / scale
+    return out
 
 
 def _compare(
