@@ -12,8 +12,9 @@ costmodel_quadratic; fitted here from shapes_sweep where that table is absent; w
 timed the optimizer apart, fitted here to step_s - optimizer_s, with the optimizer charged once a
 step: a policy that runs several micro-batches a rank pays it once, as a real step does:
 sweep_step_model); the policies' budgets (M_mem, the power law's p) come from costmodel_fit and
-dual's s_cross is tuned on the step model per mix (its seed differs from the evaluation seeds). Per-sample noise: the CV of the
-sweep's repeats around each shape's median, scaled to one sample (validate.noise_cv_from_sweep;
+dual's s_cross is tuned on the step model per mix (its seed differs from the evaluation seeds).
+Per-sample noise: the CV of the sweep's repeats around each shape's median, scaled to one sample
+(validate.noise_cv_from_sweep;
 0.25-0.83% in three H200 quick runs of the 30-block model: one GPU's repeat jitter, not
 GPU-to-GPU spread, which one GPU cannot measure); NOISE_CV = 5% (assumed) where the run has no
 repeated sweep or uses the analytic model. Without costmodel_fit: the analytic Wan-14B-on-H200
@@ -111,10 +112,7 @@ def sweep_step_model(run):
     from suite.balance.costmodel import fit_quadratic_cost
     from suite.experiments.costmodel import run_quadratic
 
-    try:
-        sw = run.read_table("shapes_sweep")
-    except FileNotFoundError:
-        sw = None
+    sw = _sweep(run)
     opt = sw["optimizer_s"] if sw is not None and "optimizer_s" in sw else None
     apart = opt is not None and bool(np.isfinite(opt).all() and (opt < sw["step_s"]).all())
     if not apart and (q := run_quadratic(run)) is not None:
@@ -145,7 +143,8 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(
         f"balance: claims on {', '.join(OWN)} with {source}{sim}, {steps} steps x {draws} plan "
-        f"seeds, 8..1024 ranks, per-sample noise CV {noise_cv:.2%} ({noise_source}); comparison of {len(POLICIES) - len(skip)} registry policies, "
+        f"seeds, 8..1024 ranks, per-sample noise CV {noise_cv:.2%} ({noise_source}); "
+        f"comparison of {len(POLICIES) - len(skip)} registry policies, "
         f"{compare[0]} steps at 16 ranks and {compare[1]} at 1024"
         + (f" ({', '.join(skip)} left out)" if skip else "")
     )
@@ -169,10 +168,7 @@ def sweep_noise(run) -> tuple[float, str]:
     """(per-sample noise CV, its source): from the run's repeated shape sweep, else NOISE_CV."""
     from suite.balance.validate import noise_cv_from_sweep
 
-    try:
-        sw = run.read_table("shapes_sweep")
-    except FileNotFoundError:
-        sw = None
+    sw = _sweep(run)
     if sw is None or sw.empty or sw.groupby(["B", "S"]).size().max() < 2:
         return NOISE_CV, "assumed: no repeated shape sweep"
     cv = noise_cv_from_sweep(sw)
@@ -180,3 +176,10 @@ def sweep_noise(run) -> tuple[float, str]:
         return NOISE_CV, "assumed: the sweep's repeats are identical"
     n = int((sw.groupby(["B", "S"]).size() >= 2).sum())
     return cv, f"measured: shape sweep repeats, median over {n} shapes"
+
+
+def _sweep(run) -> pd.DataFrame | None:
+    try:
+        return run.read_table("shapes_sweep")
+    except FileNotFoundError:
+        return None

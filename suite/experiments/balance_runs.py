@@ -152,9 +152,7 @@ def simulate_tables(
         "balance_ranks": _front(pd.concat(ranks, ignore_index=True), ORDER),
         "balance_steps": _front(pd.concat(steps_t, ignore_index=True), ORDER + ["draw"]),
         "balance_buckets": _buckets(mixes, by_mix),
-        "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source).assign(
-            optimizer_s=optimizer_s
-        ),
+        "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source, optimizer_s),
         "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
         "balance_compare": pd.DataFrame(
             compare,
@@ -253,7 +251,13 @@ def _buckets(mixes: dict, by_mix: dict) -> pd.DataFrame:
 
 
 def _setup(
-    cost: CostModel, source: str, truth, by_mix: dict, noise_cv: float, noise_source: str
+    cost: CostModel,
+    source: str,
+    truth,
+    by_mix: dict,
+    noise_cv: float,
+    noise_source: str,
+    optimizer_s: float,
 ) -> pd.DataFrame:
     return pd.DataFrame(
         [
@@ -270,6 +274,7 @@ def _setup(
                 "noise_source": noise_source,
                 "a": cost.a,
                 "b": cost.b,
+                "optimizer_s": optimizer_s,
             }
             for mix, mpols in by_mix.items()
             for name, pol in mpols.items()

@@ -332,19 +332,5 @@ def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:
         m_mem=r["m_mem"],
         m_comp=r["m_comp"],
         s_cross=r["s_cross"],
-        source=f"costmodel_fit[{variant}] ({_swept(r)})",
+        source=f"costmodel_fit[{variant}] ({r['device']}: {model_conditions(r)})",
     )
-
-
-def _swept(r) -> str:
-    """What the sweep behind a fit row ran: device, model, blocks, dtype, checkpointing (the
-    conditions of every claim whose steps it costs)."""
-    out = f"{r['device']} {r['model']}"
-    if "layers" in r and pd.notna(r["layers"]):
-        out += f", {int(r['layers'])} blocks"
-    if "dtype" in r and pd.notna(r["dtype"]):
-        out += f", {r['dtype']}"
-    if "checkpointing" in r and pd.notna(r["checkpointing"]):
-        ckpt = str(r["checkpointing"]).lower() in ("true", "1")
-        out += ", gradient checkpointing" if ckpt else ", no checkpointing"
-    return out
