@@ -246,3 +246,27 @@ def test_an_optimizer_timed_apart_is_charged_once_per_step(tmp_path):
     assert np.allclose(steps["step_s"] - steps["max_s"], opt)
     row = bal.summarize(run.tables()).set_index("metric").loc["rank_cv_sim"]
     assert "optimizer 4 ms once per step" in row.conditions
+
+
+def test_rebalance_tool_reruns_balance_on_a_committed_run(tmp_path):
+    """tools/rebalance.py: the balance tables and metric rows from a run's measured tables alone;
+    the big per-step tables go unless asked for; a directory without a sweep is refused."""
+    import importlib.util
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("rebalance", root / "tools" / "rebalance.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ref = root / "reports" / "reference" / "h200" / "quick-5753865"
+    out = tmp_path / "re"
+    assert tool.main([str(ref), "--profile", "cpu", "--out", str(out)]) == 0
+    got = {f.name.split(".")[0] for f in (out / "results").iterdir()}
+    assert {"balance_compare", "balance_setup", "shapes_sweep"} <= got
+    assert not {"balance_steps", "balance_ranks"} & got
+    m = pd.read_csv(out / "metrics.csv").set_index("metric")
+    assert 50 < m.loc["cv_reduction_sim", "value"] < 80  # the reference run's 64.3%
+    with pytest.raises(SystemExit):
+        tool.main([str(tmp_path), "--out", str(tmp_path / "x")])
