@@ -4,9 +4,14 @@ Per experiment, in REGISTRY order:
   done marker present (and no --force)  -> skipped, its tables are reused (resume)
   NEEDS == "cuda" without a GPU          -> not run; results/<name>.notrun.json holds the reason
   import or run() raises                 -> results/<name>.error.txt holds the traceback; others run
+  --budget and it would not fit           -> deferred: its module's SECONDS[profile] (an H200's
+                                             time) would end past the deadline, or an upstream
+                                             experiment was deferred; later ones that fit run
+  run() raises WorkDeferred               -> deferred: it kept what it finished (training)
   otherwise                              -> each table written atomically, then <name>.done.json
 Then (rank 0 only) suite.report.build recomputes metrics and verdicts from the raw tables and
-writes metrics.csv, claims.json, figures/, report.html and report.pdf.
+writes metrics.csv, claims.json, figures/, report.html and report.pdf; when work was deferred
+the report waits for the invocation that finishes it (exit status 3: rerun the same command).
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from suite import experiments
 from suite.claims import load_claims
 from suite.env import commit_label
 from suite.progress import Progress
-from suite.rundir import RunContext, RunDir, atomic_write_text, write_json
+from suite.rundir import RunContext, RunDir, WorkDeferred, atomic_write_text, write_json
 
 PROFILES = ("cpu", "quick", "full")
+EXIT_DEFERRED = 3  # --budget left work for the next invocation: rerun the same command
 
 
 # Which experiments read another's tables (see docs/architecture.md, "Order"). `--only` adds these
@@ -61,7 +67,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Run the AdaptiveLoad experiments into a run directory and write the report\n"
         "(claims.json, figures/, report.html, report.pdf). A rerun with the same --out resumes:\n"
         "finished experiments are skipped unless --force. Exit status 1 when an experiment\n"
-        "failed (its traceback is in RUN/results/<name>.error.txt and in the report).",
+        "failed (its traceback is in RUN/results/<name>.error.txt and in the report); 3 when\n"
+        "--budget left work for the next invocation (no report yet: rerun the same command).",
         epilog="examples:\n  python -m suite reproduce                      # cpu profile without "
         "a GPU, quick with one\n  python -m suite reproduce --only C1,C11 --out reports/runs/x\n"
         "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8\n"
@@ -98,11 +105,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="this invocation's time budget: an experiment that supports it (training) "
-        "leaves a piece of work that would end past it for the next invocation, runs the "
-        "later pieces that fit, keeps what it finished and fails with a note naming what is "
-        "left; rerun with the same --out to continue (for the full profile under a 10-minute "
-        "limit per command, e.g. --budget 540)",
+        help="this invocation's time budget: an experiment that would end past it (by its "
+        "H200 estimate) is left for the next invocation and later ones that fit run first; "
+        "training leaves each piece of its work that would not fit, keeps what it finished "
+        "and names what is left; the report is built by the invocation that finishes the "
+        "work (exit 3 until then); rerun with the same --out to continue (for the full "
+        "profile under a 10-minute limit per command, e.g. --budget 540)",
     )
     return p.parse_args(argv)
 
@@ -158,8 +166,27 @@ def _clear_records(run: RunDir, name: str) -> None:
         (run.results / f"{name}{suffix}").unlink(missing_ok=True)
 
 
+def _defer_reason(name: str, ctx: RunContext, deferred: set[str]) -> str | None:
+    """Why `name` waits for the next invocation (--budget), or None. One process only: under
+    torchrun every rank must take the same decision, and a clock cannot promise that."""
+    deadline = ctx.options.get("deadline")
+    if deadline is None or ctx.world_size > 1:
+        return None
+    if waiting := [up for up in _after(name) if up in deferred]:
+        return f"its input {', '.join(waiting)} was deferred"
+    try:
+        need = getattr(experiments.load(name), "SECONDS", {}).get(ctx.profile)
+    except Exception:
+        return None  # run_one reports the import error
+    left = deadline - time.time()
+    if need is not None and need > left:
+        return f"needs ~{need:.0f} s, {max(left, 0):.0f} s left"
+    return None
+
+
 def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int) -> str:
-    """Run one experiment; returns its status: done | cached | not-run | failed | skipped-rank."""
+    """Run one experiment; returns its status: done | cached | not-run | failed | deferred |
+    skipped-rank."""
     run, progress = ctx.run, ctx.progress
     if run.is_done(name) and not force:
         progress.log(f"{name}: done already, reusing its tables (--force reruns)")
@@ -213,6 +240,9 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
         )
         progress.log(f"{name}: done in {seconds:.1f} s ({len(tables)} tables)")
         return "done"
+    except WorkDeferred as e:
+        progress.log(f"{name}: deferred: {e}")
+        return "deferred"
     except Exception as e:
         if writer:
             _clear_records(run, name)
@@ -302,7 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with progress.task("experiments", total=len(names)) as bar:
             for name in names:
-                statuses[name] = run_one(name, ctx, args.force, have_cuda, rank)
+                if (args.force or not run.is_done(name)) and (
+                    why := _defer_reason(
+                        name, ctx, {n for n, s in statuses.items() if s == "deferred"}
+                    )
+                ):
+                    progress.log(f"{name}: deferred to the next invocation ({why})")
+                    statuses[name] = "deferred"
+                else:
+                    statuses[name] = run_one(name, ctx, args.force, have_cuda, rank)
                 bar.advance()
     except KeyboardInterrupt:
         progress.close()
@@ -315,6 +353,16 @@ def main(argv: list[str] | None = None) -> int:
         # rank 0 too instead of leaving it in a collective until the process group's timeout
         return 1 if "failed" in statuses.values() else 0
     failed = sorted(n for n, s in statuses.items() if s == "failed")
+    deferred = sorted(n for n, s in statuses.items() if s == "deferred")
+    if deferred:
+        print(
+            f"left for the next invocation: {', '.join(deferred)}"
+            + (f"; failed: {', '.join(failed)}" if failed else "")
+            + f"; rerun the same command (--out {run.root}) to continue; the report is built "
+            "when every experiment has run",
+            file=sys.stderr,
+        )
+        return EXIT_DEFERRED
     if args.no_report:
         if failed:
             print(f"failed experiments: {', '.join(failed)} (see results/<name>.error.txt)")

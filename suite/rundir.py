@@ -138,6 +138,11 @@ class RunDir:
         return out
 
 
+class WorkDeferred(RuntimeError):
+    """Raised by an experiment that left work for the next invocation (`reproduce --budget`):
+    what it finished is kept, a rerun with the same --out continues. Not a failure."""
+
+
 @dataclass
 class RunContext:
     """What an experiment gets: where to write, which profile, and the run's settings."""

@@ -58,6 +58,7 @@ def summarize(tables):
     # balance: C4 and C5 with a CI; interrupts the run once when STOP exists
     "balance": """
 NAME, CLAIMS, NEEDS = "balance", ("C4", "C5"), "cpu"
+SECONDS = {"cpu": 100}  # only read under --budget
 def run(ctx):
     _count(NAME)
     if (COUNTER / "STOP").exists():
@@ -99,6 +100,9 @@ def summarize(tables):
 NAME, CLAIMS, NEEDS, DISTRIBUTED = "training", ("C7",), "cpu", True
 def run(ctx):
     _count(NAME)
+    if (COUNTER / "DEFER").exists():  # work left for the next invocation (--budget)
+        from suite.rundir import WorkDeferred
+        raise WorkDeferred("2 pieces left")
     if (COUNTER / "PARTS").exists():  # parts an earlier invocation finished at another commit
         ctx.part_commits.add((COUNTER / "PARTS").read_text())
     return {}
@@ -224,6 +228,29 @@ def test_interrupted_run_resumes(fake, tmp_path):
     reproduce.main(["--out", str(run)])
     assert runs(fake, "shapes") == 1 and runs(fake, "balance") == 2
     assert (res / "balance.done.json").exists() and (run / "report.html").exists()
+
+
+def test_budget_defers_what_does_not_fit_and_the_report_waits(fake, tmp_path, monkeypatch, capsys):
+    """--budget: an experiment whose estimate (SECONDS) does not fit is not started, nor one that
+    reads its tables; later ones that fit run; an experiment that raises WorkDeferred is not a
+    failure; no report until the invocation that finishes the work (exit 3 until then)."""
+    monkeypatch.setitem(reproduce.DEPENDS, "opmemory", ("balance",))
+    run, res = tmp_path / "run", tmp_path / "run" / "results"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "DEFER").write_text("")
+    assert reproduce.main(["--out", str(run), "--budget", "50"]) == reproduce.EXIT_DEFERRED
+    err = capsys.readouterr().err
+    assert runs(fake, "balance") == 0 and runs(fake, "opmemory") == 0  # not started
+    assert "balance: deferred to the next invocation (needs ~100 s, 50 s left)" in err
+    assert "opmemory: deferred to the next invocation (its input balance was deferred)" in err
+    assert (res / "shapes.done.json").exists() and runs(fake, "training") == 1
+    assert not (res / "training.done.json").exists() and not (res / "training.error.txt").exists()
+    assert "left for the next invocation: balance, opmemory, training; failed: costmodel" in err
+    assert not (run / "report.html").exists()
+    (fake / "DEFER").unlink()
+    assert reproduce.main(["--out", str(run), "--budget", "500"]) == 1  # costmodel always fails
+    assert runs(fake, "shapes") == 1 and runs(fake, "balance") == 1 and runs(fake, "training") == 2
+    assert (run / "report.html").exists()
 
 
 def test_a_run_resumed_at_another_commit_says_so(fake, tmp_path, monkeypatch):

@@ -4,7 +4,7 @@
 # session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
 #   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/gpu_reproduce.sh [quick|full] [seconds]
 # (NPROC > 1: torchrun with that many ranks, one per GPU: the training claims get real NCCL ranks)
-# A run longer than one call (the full profile: ~48 min) resumes across calls: put the previous
+# A run longer than one call (the full profile: ~42 min) resumes across calls: put the previous
 # call's run.tgz at runs/<profile>.tgz (git-ignored) or name it RESUME=<path>, carry that path,
 # and the run continues where it stopped (finished experiments and training runs are kept).
 # Across sessions (a new checkout has no runs/), commit the partial run.tgz and pass RESUME; all

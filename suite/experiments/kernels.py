@@ -32,6 +32,8 @@ from suite.stats import median_ratio_ci
 NAME = "kernels"
 CLAIMS = ("C11", "C12")
 NEEDS = "cuda"
+# seconds on one H200 (reproduce --budget defers it when they do not fit): measured
+SECONDS = {"quick": 25, "full": 230}
 
 WAN_WIDTHS = (1536, 3072, 5120)
 CLAIM_N = 65536

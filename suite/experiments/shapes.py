@@ -51,6 +51,9 @@ from suite.rundir import RunContext
 NAME = "shapes"
 CLAIMS: tuple[str, ...] = ()
 NEEDS = "cpu"
+# seconds on one H200 (reproduce --budget defers the experiment when they do not fit): measured
+# at db196e6 (quick-5753865: 162 s; full: 438 s)
+SECONDS = {"quick": 170, "full": 445}
 
 M_TOK = 75_600  # equal-token budget of the sweep: one 81-frame 720p clip
 # 480p: image, 17, 33, 49, 65, 81 frames; 720p: image, 17, 49, 65, 81 frames (suite.data.corpus)

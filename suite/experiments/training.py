@@ -17,10 +17,12 @@ skipped and says so in training_runs, later runs first). Step times of a profile
 tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix.
-Full profile: 2 blocks, 20 and 10 steps, the global run included and the global policy again at
-8 ranks (20 steps, last), time_budget_s 1800 (so that the whole full profile, with the sweep's
-~500 s, kernels ~300 s, e2e ~270 s and balance ~30 s, takes ~48 minutes: two sessions of device
-time), in resumable invocations: run it as
+Full profile: 2 blocks, 10 steps (6 on the long-video mix), the global run included and the
+global policy again at 8 ranks (10 steps, last): ~1,070 rank-steps at the ~1.2 s each measured at
+db196e6, ~1,250 s with the C15 loss runs (~180 s); time_budget_s 1800 is a cap that should not
+bind (spent in the runs' order, so a split into invocations never changes which runs there are).
+With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~40
+minutes on one H200, in resumable invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and the C15 loss runs are kept in
 results/training_parts/ (suite/experiments/training_parts.py) and reused.
@@ -140,11 +142,11 @@ PROFILES = {
     "full": dict(
         QUICK_PROFILE,
         layers=2,
-        steps=20,
-        long_steps=10,
-        steps8=20,
-        global_steps=20,
-        global8_steps=20,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
+        steps=10,
+        long_steps=6,
+        steps8=10,
+        global_steps=10,
+        global8_steps=10,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
         time_budget_s=1800,
         loss_steps=200,
         maxseq_probes=(15_600, 31_200, 48_360, 62_400),

@@ -16,6 +16,7 @@ end past the invocation's deadline is left to the next invocation (training_part
 from __future__ import annotations
 
 import math
+import time
 
 import pandas as pd
 
@@ -80,43 +81,48 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         mix_budgets = budgets[mix] if isinstance(budgets, dict) else budgets
         plan = _plan(ctx, corpora[mix], policy, mix_budgets, world, steps)
         jobs.append((corpora[mix], plan, adaln, name, mix, steps))
-    import time
-
-    t0 = time.perf_counter()
     parts = Parts(ctx, prof)
+    done = {name: parts.load(name, steps) for _, _, _, name, _, steps in jobs}
+    # the time budget is spent in the runs' order, whichever invocation ran them: a run is skipped
+    # when the runs before it (measured, or estimated where not run yet) and its own estimate pass
+    # time_budget_s, so how a run is split into invocations (--budget) never changes which runs
+    # it has; estimates at the measured seconds per rank-step, warm-ups included
+    measured = [
+        (parts.seconds_of(n, st), p.steps * p.world)
+        for _, p, _, n, _, st in jobs
+        if done[n] is not None
+    ]
+    meas_s, meas_work = sum(s for s, _ in measured), sum(w for _, w in measured)
+    spent = 0.0  # seconds of the runs before this one, in the runs' order
     seen: set = set()  # shapes warmed in this invocation
     ranks, micros = [], []
     for corpus, plan, adaln, name, mix, steps in jobs:
-        resumed = parts.load(name, steps)
-        if resumed is not None:  # finished in an earlier invocation (--budget)
-            ranks.append(resumed)
+        if done[name] is not None:  # finished in an earlier invocation (--budget)
+            ranks.append(done[name])
             micros.append(parts.load(name + "-micro", steps))
             runs.append({"run": name, "status": "ok (resumed)"})
+            spent += parts.seconds_of(name, steps)
             continue
-        elapsed = parts.seconds + time.perf_counter() - t0
-        done = sum(len(r) for r in ranks)
-        world = plan.world
-        warm_batches = _warm_batches(corpus, plan, set(seen))
-        work = plan.steps * world + len(warm_batches)  # rank-batches, warm-up included
-        est = elapsed / done * work if done else 0.0  # at the rate so far (its warm-ups included)
-        if elapsed + est > prof.get("time_budget_s", math.inf):
+        rate = meas_s / meas_work if meas_work else prof.get("rank_batch_s_guess", 0.0)
+        est = rate * plan.steps * plan.world
+        if spent + est > prof.get("time_budget_s", math.inf):
             runs.append(
                 {
                     "run": name,
-                    "status": f"skipped: time budget ({elapsed:.0f} s spent, "
-                    f"~{est:.0f} s more needed, time_budget_s = {prof['time_budget_s']})",
+                    "status": f"skipped: time budget ({spent:.0f} s before it, "
+                    f"~{est:.0f} s needed, time_budget_s = {prof['time_budget_s']})",
                 }
             )
             continue
-        rate = elapsed / done if done else prof.get("rank_batch_s_guess", 0.0)
-        if not parts.fits(f"the run {name}", rate * work):
+        spent += est
+        if not parts.fits(f"the run {name}", est):
             continue  # left to the next invocation; later runs that fit go first
         t_run = time.perf_counter()
         _warmup(prof, adaln, corpus, _warm_batches(corpus, plan, seen), dev, ctx.seed)
         model, opt = _new_model(prof, adaln, dev, ctx.seed)
         gbytes = gradient_bytes(model)
-        coll = collective_seconds(gbytes, world, busbw)
-        ctx.log(f"training: {name}, {world} emulated ranks x {steps} steps")
+        coll = collective_seconds(gbytes, plan.world, busbw)
+        ctx.log(f"training: {name}, {plan.world} emulated ranks x {steps} steps")
         micro: list = []
         info = {"run": name, "mix": mix}
         rows = emulate(
@@ -128,7 +134,10 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         ranks.append(rows)
         micros.append(pd.DataFrame(micro))
         parts.save(name + "-micro", steps, micros[-1], 0.0)
-        parts.save(name, steps, rows, time.perf_counter() - t_run)
+        seconds = time.perf_counter() - t_run
+        parts.save(name, steps, rows, seconds)
+        spent += seconds - est
+        meas_s, meas_work = meas_s + seconds, meas_work + plan.steps * plan.world
         runs.append({"run": name, "status": "ok"})
         del model, opt
         if dev.type == "cuda":

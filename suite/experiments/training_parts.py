@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from suite.rundir import read_csv
+from suite.rundir import WorkDeferred, read_csv
 
 
-class TrainingIncomplete(RuntimeError):
+class TrainingIncomplete(WorkDeferred):
     """Raised at the end of an invocation (`reproduce --budget`) that deferred work past its
     deadline; the finished work is kept in results/training_parts/, a rerun with the same --out
     resumes."""
@@ -44,13 +44,20 @@ class Parts:
     def has(self, name: str, steps: int) -> bool:
         return self._path(name, steps, "csv").exists() and self._path(name, steps, "json").exists()
 
-    def load(self, name: str, steps: int) -> pd.DataFrame | None:
-        """A finished piece's table, its commit added to ctx.part_commits; None if not finished."""
+    def _meta(self, name: str, steps: int) -> dict:
         import json
 
+        return json.loads(self._path(name, steps, "json").read_text())
+
+    def seconds_of(self, name: str, steps: int) -> float:
+        """The run time of a finished piece (0 if not finished)."""
+        return float(self._meta(name, steps)["seconds"]) if self.has(name, steps) else 0.0
+
+    def load(self, name: str, steps: int) -> pd.DataFrame | None:
+        """A finished piece's table, its commit added to ctx.part_commits; None if not finished."""
         if not self.has(name, steps):
             return None
-        meta = json.loads(self._path(name, steps, "json").read_text())
+        meta = self._meta(name, steps)
         self.seconds += float(meta["seconds"])
         self.commits.add(str(meta.get("commit", "unknown")))
         return read_csv(self._path(name, steps, "csv"))
