@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -290,3 +291,31 @@ def test_forecast_help_and_json_name_every_registry_policy(tmp_path, capsys):
     kind = "the suite's own" if best["policy"] in OWN else "a peer's"
     assert f"among {len(POLICIES)} policies ({kind}" in rec["reason"]
     assert set(PEERS) <= {r["policy"] for r in out["policies"]}
+
+
+def test_fit_cost_prices_micro_batches_without_the_optimizer_timed_apart(tmp_path, capsys):
+    """A sweep that timed the optimizer apart (the H200 30-block sweep at db196e6): the physical
+    form is fitted to step_s - optimizer_s and the JSON carries the median optimizer time, which
+    simulate charges once a step (unless --optimizer-s overrides it); without the column nothing
+    changes."""
+    ref = Path(__file__).resolve().parent.parent / "reports/reference/h200/full-attempt-db196e6"
+    sweep = pd.read_csv(ref / "results" / "shapes_sweep.csv")
+    apart, whole = tmp_path / "apart.json", tmp_path / "whole.json"
+    sweep.to_csv(tmp_path / "apart.csv", index=False)
+    sweep.drop(columns="optimizer_s").to_csv(tmp_path / "whole.csv", index=False)
+    for src, out in (("apart", apart), ("whole", whole)):
+        args = ["--sweep", str(tmp_path / f"{src}.csv"), "--out", str(out), "--capacity-gb", "140"]
+        assert fit_cost_main(args) == 0
+    assert "optimizer 16.9 ms a step" in capsys.readouterr().out
+    a, w = CostModel.load(apart), CostModel.load(whole)
+    assert a.optimizer_s == pytest.approx(sweep.optimizer_s.median()) and w.optimizer_s == 0.0
+    assert a.quadratic["a"] < w.quadratic["a"] - 0.01  # the fixed cost less the optimizer
+    assert "optimizer apart" in a.quadratic["source"] and a.p == w.p  # the power law: whole steps
+
+    def sim(cost, *extra):
+        assert simulate_main(["--cost", str(cost), "--steps", "50", "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["throughput"]
+
+    assert sim(apart) < sim(apart, "--optimizer-s", "0")
+    # the power law prices whole steps: no optimizer on top, the same as without the column
+    assert sim(apart, "--step-model", "power") == pytest.approx(sim(whole, "--step-model", "power"))

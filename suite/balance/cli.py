@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import sys
+from dataclasses import replace
 
 import pandas as pd
 
@@ -50,7 +51,9 @@ def _load_cost(path: str | None, step_model: str = "auto") -> CostModel:
     cost = CostModel.load(path) if path else default_cost_model()
     if not math.isfinite(cost.m_mem):
         raise ValueError(f"{path}: the cost JSON has no m_mem; refit with --capacity-gb")
-    return cost.with_quadratic(None) if step_model == "power" else cost
+    if step_model == "power":  # whole steps: the optimizer is inside a, charged per batch
+        return replace(cost.with_quadratic(None), optimizer_s=0.0)
+    return cost
 
 
 def _step_name(cost: CostModel) -> str:
@@ -91,19 +94,23 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
         help="non-overlapped collective seconds per step (default 0)",
     )
     p.add_argument(
-        "--optimizer-s", type=float, default=0.0, help="optimizer seconds per step (default 0)"
+        "--optimizer-s",
+        type=float,
+        default=None,
+        help="optimizer seconds per step, charged once (default: the cost JSON's optimizer_s, "
+        "which fit-cost writes where the sweep timed it apart, else 0)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _config(a) -> SimConfig:
+def _config(a, cost: CostModel) -> SimConfig:
     return SimConfig(
         ranks=a.gpus,
         steps=a.steps,
         noise_cv=a.noise,
         collective_s=a.collective_s,
-        optimizer_s=a.optimizer_s,
+        optimizer_s=cost.optimizer_s if a.optimizer_s is None else a.optimizer_s,
         seed=a.seed,
     )
 
@@ -146,7 +153,7 @@ def simulate_main(argv: list[str]) -> int:
             from suite.balance.simulator import LatencyTable
 
             timing = LatencyTable(read_csv(a.latency), fallback=timing)
-        m = simulate(buckets, pol, timing, _config(a)).metrics()
+        m = simulate(buckets, pol, timing, _config(a, cost)).metrics()
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
     out = {
@@ -202,7 +209,7 @@ def forecast_main(argv: list[str]) -> int:
             except ValueError as e:
                 skipped.append(f"{name} ({e})")  # a policy that does not apply to this data
                 continue
-            m = simulate(buckets, pol, cost.step_model(), _config(a)).metrics()
+            m = simulate(buckets, pol, cost.step_model(), _config(a, cost)).metrics()
             rows.append({"policy": name, **budgets(pol), **m})
         if not rows:
             raise ValueError(f"no policy applies: {'; '.join(skipped)}")
@@ -348,6 +355,11 @@ def fit_cost_main(argv: list[str]) -> int:
         f"[{lo:.3f}, {hi:.3f}], R^2 = {cost.r2:.4f}, leave-one-bucket-out {100 * cost.loo_err:.1f}%"
     )
     print(f"M_mem = {cost.m_mem:.0f} tokens, M_comp = {cost.m_comp:.4g}; wrote {a.out}")
+    if cost.optimizer_s > 0:
+        print(
+            f"optimizer {1e3 * cost.optimizer_s:.1f} ms a step, timed apart by the sweep: the "
+            "physical form prices a micro-batch without it, simulate and forecast add it once a step"
+        )
     _print_physical_form(sweep)
     return 0
 
@@ -403,6 +415,19 @@ def _get_sweep(a) -> pd.DataFrame:
     )
 
 
+def _per_batch_seconds(df: pd.DataFrame) -> tuple[pd.Series, float, str]:
+    """(seconds a micro-batch costs, the optimizer's seconds a step pays once, how): step_s less
+    optimizer_s where the sweep timed it apart on every row (as the balance experiment does,
+    suite.experiments.balance.sweep_step_model), else whole steps and 0."""
+    import numpy as np
+
+    if "optimizer_s" in df:
+        opt = pd.to_numeric(df["optimizer_s"], errors="coerce")
+        if bool(np.isfinite(opt).all() and (opt >= 0).all() and (opt < df["step_s"]).all()):
+            return df["step_s"] - opt, float(opt.median()), "optimizer apart"
+    return df["step_s"], 0.0, "whole steps"
+
+
 def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
     from suite.data.corpus import sample_corpus
 
@@ -424,11 +449,14 @@ def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
                 "safety": a.safety,
             }
         )
-    try:  # the physical form beside it: the simulator's step model (CostModel.step_model)
-        quad = fit_quadratic_cost(df["B"], df["S"], df["step_s"], source="fit-cost quadratic")
+    # the physical form beside it: the simulator's step model (CostModel.step_model), fitted to
+    # what a micro-batch costs where the sweep timed the optimizer apart (charged once a step)
+    per_batch, opt_s, src = _per_batch_seconds(df)
+    try:
+        quad = fit_quadratic_cost(df["B"], df["S"], per_batch, source=f"fit-cost quadratic, {src}")
     except ValueError:
         quad = None  # reported by _print_physical_form
-    cost = cost.with_quadratic(quad)
+    cost = replace(cost.with_quadratic(quad), optimizer_s=opt_s if quad is not None else 0.0)
     buckets = bucket_table(sample_corpus(20_000, "default").tokens)
     s_cross, _ = tune_s_cross(buckets, cost.step_model(), m_mem, p=cost.p)
     return cost.with_budgets(m_mem, s_cross)

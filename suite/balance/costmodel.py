@@ -58,6 +58,10 @@ class CostModel:
     # the physical form fitted beside it (QuadraticCost fields a, c, b, d, ...), or None: what
     # the simulator steps with (step_model) while the policies keep p and the budgets above
     quadratic: dict | None = None
+    # seconds of a step paid once whatever its micro-batches (the optimizer), where the sweep timed
+    # it apart: the quadratic then prices a micro-batch without it (the power law keeps whole
+    # steps, as the claims fit it); the simulator adds it once per step (SimConfig.optimizer_s)
+    optimizer_s: float = 0.0
 
     @property
     def fixed_s(self) -> float:
