@@ -12,7 +12,10 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("suite.reproduce:main", "run every experiment and write the report"),
     "report": ("suite.report.build:main", "rebuild figures, HTML and PDF from a run directory"),
-    "fit-cost": ("suite.balance.cli:fit_cost_main", "shape-benchmark sweep + cost-model fit"),
+    "fit-cost": (
+        "suite.balance.fit_cost_cli:fit_cost_main",
+        "shape-benchmark sweep + cost-model fit",
+    ),
     "simulate": ("suite.balance.cli:simulate_main", "simulate R ranks under a batching policy"),
     "forecast": ("suite.balance.cli:forecast_main", "forecast balance metrics for your data"),
 }

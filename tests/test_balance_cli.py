@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 from suite.__main__ import main
-from suite.balance.cli import fit_cost_main, forecast_main, simulate_main
+from suite.balance.cli import forecast_main, simulate_main
 from suite.balance.costmodel import CostModel
+from suite.balance.fit_cost_cli import fit_cost_main
 from suite.balance.registry import POLICIES
 
 

@@ -9,7 +9,9 @@
 # and the run continues where it stopped (finished experiments and training runs are kept).
 # Across sessions (a new checkout has no runs/), commit the partial run.tgz and pass RESUME; all
 # invocations of one reference must run the same commit. Without a tgz every call starts from an
-# empty run directory (a warm machine's earlier /tmp/run-<profile> is removed).
+# empty run directory (a warm machine's earlier /tmp/run-<profile> is removed), except with KEEP=1:
+# a warm machine's /tmp/run-<profile> of the same SUITE_GIT_SHA is newer than any tgz and is kept
+# (so the next call need not wait for the last one's tgz to be carried back).
 set -uo pipefail
 profile=${1:-quick}
 limit=${2:-520}
@@ -30,12 +32,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,po
 echo "== reproduce --profile $profile (limit ${limit}s)"
 run=/tmp/run-$profile
 resume=${RESUME:-runs/$profile.tgz}
-rm -rf "$run"
-if [ -f "$resume" ]; then
-  tar xzf "$resume" -C /tmp
-elif ls "$resume".part* >/dev/null 2>&1; then  # a run.tgz that came back in parts
-  cat "$resume".part* | tar xz -C /tmp
+if [ "${KEEP:-0}" = 1 ] && [ -d "$run/results" ] && [ "$(cat "$run/.sha" 2>/dev/null)" = "${SUITE_GIT_SHA:-}" ]; then
+  echo "keeping this warm machine's $run (commit ${SUITE_GIT_SHA:-})"
+else
+  rm -rf "$run"
+  if [ -f "$resume" ]; then
+    tar xzf "$resume" -C /tmp
+  elif ls "$resume".part* >/dev/null 2>&1; then  # a run.tgz that came back in parts
+    cat "$resume".part* | tar xz -C /tmp
+  fi
 fi
+mkdir -p "$run" && echo "${SUITE_GIT_SHA:-}" > "$run/.sha"
 [ -d "$run/results" ] && echo "resuming $run from $resume: $(ls "$run"/results | grep -c done.json) experiments done"
 start=$(date +%s)
 timeout "$limit" python3 -m nox --no-venv --no-install -s reproduce -- --profile "$profile" --out "$run" \
