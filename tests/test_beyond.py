@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from suite.report import beyond
 
@@ -139,14 +140,15 @@ def test_reference_h200_tables_give_every_policys_row():
     assert len(beyond.target_table(tables, pd.read_csv(REF / "metrics.csv"))) == len(beyond.TARGETS)
 
 
-def test_quick_reference_compares_every_policy_and_meets_issue_33s_targets():
-    """The quick reference at 5753865 (measured per-sample noise 0.36%): every registry policy has
-    its row at 16 and 1024 ranks (the Karmarkar-Karp packers as "not run" with the reason), and the
-    best policy meets each of issue 33's balancing targets."""
+@pytest.mark.parametrize("reference", ["quick-5753865", "full-dd54683"])
+def test_reference_compares_every_policy_and_meets_issue_33s_targets(reference):
+    """The committed quick (5753865) and full (dd54683) references: every registry policy has its
+    row at 16 and 1024 ranks (the Karmarkar-Karp packers at 1024 as "not run" with the reason),
+    and the best policy meets each of issue 33's balancing targets."""
     from suite.balance.registry import POLICIES
     from suite.rundir import RunDir
 
-    ref = REF / "quick-5753865"
+    ref = REF / reference
     tables = RunDir(ref).tables()
     c = tables["balance_compare"]
     for R in (16, 1024):

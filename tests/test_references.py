@@ -1,0 +1,43 @@
+"""The committed H200 references are what they say: one run of one commit, every experiment done,
+and every verdict the one today's rules give on the run's own metric rows (no typed-in verdict)."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from suite.claims import evaluate
+
+REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
+EXPERIMENTS = {"shapes", "costmodel", "balance", "kernels", "opmemory", "training", "e2e"}
+
+
+@pytest.mark.parametrize("reference", ["quick-5753865", "full-dd54683"])
+def test_reference_is_one_complete_run_of_one_commit(reference):
+    ref = REF / reference
+    env = json.loads((ref / "env.json").read_text())
+    sha = env["git"]["sha"]
+    assert not env["git"]["dirty"] and env["profile"] == reference.split("-")[0]
+    done = {
+        p.name.removesuffix(".done.json"): json.loads(p.read_text())
+        for p in (ref / "results").glob("*.done.json")
+    }
+    assert set(done) == EXPERIMENTS
+    for name, d in done.items():
+        assert sha.startswith(d["git"]) and d["profile"] == env["profile"], name
+    runs = pd.read_csv(ref / "results" / "training_runs.csv")
+    if reference.startswith("full"):  # the quick profile's global run may not fit its budget
+        assert runs.status.str.startswith("ok").all(), runs
+
+
+@pytest.mark.parametrize("reference", ["quick-5753865", "full-dd54683"])
+def test_reference_verdicts_follow_from_its_metric_rows(reference):
+    ref = REF / reference
+    committed = {c["id"]: c for c in json.loads((ref / "claims.json").read_text())}
+    assert len(committed) == 18
+    for v in evaluate(pd.read_csv(ref / "metrics.csv")):
+        c = committed[v.id]
+        assert (v.verdict, v.metric) == (c["verdict"], c["metric"]), v.id
+        assert v.measured == pytest.approx(c["measured"], nan_ok=True), v.id
+    assert not any(c["verdict"] == "not-run" for c in committed.values())
