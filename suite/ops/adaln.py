@@ -245,6 +245,8 @@ def _adaln_general(x, scale, shift, eps, out_dtype, backward) -> Tensor:
     layouts the fast path leaves out (broadcast modulation, mismatched strides)."""
     out_dtype = _check(x, out_dtype, backward, eps)
     _same_device(x, scale=scale, shift=shift)
+    if x.is_cuda:
+        x = _lastdim_contig(x)  # the kernels read a row as D consecutive elements (every path)
     B, N, D = x.shape
     sc, m1 = _mod_view(scale, "scale", B, N, D)
     sh, m2 = _mod_view(shift, "shift", B, N, D)

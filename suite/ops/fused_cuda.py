@@ -85,6 +85,18 @@ def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
     return 0, 0
 
 
+def check_rows(D: int, **tensors: torch.Tensor) -> None:
+    """The kernels read a row as D consecutive elements: a tensor whose last dimension is strided
+    would be read wrong, silently. Checked when a launch plan is built (its key holds the
+    strides), so it costs nothing per call; the public ops make such tensors contiguous first."""
+    for name, t in tensors.items():
+        if D > 1 and t.stride(-1) != 1:
+            raise ValueError(
+                f"{name}: the fused kernels need a contiguous last dimension (stride 1), got "
+                f"strides {tuple(t.stride())}; pass {name}.contiguous()"
+            )
+
+
 def _layout_ok(es: int, D: int, *strides: int) -> bool:
     """16-byte vectors: D a whole number of them and every row stride keeping rows on 16 bytes
     (pointers are checked per call: they change, the plan does not)."""
@@ -153,6 +165,7 @@ def _fwd_plan(key, x, scale, shift, eps, mode, out_dtype):
             "scale and shift must have the same strides (e.g. both chunks of one tensor)"
         )
     check_d(D)
+    check_rows(D, x=x, scale=scale, shift=shift)
     idx = x.device.index
     cfg = _config(x.dtype, scale.dtype, out_dtype, D, mode)
     smb, smn = mod_strides(scale, mode)
@@ -260,6 +273,7 @@ def _bwd_plan(key, x, dy_dtype, scale, mode, impl, rk):
 
     B, N, D = x.shape
     check_d(D)
+    check_rows(D, x=x, scale=scale)
     idx = x.device.index
     groups, R = (1, B * N) if mode == MODE_AFFINE else (B, N)
     cfg = _config(x.dtype, scale.dtype, dy_dtype, D, mode)
