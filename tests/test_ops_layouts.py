@@ -199,6 +199,23 @@ def test_reported_case_wan_table_with_strided_x():
         check_grads([y], [yr], [xleaf, e], rl, [0, 1], lambda dt: GRAD_TOL[dt], device, gen)
 
 
+def test_batch_one_scale_and_shift_of_different_layouts():
+    """B = 1, scale a [1, 1, D] tensor of its own and shift row 0 of a [1, 6, D] table: their
+    strides differ only in the length-1 batch dimension, which .contiguous() leaves alone. The
+    GPU fuzz once saw the launch plan refuse this legal input; it must compute it."""
+    device = "cuda" if CUDA else "cpu"
+    gen = torch.Generator().manual_seed(4)
+    x = leaf((1, 33, 1536), torch.float32, device, gen).requires_grad_()
+    s = leaf((1, 1, 1536), torch.float32, device, gen, 0.5).requires_grad_()
+    e = leaf((1, 6, 1536), torch.float32, device, gen, 0.5).requires_grad_()
+    for backward in ("fused", "dtile"):
+        y = adaln(x, s, e[:, 0:1], backward=backward)
+        rl = ref_leaves([x, s, e], [0, 1, 2])
+        yr = _adaln_ref(rl[0], rl[1], rl[2][:, 0:1], 1e-6)
+        assert rel(y, yr) < TOL[torch.float32]
+        check_grads([y], [yr], [x, s, e], rl, [0, 1, 2], lambda dt: GRAD_TOL[dt], device, gen)
+
+
 # ------------------------------------------------------------------------------ compile
 COMPILED = [
     ("lastdim-strided", "table-rows"),

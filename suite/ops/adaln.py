@@ -37,6 +37,7 @@ from suite.ops.adaln_args import (  # noqa: F401  (re-exported: bench and host_b
     _rows_of_one_table,
     _same_device,
     _table_rows,
+    same_strides,
     slice_gradients,
 )
 from suite.ops.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
@@ -257,7 +258,7 @@ def _adaln_general(x, scale, shift, eps, out_dtype, backward) -> Tensor:
         )
     if m1 == MODE_SAMPLE and (rows := _rows_of_one_table(sc, sh, B, D)) is not None:
         return _rows_apply(x, *rows, (sc, sh), float(eps), out_dtype, backward)
-    if x.is_cuda and sc.stride() != sh.stride():
+    if x.is_cuda and not same_strides(sc, sh):
         sc, sh = sc.contiguous(), sh.contiguous()
     return _op(x, sc, sh, float(eps), m1, out_dtype, backward)[0]
 
@@ -279,7 +280,7 @@ def _spec(key, x, scale, shift, eps, out_dtype, backward):
         mode == mode2
         and scale.dtype == shift.dtype
         and scale.shape == shift.shape
-        and scale.stride() == shift.stride()
+        and same_strides(scale, shift)
         and scale.shape[0] == B
         and (scale.stride(-1) == 1 or D == 1)
         and (x.stride(-1) == 1 or D == 1)

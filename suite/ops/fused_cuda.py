@@ -16,6 +16,7 @@ import torch
 
 from suite.cuda import launch as L
 from suite.cuda.compile import Program, compile_program, read_sources
+from suite.ops.adaln_args import same_strides
 from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
     DTILE_NTILE,
     DTILE_TD,
@@ -160,7 +161,7 @@ def _fwd_launch(cfg: KernelConfig, vector: bool, idx, B, N, D, strides, eps) -> 
 
 def _fwd_plan(key, x, scale, shift, eps, mode, out_dtype):
     B, N, D = x.shape
-    if shift.stride()[: scale.dim()] != scale.stride():
+    if not same_strides(scale, shift):
         raise ValueError(
             "scale and shift must have the same strides (e.g. both chunks of one tensor)"
         )
