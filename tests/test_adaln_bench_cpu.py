@@ -124,12 +124,12 @@ def test_bench_fused_slices_takes_the_slice_backward():
 
 
 def test_kernels_after_shapes_cli_explains_and_refuses_without_gpu(tmp_path, capsys):
-    """tools/kernels_after_shapes.py (perf-notes "Next measurements" item 4): --help names the
+    """lab/kernels_after_shapes.py (perf-notes "Next measurements" item 4): --help names the
     modes; an unknown mode and a machine without CUDA stop with the reason, before any work."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "kernels_after_shapes.py"
+    path = Path(__file__).resolve().parent.parent / "lab" / "kernels_after_shapes.py"
     spec = importlib.util.spec_from_file_location("kernels_after_shapes", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)

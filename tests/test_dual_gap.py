@@ -1,4 +1,4 @@
-"""tools/dual_gap.py on the committed H200 quick reference: the replay of its own batches and the
+"""lab/dual_gap.py on the committed H200 quick reference: the replay of its own batches and the
 spread of short simulated windows (the numbers reports/reference/h200/README.md quotes)."""
 
 import importlib.util
@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = ROOT / "reports" / "reference" / "h200"
-_spec = importlib.util.spec_from_file_location("dual_gap", ROOT / "tools" / "dual_gap.py")
+_spec = importlib.util.spec_from_file_location("dual_gap", ROOT / "lab" / "dual_gap.py")
 dg = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dg)
 

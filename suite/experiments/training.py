@@ -14,7 +14,7 @@ the default mix, 3 on the long-video mix, the default pair again on its own 8-ra
 steps),
 then the global policy; the emulated runs stop at time_budget_s (a run that would end past it is
 skipped and says so in training_runs, later runs first). Step times of a profile are printed by
-tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
+lab/device/train_adaln.sh; the history of the budget is in docs/perf-notes.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix.
 Full profile: 2 blocks, 10 steps (6 on the long-video mix), the global run included and the
@@ -192,7 +192,7 @@ def _tuning_model(ctx: RunContext, cm):
     there is one, else the power law. The quadratic form predicts the emulated runs' steps within
     2% where the power law is 16-26% low (reports/reference/h200-full/validation, in history at
     8f504d2), and the power law picked s_cross = 28800 there, where the dual batch sizes differ
-    from equal-token's in 7 of 36 buckets by one sample: +4.5% measured; tools/dual_gap.py."""
+    from equal-token's in 7 of 36 buckets by one sample: +4.5% measured; lab/dual_gap.py."""
     from suite.experiments.costmodel import run_quadratic
 
     quad = run_quadratic(ctx.run)
@@ -289,7 +289,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         # dataset: the default mix's s_cross (9360 in the 64bc62f quick reference) held the
         # longest videos to one sample per rank and cost the long mix 11% (C9 -15.6% measured);
         # tuned on its own buckets it picks 29640 in the bd60510 reference: +11.7% simulated,
-        # +16.1% measured (C9; tools/dual_gap.py --mix long-video, dual_gap_long.csv there)
+        # +16.1% measured (C9; lab/dual_gap.py --mix long-video, dual_gap_long.csv there)
         long_corpus = load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)
         long_budgets, long_s_cross, _ = _budgets(ctx, long_corpus, prof)
         if ctx.world_size > 1:

@@ -2,7 +2,7 @@
 # The reference run on one GPU node with no network, the way the README tells a user to do it:
 # install from a wheelhouse (.whl/: the suite's wheel + what the node lacks), then the offline nox
 # session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
-#   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/gpu_reproduce.sh [quick|full] [seconds]
+#   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/device/reproduce.sh [quick|full] [seconds]
 # (NPROC > 1: torchrun with that many ranks, one per GPU: the training claims get real NCCL ranks)
 # A run longer than one call (the full profile: ~42 min) resumes across calls: put the previous
 # call's run.tgz at runs/<profile>.tgz (git-ignored) or name it RESUME=<path>, carry that path,
