@@ -39,14 +39,14 @@
 // is the same; a CTA's column sums cover other rows, so dscale and dshift round differently.
 // PDL (default false; ACCUM only): the finalize is launched as a programmatic dependent (sm_90);
 // this kernel lets it launch once every CTA has left its row loop, so the finalize's launch and
-// ramp overlap our tail (round 23: 1.7 us per backward, median over 120 shapes).
+// ramp overlap our tail (1.7 us per backward, median over 120 shapes).
 // EARLY (default false; with PF): the CTA's first row is fetched before the multiplier is
 // loaded and stored to shared memory, so its DRAM latency is not paid after the multiplier's
-// (round 32: -0.4 to -0.6 us per backward at N = 4096).
+// (-0.4 to -0.6 us per backward at N = 4096).
 // LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
 // that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
 // column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
-// without a 64-bit division (round 30: 31% fewer instructions per row block at D = 1536; +3.5
+// without a 64-bit division (31% fewer instructions per row block at D = 1536; +3.5
 // to +7.7% at N = 65536, bf16 dy).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,

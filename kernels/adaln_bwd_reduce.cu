@@ -52,7 +52,7 @@ adaln_bwd_dtile(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict
 // P = ceil(D / (VEC*RT)) * VEC*RT wide, element d at position (c*VEC + j)*RT + t where
 // d = (c*RT + t)*VEC + j (the fused row kernel's thread-major layout; RT = VEC = 1: the D-tile
 // pass's plain rows, P = D). The layout is template arguments: a position's feature without
-// integer divisions at run time (round 35: ~100 of ~315 instructions per warp, Nsight Compute),
+// integer divisions at run time (they were ~100 of ~315 instructions per warp, Nsight Compute),
 // the slot loop's addresses one pointer and immediate offsets.
 // A warp reads 32 consecutive positions of one slot (coalesced); 32 lanes per position each add
 // the slots k = lane, lane + 32, ... (a serial loop over hundreds of slots would be

@@ -1,6 +1,6 @@
 // A diagnostic, not part of the op: streams with no arithmetic, to find what the fp32-out
 // forward's byte mix (bf16 read, fp32 written: a third read, two thirds written) can reach at all
-// (C11; tools/mixed_copy.py). KIND:
+// (C11; lab/mixed_copy.py). KIND:
 //   COPY: bf16 -> bf16, 16-byte words (a 1:1 stream, to compare with torch's copy);
 //   PAIR: bf16 -> fp32, a 16-byte load and two 16-byte stores 32 bytes wide per thread (the
 //         forward's own pattern at D = 1536: a warp's store covers every other 16 bytes);

@@ -1,11 +1,11 @@
-"""The launches Nsight Compute profiles (tools/gpu_ncu.sh): for each variant and width, one
+"""The launches Nsight Compute profiles (lab/device/ncu.sh): for each variant and width, one
 forward and one backward of the fused op on x [1, N, D] with Wan's per-sample fp32 modulation
 (strided views of [1, 6, D]), in a fixed order. No warm-up: ncu replays each profiled kernel
 with its caches flushed, so every launch is measured alike. --copy: also, per width, a torch
 elementwise kernel that moves the forward's bytes (y = x * 1 in y's dtype: the same reads and
 writes, no reductions), so a plain streaming kernel's profile sits beside the forward's (the D2D
 memcpy that kernels.csv's `copy_same` times is not a kernel ncu can profile). --stream: also,
-per width, tools/mixed_copy.py's bf16 -> fp32 stream kernels (`coal` and `pair`, a CTA per
+per width, lab/mixed_copy.py's bf16 -> fp32 stream kernels (`coal` and `pair`, a CTA per
 block, one item per thread: the fastest of each), the fp32-out forward's bytes without its work.
 
     python tools/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536] \

@@ -4,7 +4,7 @@
 At its defaults a RuleConfig names and launches exactly what the shipped table does
 (lab/tests/test_lab_kernel_config.py checks every width); names and launch geometry come from
 suite.ops.kernel_config.KernelNames, the op's one copy of them. The measurements behind each
-rule are in docs/perf-notes.md.
+rule are in docs/lab-log.md.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ import torch
 
 # ----------------------------------------------------------------------------- claims pipeline
 REF = Path(__file__).resolve().parent.parent / "reports" / "reference" / "h200"
+GRID = REF / "kernels-a1294db"  # the full kernel grid
 
 
-@pytest.mark.skipif(not (REF / "kernels.csv").is_file(), reason="no committed H200 reference run")
+@pytest.mark.skipif(not (GRID / "kernels.csv").is_file(), reason="no committed H200 reference run")
 def test_claim_metrics_and_figures_from_committed_h200_run():
     import pandas as pd
 
@@ -21,7 +22,7 @@ def test_claim_metrics_and_figures_from_committed_h200_run():
     from suite.report.plots import kernels as pk
     from suite.report.plots import opmemory as po
 
-    t = pd.read_csv(REF / "kernels.csv")
+    t = pd.read_csv(GRID / "kernels.csv")
     assert set(kernels.REFERENCE_COLUMNS) <= set(t.columns)
     m = kernels.summarize({"kernels_timings": t})
     keys = {
@@ -35,7 +36,10 @@ def test_claim_metrics_and_figures_from_committed_h200_run():
         "bwd_fused_speedup_compile_wan",
     }
     assert keys <= set(m.metric) and m.value.notna().all()
-    tabs = {n: pd.read_csv(REF / f"{n}.csv") for n in ("opmemory_saved", "opmemory_kernels")}
+    tabs = {
+        n: pd.read_csv(REF / "quick-284a9bc" / "results" / f"{n}.csv")
+        for n in ("opmemory_saved", "opmemory_kernels")
+    }
     m2 = opmemory.summarize(tabs)
     assert {
         "saved_mem_reduction_wan",
@@ -124,12 +128,12 @@ def test_bench_fused_slices_takes_the_slice_backward():
 
 
 def test_kernels_after_shapes_cli_explains_and_refuses_without_gpu(tmp_path, capsys):
-    """tools/kernels_after_shapes.py (perf-notes "Next measurements" item 4): --help names the
+    """lab/kernels_after_shapes.py (docs/lab-log.md, "Next measurements" item 4): --help names the
     modes; an unknown mode and a machine without CUDA stop with the reason, before any work."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "kernels_after_shapes.py"
+    path = Path(__file__).resolve().parent.parent / "lab" / "kernels_after_shapes.py"
     spec = importlib.util.spec_from_file_location("kernels_after_shapes", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)

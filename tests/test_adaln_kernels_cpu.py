@@ -267,14 +267,14 @@ def test_dependent_launch_config(monkeypatch):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_stream_convert_compiles_without_spills(arch):
-    """kernels/stream_convert.cu (tools/mixed_copy.py's ceiling for the fp32-out forward's byte
+    """kernels/stream_convert.cu (lab/mixed_copy.py's ceiling for the fp32-out forward's byte
     mix): every UNROLL, kind and loop compiles with NVRTC and keeps its words in registers."""
     import importlib.util
     from pathlib import Path
 
     from suite.cuda.compile import compile_program, read_sources, resources
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "mixed_copy.py"
+    path = Path(__file__).resolve().parent.parent / "lab" / "mixed_copy.py"
     spec = importlib.util.spec_from_file_location("mixed_copy", path)
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)

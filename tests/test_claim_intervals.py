@@ -16,7 +16,8 @@ from suite.experiments import kernels
 from suite.stats import bootstrap_ci, median_ratio_ci
 from suite.train.losscurves import loss_rows
 
-RESULTS = Path(__file__).resolve().parent.parent / "reports" / "reference" / "h200" / "results"
+REF = Path(__file__).resolve().parent.parent / "reports" / "reference" / "h200"
+RESULTS = REF / "quick-284a9bc" / "results"
 CLAIMS = {c.id: c for c in load_claims()}
 needs_ref = pytest.mark.skipif(
     not (RESULTS / "kernels_samples.csv").is_file(), reason="no committed H200 reference run"

@@ -1,5 +1,5 @@
-"""tools/dual_gap.py on the committed H200 quick reference: the replay of its own batches and the
-spread of short simulated windows (the numbers reports/reference/h200/README.md quotes)."""
+"""lab/dual_gap.py on the committed H200 quick reference: the replay of its own batches and the
+spread of short simulated windows (the numbers reports/reference/h200/quick-284a9bc/README.md quotes)."""
 
 import importlib.util
 from pathlib import Path
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "reports" / "reference" / "h200"
-_spec = importlib.util.spec_from_file_location("dual_gap", ROOT / "tools" / "dual_gap.py")
+RUN = ROOT / "reports" / "reference" / "h200" / "quick-284a9bc"
+_spec = importlib.util.spec_from_file_location("dual_gap", ROOT / "lab" / "dual_gap.py")
 dg = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dg)
 

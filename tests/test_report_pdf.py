@@ -21,7 +21,7 @@ from suite.report import pdf, verdicts
 from suite.report.plots import kernels, shapes
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "reports" / "reference" / "h200" / "claims.json"
+REFERENCE = ROOT / "reports" / "reference" / "h200" / "quick-284a9bc" / "claims.json"
 
 
 def _rows(kind_of) -> list[dict]:

@@ -97,7 +97,7 @@ def test_config_validation():
 
 def test_s_cross_tuned_on_another_step_model_keeps_the_policy_exponent():
     """Training tunes the dual rule's s_cross (its exponent p from the power law) on the quadratic
-    step model, which predicts measured steps best (tools/dual_gap.py: on the full H200
+    step model, which predicts measured steps best (lab/dual_gap.py: on the full H200
     reference the power law chose s_cross 28800, +4% measured; the quadratic 9360, +14% in
     simulation). Every candidate is the rule B*S^p <= M_comp with the given p, simulated with
     the given step model."""

@@ -33,7 +33,7 @@ CASES = [
     (1, 17, 4100, torch.bfloat16),
     (1, 3, 8192, torch.float32),
 ]
-# configurations lab/gpu_kernel_variants.sh prebuilds; fp32 x at D = 1536 with odd N: the pair
+# configurations lab/device/kernel_variants.sh prebuilds; fp32 x at D = 1536 with odd N: the pair
 # forward (adaln_fwd_r2) with a one-row pair per sample
 SMALL = [CASES[0], CASES[1], CASES[3], (2, 37, 1536, torch.float32)]
 # a forward with enough rows for KernelConfig.fwd_many's kernel (D = 3072, >= 16384 rows)

@@ -1,10 +1,10 @@
 """Markdown summary of a kernels experiment table (kernels.csv): % of copy bandwidth of the fused
 kernels by op, output dtype, D and N, the speedups over each baseline (geometric mean over D
 at one N, the range in brackets), and the kernel issue's targets shape by shape (how many met),
-every shape's GB/s beside the baselines', so reports/reference/h200/KERNELS.md is generated,
+every shape's GB/s beside the baselines', so reports/reference/h200/kernels-a1294db/KERNELS.md is generated,
 not typed.
 
-    python tools/kernels_summary.py reports/reference/h200/kernels.csv [--n 65536]
+    python tools/kernels_summary.py reports/reference/h200/kernels-a1294db/kernels.csv [--n 65536]
 """
 
 from __future__ import annotations

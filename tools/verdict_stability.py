@@ -1,4 +1,4 @@
-"""Verdict stability across repeated runs of one commit (issue 31's acceptance): one row per
+"""Verdict stability across repeated runs of one commit: one row per
 claim, each run's verdict, measured value and interval, and whether the verdicts agree.
 
     python tools/verdict_stability.py RUN_A RUN_B RUN_C [--out stability.md]

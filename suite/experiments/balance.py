@@ -1,7 +1,7 @@
 """balance: trace-driven simulation of every registry policy on the run's measured step costs.
 
-The primary evidence for claims C4-C9 (issue 31) and the policy comparison of the report's
-"Beyond the paper" section (issue 33). Policies are planned (plan_steps: the Plan the trainer
+The primary evidence for claims C4-C9 and the policy comparison of the report's "Beyond the
+paper" section. Policies are planned (plan_steps: the Plan the trainer
 runs) and costed (simulate_plan) on the same corpus draws with the same plan seeds (common random
 numbers), repeated over independent plan seeds; a claim's value is the mean over seeds of its
 per-seed value (a gain compares the same seed's runs: paired), its interval the 95% t-interval

@@ -247,7 +247,7 @@ def _summarize_draw(steps: pd.DataFrame, setup: pd.DataFrame, planner) -> pd.Dat
 
 
 def _global_rows(get, cond, ev, planner: pd.DataFrame | None) -> list[dict]:
-    """Extra alternatives for the coordinated global policy (issue 7), when it was simulated."""
+    """Extra alternatives for the coordinated global policy, when it was simulated."""
     g, eq = get("global"), get("equal-token")
     if not g or not eq:
         return []

@@ -25,7 +25,7 @@ time - 1, paired bootstrap CI over repeats) and `e2e_gain_fused_over_compile_<sh
 Budget (an eager 81-frame 480p step is ~2.6 s on an H200): the quick profile runs the 81-frame
 480p clip only, the three eager variants, 1 warm-up + 4 timed steps, no profiler (~45 s). The full
 profile and the standalone run (`python -m suite.experiments.e2e --help`) run all three shapes and
-five variants with 3 timed steps and the profiler step (tools/gpu_wan.sh profiles the two 480p
+five variants with 3 timed steps and the profiler step (tools/device/e2e.sh profiles the two 480p
 shapes only, to fit its time).
 """
 

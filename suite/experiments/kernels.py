@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--profile", choices=("quick", "reference", "full"), default="quick")
-    p.add_argument("--out", type=Path, default=Path("reports/reference/h200"))
+    p.add_argument("--out", type=Path, default=Path("reports/runs/kernels"))
     a = p.parse_args(argv)
     ctx = RunContext(run=RunDir(a.out / ".run"), profile=a.profile, device="cuda")
     ctx.log = print  # type: ignore[method-assign]

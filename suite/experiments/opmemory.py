@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
     from suite.rundir import RunContext, RunDir, atomic_write_text
 
     p = argparse.ArgumentParser(description="AdaLN saved-for-backward bytes and kernels per call")
-    p.add_argument("--out", type=Path, default=Path("reports/reference/h200"))
+    p.add_argument("--out", type=Path, default=Path("reports/runs/opmemory"))
     a = p.parse_args(argv)
     ctx = RunContext(run=RunDir(a.out / ".run"), profile="quick", device="cuda")
     ctx.log = print  # type: ignore[method-assign]

@@ -13,12 +13,12 @@ terms. Each shape: one warm-up step, then `repeats` timed steps back to back; sh
 of descending B * S. A shape that runs out of device memory is recorded in `shapes_skipped`.
 
 Budget (planning estimate, not a result: a + c*B + b*B*S + d*B*S^2 with a = 0.1 s and c = 5 ms
-assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from issue 31's H200 numbers, 2.6 s at one
+assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from early H200 measurements, 2.6 s at one
 32,760-token clip and a 3.8x spread at equal tokens, i.e. 2.73 s at (48, 1560) and 10.5 s at
 (1, 75600)):
   quick: 8 of the default mix's 11 buckets (1560, 3600, 7800, 14040, 20280, 32760, 46800,
          75600; the quadratic fit prices the other three), warm-up + 2 repeats. Measured on one
-         H200 (7f37301, reports/reference/h200/shapes-7f37301) with all 11 buckets: 219 s (131.5 s
+         H200 (reports/reference/h200/shapes-7f37301) with all 11 buckets: 219 s (131.5 s
          timed + 73.5 s warm-up, 25 shapes); the three dropped buckets' equal-token steps took
          4.4 + 4.0 + 7.9 s per pass, so ~16 s x 3 + their ladder shapes: ~150 s with 8.
   full:  16 buckets, 40 shapes (ladder <= 25,000 tokens), warm-up + 3 repeats: ~385 s.
@@ -52,7 +52,7 @@ NAME = "shapes"
 CLAIMS: tuple[str, ...] = ()
 NEEDS = "cpu"
 # seconds on one H200 (reproduce --budget defers the experiment when they do not fit): measured
-# at db196e6 (quick-5753865: 162 s; full: 438 s)
+# in the references (quick-5753865: 162 s; full: 438 s)
 SECONDS = {"quick": 170, "full": 445}
 
 M_TOK = 75_600  # equal-token budget of the sweep: one 81-frame 720p clip

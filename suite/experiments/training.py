@@ -14,12 +14,12 @@ the default mix, 3 on the long-video mix, the default pair again on its own 8-ra
 steps),
 then the global policy; the emulated runs stop at time_budget_s (a run that would end past it is
 skipped and says so in training_runs, later runs first). Step times of a profile are printed by
-tools/gpu_train31.sh; the history of the budget is in docs/perf-notes.md.
+lab/device/train_adaln.sh; the history of the budget is in docs/lab-log.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix.
 Full profile: 2 blocks, 10 steps (6 on the long-video mix), the global run included and the
-global policy again at 8 ranks (10 steps, last): ~1,070 rank-steps at the ~1.2 s each measured at
-db196e6, ~1,250 s with the C15 loss runs (~180 s); time_budget_s 1800 is a cap that should not
+global policy again at 8 ranks (10 steps, last): ~1,070 rank-steps at the ~1.2 s each measured in
+the full reference, ~1,250 s with the C15 loss runs (~180 s); time_budget_s 1800 is a cap that should not
 bind (spent in the runs' order, so a split into invocations never changes which runs there are).
 With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~40
 minutes on one H200, in resumable invocations: run it as
@@ -146,7 +146,7 @@ PROFILES = {
         long_steps=6,
         steps8=10,
         global_steps=10,
-        global8_steps=10,  # issue 7's 8-rank global run (C7's scale), after the long-video runs
+        global8_steps=10,  # the 8-rank global run (C7's scale), after the long-video runs
         time_budget_s=1800,
         loss_steps=200,
         maxseq_probes=(15_600, 31_200, 48_360, 62_400),
@@ -190,9 +190,9 @@ def _budgets(ctx: RunContext, corpus: pd.DataFrame, prof: dict):
 def _tuning_model(ctx: RunContext, cm):
     """The step model s_cross is tuned on: the sweep's quadratic fit (costmodel_quadratic) where
     there is one, else the power law. The quadratic form predicts the emulated runs' steps within
-    2% where the power law is 16-26% low (reports/reference/h200-full/validation, in history at
-    8f504d2), and the power law picked s_cross = 28800 there, where the dual batch sizes differ
-    from equal-token's in 7 of 36 buckets by one sample: +4.5% measured; tools/dual_gap.py."""
+    2% where the power law is 16-26% low (an earlier full run's validation, docs/lab-log.md), and
+    the power law picked s_cross = 28800 there, where the dual batch sizes differ
+    from equal-token's in 7 of 36 buckets by one sample: +4.5% measured; lab/dual_gap.py."""
     from suite.experiments.costmodel import run_quadratic
 
     quad = run_quadratic(ctx.run)
@@ -213,7 +213,7 @@ def _fused_available(device: str) -> str:
         m(x["hidden_states"], x["timestep"], x["encoder_hidden_states"][:, :8], return_dict=False)
         torch.cuda.synchronize()
         return ""
-    except Exception as e:  # the kernel issue's op may be missing or fail to compile
+    except Exception as e:  # the fused op may be missing or fail to compile
         return f"fused AdaLN unavailable: {e}"
 
 
@@ -286,10 +286,10 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
         budgets, s_cross, tuned_on = _budgets(ctx, corpus, prof)
         # the long-video runs (C9) tune their own s_cross on their own mix, as a user tunes per
-        # dataset: the default mix's s_cross (9360 in the 64bc62f quick reference) held the
+        # dataset: the default mix's s_cross (9360 in an earlier quick reference) held the
         # longest videos to one sample per rank and cost the long mix 11% (C9 -15.6% measured);
-        # tuned on its own buckets it picks 29640 in the bd60510 reference: +11.7% simulated,
-        # +16.1% measured (C9; tools/dual_gap.py --mix long-video, dual_gap_long.csv there)
+        # tuned on its own buckets it picks 29640 in a later one: +11.7% simulated,
+        # +16.1% measured (C9; lab/dual_gap.py --mix long-video, dual_gap_long.csv there)
         long_corpus = load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)
         long_budgets, long_s_cross, _ = _budgets(ctx, long_corpus, prof)
         if ctx.world_size > 1:

@@ -5,8 +5,8 @@ end past the invocation's deadline is left to the next invocation (training_part
 
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
   C18), long-video mix under equal-token/wan and dual/wan (C9), the default pair again with its
-  own 8-rank plans (C7: `@8`), then default/global/wan when the time budget allows (issue 7's
-  global policy: per-step LPT over the 16 virtual ranks with the run's cost model, micro-batches
+  own 8-rank plans (C7: `@8`), then default/global/wan when the time budget allows (the
+  global policy, beyond the paper: per-step LPT over the 16 virtual ranks with the run's cost model, micro-batches
   of <= M_mem tokens, loss weighted by global tokens; after the paper's runs, so a tight budget
   drops it first); each run's rank rows go to training_ranks (one row per step and virtual rank),
   its micro-batches to training_micro (step, rank, micro, B, S, compute_s: the trace a simulation
@@ -52,8 +52,8 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
 
     dev = torch.device(ctx.device)
     R = prof["ranks"]
-    # (mix, policy, adaln, steps, ranks): the paper's runs first, then the global policy (issue 7,
-    # beyond the paper), also at 8 ranks (C7's scale) where the profile asks for it: a tight
+    # (mix, policy, adaln, steps, ranks): the paper's runs first, then the global policy (beyond
+    # the paper), also at 8 ranks (C7's scale) where the profile asks for it: a tight
     # budget drops those before the long-video pair (C9)
     specs = [
         ("default", "equal-token", "wan", prof["steps"], R),

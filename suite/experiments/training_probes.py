@@ -126,7 +126,7 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
         ("equal-token", "wan"),
         ("equal-token", "fused"),
         ("dual", "wan"),
-        ("global", "wan"),  # issue 7: micro-batches + accumulation, loss / global tokens
+        ("global", "wan"),  # beyond the paper: micro-batches + accumulation, loss / global tokens
     ]
     for policy, adaln in specs:
         if adaln == "fused" and fused_reason:

@@ -94,7 +94,7 @@ def spin_cycles(
 class Timer:
     """flush: "write" zeroes the buffer (L2 ends full of dirty lines, written back to HBM while
     the timed call runs); "read" reads it (L2 ends full of clean lines, earlier dirty lines
-    written back before timing). tools/timing_protocol.py measures the difference."""
+    written back before timing). lab/timing_protocol.py measures the difference."""
 
     def __init__(
         self,

@@ -1,9 +1,9 @@
-"""The report's "Beyond the paper" section (issues 7 and 33): every simulated policy side by side,
-per data mix at 16 and 1024 ranks, the issue's targets judged on the best policy, and which policy
+"""The report's "Beyond the paper" section: every simulated policy side by side,
+per data mix at 16 and 1024 ranks, the balancing targets judged on the best policy, and which policy
 to pick for each mix and scale, each from the run's raw tables.
 
-Everything here is data: POLICY_COLUMNS says which statistic each column is, TARGETS what issue
-33 asks of the best policy, BETTER which way each statistic improves. The statistics come from
+Everything here is data: POLICY_COLUMNS says which statistic each column is, TARGETS what the suite
+asks of the best policy, BETTER which way each statistic improves. The statistics come from
 `balance_compare` (the comparison runs of every registry policy, one row per policy and run, the
 simulator's metrics) where the run has it, else from `balance_steps` / `balance_planner` (the
 claim runs of the suite's own policies). Statistics of the runs with per-sample noise, each the
@@ -49,7 +49,7 @@ POLICY_COLUMNS = [  # (key, label, unit, format)
     ("planner_ms", "planner", "ms", "{:.2f}"),
     ("planner_pct", "planner / step", "%", "{:.3f}"),
 ]
-# issue 33's targets, judged on the best policy of the default mix: (key, ranks, op, threshold)
+# the balancing targets, judged on the best policy of the default mix: (key, ranks, op, threshold)
 TARGETS = pd.DataFrame(
     [
         ("rank_cv", 16, "<=", 1.0, "18.9%"),

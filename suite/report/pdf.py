@@ -188,7 +188,7 @@ def legend() -> str:
 
 
 def beyond_page(section: dict | None, cost: dict | None = None) -> Figure:
-    """'Beyond the paper': the three policies side by side and issue 7's targets, as in the HTML,
+    """'Beyond the paper': the three policies side by side and the balancing targets, as in the HTML,
     and the cost-form comparison (beyond.cost_forms) when the run has it."""
     fig = plt.figure(figsize=PAGE)
     title = "Beyond the paper" + (": coordinated global balancing" if section else "")

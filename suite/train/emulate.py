@@ -11,7 +11,7 @@ one optimizer step runs and is timed. The synchronous step is composed as
 
 collective_s is the gradient all-reduce, modelled as a ring all-reduce of the model's gradient bytes
 G over R ranks: 2 (R - 1) / R * G / busbw + latency, with the bus bandwidth busbw measured by a real
-NCCL all-reduce on two H200 (tools/gpu_train.sh writes it) or, without one, 350 GB/s, a typical
+NCCL all-reduce on two H200 (tools/device/train.sh writes it) or, without one, 350 GB/s, a typical
 NCCL all-reduce bus bandwidth of 8 NVLink H100/H200 GPUs with NVLS off (an assumption; stated in
 the rows as collective_model). What emulation leaves out: rank-to-rank noise of a real cluster
 (clocks, thermals), compute/communication overlap, and the memory of gradients that a real rank

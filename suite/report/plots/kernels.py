@@ -47,7 +47,7 @@ def bandwidth_figure(t: pd.DataFrame) -> Figure:
                 g = g.sort_values("N")
                 ax.plot(g.N, g.gbps, "o-", ms=3, lw=1, color=STYLE.get(impl), label=impl)
             ax.axhline(sel.copy_gbps.iloc[0], color="k", ls="--", lw=0.8, label="copy BW")
-            # the ceiling at each size: a copy of the fused op's own bytes (runs since round 6)
+            # the ceiling at each size: a copy of the fused op's own bytes (where the run timed it)
             same = sel[sel.impl == "fused"].sort_values("N")
             if "copy_same_gbps" in same and same.copy_same_gbps.notna().any():
                 ax.plot(same.N, same.copy_same_gbps, ":", color="k", lw=1, label="copy, same bytes")

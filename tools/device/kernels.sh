@@ -1,26 +1,16 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build (NVRTC, parallel), GPU tests, benchmark, opmemory,
-# compute-sanitizer. Usage: tools/gpu_kernels.sh [quick|reference|full]
+# The fused AdaLN kernels in one call on the GPU machine: build (NVRTC, parallel), GPU tests,
+# benchmark, opmemory, compute-sanitizer. Usage: tools/device/kernels.sh [quick|reference|full]
 # Writes everything under $OUT (default ./gpu_out); prints a short table last.
 set -o pipefail
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PROFILE=${1:-quick}
-OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
-T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 )) s] $*"; }
+. "$(dirname "$0")/common.sh"
 
 stamp "environment"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv
-python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
-print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
-'nvrtc', nvrtc.nvrtcVersion()[1:])"
+gpu_env
 
 stamp "NVRTC prebuild"
-timeout 120 python3 -c "
-import time; t=time.time()
-from suite.ops.fused_cuda import prebuild, all_configs
-from suite.cuda.launch import device_arch
-n = prebuild(all_configs(), device_arch(0), workers=14)
-print(n, 'programs for', device_arch(0), f'in {time.time()-t:.1f} s')"
+gpu_prebuild suite.ops.fused_cuda all_configs
 
 stamp "GPU tests"
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_adaln_gpu.py \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The trainer's GPU run, for the device machine (run from the repository root):
-#   bash tools/gpu_train.sh [quick|full]
+#   bash tools/device/train.sh [quick|full]
 # One GPU: GPU trainer tests, the shape sweep, the cost fit and the training experiment (quick
 # profile), into $OUT/run (tables as run.tgz) with logs; prints the metric table last.
 # Two or more GPUs: instead, validates the emulator against a real two-rank NCCL run (all-reduce
@@ -8,7 +8,7 @@
 set -o pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 PROFILE=${1:-quick}
-OUT=${OUT:-reports/runs/gpu_train}
+OUT=${OUT:-reports/runs/device_train}
 mkdir -p "$OUT"
 NGPU=$(python3 -c 'import torch; print(torch.cuda.device_count())')
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"

@@ -1,4 +1,4 @@
-"""How fast can the GPU move the fp32-out forward's bytes at all? (docs/perf-notes.md, C11)
+"""How fast can the GPU move the fp32-out forward's bytes at all? (docs/lab-log.md, C11)
 
 The fp32-out forward reads x in bf16 and writes y in fp32: a third of its bytes read, two thirds
 written. The kernel issue's target is a fraction of a plain copy (half read, half written). This
@@ -12,7 +12,7 @@ times, L2-cold with the suite's Timer, beside each other in one process:
     of 256 * UNROLL items) or gs (grid-stride over whole waves); UNROLL loads in flight per
     thread (the best of 1, 2, 4, 8 is printed; each is in the CSV): how far the mix can go;
   - fused:   the fused fp32-out forward itself (per-sample modulation, as the kernel grid).
-Usage (GPU): python tools/mixed_copy.py [--out DIR] [--widths 1536,3072,5120] [--n 65536]
+Usage (GPU): python lab/mixed_copy.py [--out DIR] [--widths 1536,3072,5120] [--n 65536]
 Prints a table and writes DIR/mixed_copy.csv.
 """
 

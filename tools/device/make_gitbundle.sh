@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# .gitbundle/shallow.tgz for tools/gpu_bench.sh: the .git of a depth-1 clone of HEAD (asv labels
+# .gitbundle/shallow.tgz for tools/device/bench.sh: the .git of a depth-1 clone of HEAD (asv labels
 # its results with that commit; the device's copy of the tree has no usable .git). Partial and
 # sparse so the call stays under the device's 64 MiB: blobs over 100 kB are left out, and the
 # checkout there skips reports/ and docs/ (asv needs neither), so no missing blob is ever read.
-# ~3.5 MB instead of the 23 MB of a full depth-1 clone. Usage: bash tools/make_gitbundle.sh
+# ~3.5 MB instead of the 23 MB of a full depth-1 clone. Usage: bash tools/device/make_gitbundle.sh
 set -euo pipefail
 root=$(git rev-parse --show-toplevel); tmp=$(mktemp -d)
 git clone -q --depth 1 --filter=blob:limit=100k --no-checkout \

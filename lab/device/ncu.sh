@@ -5,11 +5,11 @@
 # $OUT/adaln.ncu-rep.tgz, $OUT/details.txt (every section, every kernel), $OUT/raw.csv (every
 # metric) and prints the speed-of-light and warp-stall lines last.
 #   usage (device tool): OUT=$OUT [VARIANTS=default,round1] [WIDTHS=1536,3072,5120] [NCU_N=65536] \
-#     [NCU_X=float32] [NCU_Y=float32] [NCU_COPY=1] bash lab/gpu_ncu.sh  (NCU_X: x's dtype, bf16;
+#     [NCU_X=float32] [NCU_Y=float32] [NCU_COPY=1] bash lab/device/ncu.sh  (NCU_X: x's dtype, bf16;
 #     NCU_Y: y's dtype, default x's;
 #     NCU_COPY=1: also y = x * 1 per width, a torch elementwise kernel moving the forward's bytes;
 #     the backward's slice glue, also torch elementwise kernels, is then profiled too;
-#     NCU_STREAM=1: also tools/mixed_copy.py's bf16 -> fp32 stream kernels per width;
+#     NCU_STREAM=1: also lab/mixed_copy.py's bf16 -> fp32 stream kernels per width;
 #     NCU_CACHE=none: caches not flushed before each profiled kernel (ncu flushes by default, so a
 #     kernel reading what the previous one left in L2, as the backward's finalize does, is
 #     profiled as if from DRAM); NCU_KERNELS: a regex of kernel names instead of every adaln one)

@@ -2,12 +2,12 @@
 # The reference run on one GPU node with no network, the way the README tells a user to do it:
 # install from a wheelhouse (.whl/: the suite's wheel + what the node lacks), then the offline nox
 # session. Writes $OUT/run.tgz (the whole run directory) and $OUT/log.
-#   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/gpu_reproduce.sh [quick|full] [seconds]
+#   usage (device tool): SUITE_GIT_SHA=<sha> [NPROC=2] bash tools/device/reproduce.sh [quick|full] [seconds]
 # (NPROC > 1: torchrun with that many ranks, one per GPU: the training claims get real NCCL ranks)
 # A run longer than one call (the full profile: ~42 min) resumes across calls: put the previous
 # call's run.tgz at runs/<profile>.tgz (git-ignored) or name it RESUME=<path>, carry that path,
 # and the run continues where it stopped (finished experiments and training runs are kept).
-# Across sessions (a new checkout has no runs/), commit the partial run.tgz and pass RESUME; all
+# Across checkouts (a new one has no runs/), commit the partial run.tgz and pass RESUME; all
 # invocations of one reference must run the same commit. Without a tgz every call starts from an
 # empty run directory (a warm machine's earlier /tmp/run-<profile> is removed), except with KEEP=1:
 # a warm machine's /tmp/run-<profile> of the same SUITE_GIT_SHA is newer than any tgz and is kept

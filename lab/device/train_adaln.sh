@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 31's training side on one H200 (run from the repository root; <= 5 minutes):
-#   bash tools/gpu_train31.sh
+# diffusers' AdaLN against the fused one in emulated training, on one H200 (run from the
+# repository root; <= 5 minutes):
+#   bash lab/device/train_adaln.sh
 # 1. the trainer's GPU tests (tests/test_train_gpu.py: diffusers' Wan transformer, checkpointing,
 #    fused AdaLN against diffusers' own, FSDP2 on one NCCL rank in fp32 and bf16);
 # 2. two short emulated runs of Wan 2.1 1.3B (LAYERS blocks of 30, gradient checkpointing, bf16,
@@ -9,7 +10,7 @@
 # Writes $OUT/{gpu.txt, pytest.log, log, <adaln>_steps.csv, <adaln>_micro.csv, table.txt} and
 # prints the per-run step times last (step 0 holds the warm-up: the means leave it out).
 set -o pipefail
-source tools/gpu_common.sh
+source tools/device/common.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 LAYERS=${LAYERS:-2}
 STEPS=${STEPS:-3}
@@ -18,7 +19,7 @@ gpu_env | tee "$OUT/gpu.txt"
 stamp "GPU tests (tests/test_train_gpu.py)"
 timeout 150 python3 -m pytest -q -m gpu tests/test_train_gpu.py 2>&1 | tee "$OUT/pytest.log" | tail -15
 
-RUNS=/tmp/train31_runs
+RUNS=/tmp/train_adaln_runs
 rm -rf "$RUNS"
 for ADALN in wan fused; do
   stamp "emulated: wan-1.3b, $LAYERS blocks, checkpointing, bf16, 16 ranks, adaln $ADALN"

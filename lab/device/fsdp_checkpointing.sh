@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Issue 34's trainer fix on one H200 (run from the repository root; <= 3 minutes):
-#   OUT=$OUT SUITE_GIT_SHA=<sha> bash tools/gpu_train34.sh
+# bf16 FSDP2 with gradient checkpointing on the device's torch, on one H200 (run from the
+# repository root; <= 3 minutes):
+#   OUT=$OUT SUITE_GIT_SHA=<sha> bash lab/device/fsdp_checkpointing.sh
 # 1. tests/test_train_gpu.py: diffusers' Wan transformer on CUDA (step timing, emulation,
 #    checkpointing in bf16, fused AdaLN, FSDP2 vs DDP on one NCCL rank, and bf16 FSDP2 with and
-#    without gradient checkpointing, the test that failed at train31-4831b5d);
+#    without gradient checkpointing, the test that failed in reports/reference/h200/train31-4831b5d);
 # 2. tests/test_train_checkpointing.py on this machine's torch (2.11) and its CPU: bf16 DDP and
 #    FSDP2 with and without checkpointing on two gloo ranks, FSDP2's recompute as this torch does
 #    it (the test's torch < 2.13 emulation has nothing to patch here).
 # Writes $OUT/{gpu.txt, pytest_gpu.log, pytest_ckpt.log, table.txt}; prints one line per test last.
 set -o pipefail
-source tools/gpu_common.sh
+source tools/device/common.sh
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 gpu_env | tee "$OUT/gpu.txt"
 # the mechanism on this torch: does FSDP2's pre-forward cast inputs when it fires in a recompute?

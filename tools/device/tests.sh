@@ -3,8 +3,8 @@
 # install from the wheelhouse (.whl/: the suite's wheel, nox, and the test extras the image
 # lacks), then the offline nox session over the whole of tests/, CPU and GPU files alike.
 # GPU kernel tests run the default kernel only (ADAPTIVELOAD_TEST_VARIANTS; every variant is
-# tools/gpu_kernel_variants.sh's job). Writes $OUT/log and $OUT/junit.xml.
-#   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> [LIMIT=540] bash tools/gpu_test_suite.sh [pytest args]
+# lab/device/kernel_variants.sh's job). Writes $OUT/log and $OUT/junit.xml.
+#   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> [LIMIT=540] bash tools/device/tests.sh [pytest args]
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (one H200, < 8 minutes) for the fused AdaLN kernel variants
-# (lab/kernel_variants.py, predictions in docs/perf-notes.md "Next measurements"):
+# (lab/kernel_variants.py, predictions in docs/lab-log.md "Next measurements"):
 #   1. NVRTC prebuild, in parallel, of every configuration the tests, sanitizers and timings use,
 #      for every variant; ptxas resource report of the variants (registers, spills, occupancy);
 #   2. at the same time: the GPU tests on every variant | compute-sanitizer memcheck, racecheck,
@@ -11,7 +11,7 @@
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
 # Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
-#   [FULL_FWD=default,a] [FULL_BWD=default,b] [SMOKE=a,b] bash lab/gpu_kernel_variants.sh
+#   [FULL_FWD=default,a] [FULL_BWD=default,b] [SMOKE=a,b] bash lab/device/kernel_variants.sh
 # (FULL_FWD / FULL_BWD: step 3 times those variants side by side on the full grid, one op each,
 # instead of the quick grid; SKIP_TIMINGS=1 skips step 3)
 # (VARIANTS narrows every phase to those variants; default: all of lab/kernel_variants.VARIANTS;

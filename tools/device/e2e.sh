@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The diffusers-integration GPU run, for one H200 (run from the repository root, .whl carried):
-#   bash tools/gpu_wan.sh
+#   bash tools/device/e2e.sh
 # 1. installs the staged wheels (diffusers among them) into /tmp/site, the worktree's suite first;
 # 2. the GPU tests of patch_wan and e2e (bf16 patched vs diffusers on the tiny and 1.3B configs,
 #    regional compile fullgraph without recompiles, a 1-block e2e smoke run);
@@ -13,8 +13,8 @@
 # shapes' tables are written already). Every step is under `timeout`, so it ends by ~8.5 min.
 # $OUT: gpu.txt, pytest.log, e2e.log, e2e/e2e_{steps,memory,profile}.csv; the table prints last.
 set -o pipefail
-OUT=${OUT:-reports/runs/gpu_wan}
-. "$(dirname "$0")/gpu_common.sh"
+OUT=${OUT:-reports/runs/device_e2e}
+. "$(dirname "$0")/common.sh"
 mkdir -p "$OUT/e2e"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 python3 -c 'import torch, diffusers, suite; print("torch", torch.__version__, "cuda",

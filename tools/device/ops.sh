@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 32's open items on one H200, in one device call of at most 6 minutes:
+# The shipped ops (fused AdaLN, block epilogues) on one H200, in one device call of at most 6
+# minutes: correctness on the GPU, host path, graph capture, bandwidth against a measured copy:
 #   1. NVRTC prebuild (AdaLN table, epilogues, the epilogue lab candidates), in parallel;
 #   2. GPU tests of the ops: tests/test_adaln_gpu.py, test_adaln_host_path_gpu.py (hold-out
 #      cases, CPU modulation refused), test_epilogue_gpu.py, test_diffusers_patch.py -m gpu,
@@ -13,8 +14,9 @@
 #      the epilogue benchmark (fused vs eager vs compile) at N = 32760, 75600;
 #   6. bf16 fwd / bwd bandwidth at N = 65536 / 75600 vs a measured copy (>= 90%).
 # Each phase has a time-out inside a 350 s budget; a phase that runs out is reported, the rest go on.
-#   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> bash tools/gpu_ops32.sh
-# $OUT (8 files): ops32.log (all of this), host_path_gpu.csv, host_path_breakdown_gpu.csv,
+#   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> bash tools/device/ops.sh
+# (One piece alone runs as its module: e.g. python3 -m suite.ops.epilogue_bench --out DIR --quick.)
+# $OUT (8 files): ops.log (all of this), host_path_gpu.csv, host_path_breakdown_gpu.csv,
 # graph_check.csv, epilogue_variants.csv, epilogue_bench.csv, bandwidth.csv, logs.tar.gz
 # (pytest log + junit, each phase's own log, env). The short table prints last.
 set -uo pipefail
@@ -22,7 +24,7 @@ OUT=${OUT:-./gpu_out}; mkdir -p "$OUT"
 HERE=$(dirname "$0")
 
 main() {
-. "$HERE/gpu_common.sh"
+. "$HERE/common.sh"
 LOGS="$OUT/logs"; mkdir -p "$LOGS"
 BUDGET=${BUDGET:-350}
 # seconds for a phase: its own cap, or what the budget leaves after `reserve` for later phases
@@ -144,4 +146,4 @@ echo "rc (124: timed out): ${rcs%, }; $(( $(date +%s) - T0 )) s total"
 tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"
 }
 
-main 2>&1 | tee "$OUT/ops32.log"
+main 2>&1 | tee "$OUT/ops.log"

@@ -1,4 +1,4 @@
-"""How much the L2-flush protocol moves the kernel timings (docs/perf-notes.md, round 5).
+"""How much the L2-flush protocol moves the kernel timings (docs/lab-log.md, round 5).
 
 suite.ops.bench flushes L2 before every repetition by zeroing a 512 MB buffer: L2 is left full of
 dirty lines, which the timed call then writes back to HBM while it streams its own bytes (up to
@@ -7,7 +7,7 @@ kernel does not. This script times the same calls under both flushes ("write": z
 as now; "read": read it, so L2 ends clean) and the copy at 2 GB and at each shape's own byte
 count, one table last:
 
-    python tools/timing_protocol.py [--reps 30] [--out DIR]
+    python lab/timing_protocol.py [--reps 30] [--out DIR]
 
 Needs a CUDA GPU. Columns: impl, op, B, N, D, flush, ms_median, gbps, pct_copy_2g (the suite's
 metric), pct_copy_same (against a copy of the same bytes under the same flush).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 31, the cost-model half of item 3, on one H200 (run from the repository root, .whl carried):
-#   SUITE_GIT_SHA=<sha> bash tools/gpu_shapes31.sh
+# The shape sweep and the cost-model fits alone, on one H200 (run from the repository root, .whl
+# carried):
+#   SUITE_GIT_SHA=<sha> bash tools/device/shapes.sh
 # 1. installs the staged wheels (diffusers among them) into /tmp/site, the worktree's suite first;
 # 2. the GPU tests of suite.train.stepfn (the 30-block Wan 2.1 1.3B step; an oversized shape
 #    raises ShapeOutOfMemory and the next shape runs);
@@ -18,8 +19,8 @@
 # directory: results/{shapes_*,costmodel_*}.csv, done.json, env.json); the per-shape medians and
 # the fits print last.
 set -o pipefail
-OUT=${OUT:-reports/runs/gpu_shapes31}
-. "$(dirname "$0")/gpu_common.sh"
+OUT=${OUT:-reports/runs/device_shapes}
+. "$(dirname "$0")/common.sh"
 stamp "environment"
 gpu_env | tee "$OUT/gpu.txt"
 python3 -c 'import torch, diffusers, suite; print("torch", torch.__version__, "diffusers",
@@ -30,7 +31,7 @@ timeout "${TEST_TIMEOUT:-60}" python3 -m pytest -q -m gpu -rs tests/test_stepfn.
   | tee "$OUT/pytest.log" | tail -6
 
 stamp "quick-profile sweep + fits (reproduce --only costmodel)"
-run=/tmp/run-shapes31
+run=/tmp/run-shapes
 rm -rf "$run"
 start=$(date +%s)
 timeout "${SWEEP_TIMEOUT:-255}" python3 -m suite reproduce --profile quick --only costmodel \
@@ -38,7 +39,7 @@ timeout "${SWEEP_TIMEOUT:-255}" python3 -m suite reproduce --profile quick --onl
 echo "reproduce exit status $? (timeout: 124) after $(( $(date +%s) - start )) s; last log lines:"
 grep -a "shapes:\|costmodel:" "$OUT/reproduce.log" | tail -n 4
 ls "$run"/results/shapes_sweep.csv* >/dev/null 2>&1 || grep -a "shapes: B=" "$OUT/reproduce.log"
-tar czf "$OUT/run.tgz" -C /tmp run-shapes31
+tar czf "$OUT/run.tgz" -C /tmp run-shapes
 cp "$run"/results/shapes_sweep.csv* "$OUT"/ 2>/dev/null
 
 stamp "tables"

@@ -1,14 +1,14 @@
 """Is the quick reference's slow kernel row the GPU's state after the shapes experiment?
 
-docs/perf-notes.md, "Next measurements" item 4: in `nox -s reproduce` the bf16-y forward at
+docs/lab-log.md, "Next measurements" item 4: in `nox -s reproduce` the bf16-y forward at
 D = 1536, B = 1, N = 65536 and the same-size copy timed beside it both run ~10% slower than in the
 full grid. Reproduce runs the shapes experiment (the real model, tens of GB) in the same process
 before the kernels experiment. One process per mode, on one GPU:
 
-    python tools/kernels_after_shapes.py --mode alone --out DIR       # the kernels grid only
-    python tools/kernels_after_shapes.py --mode asis --out DIR        # shapes, then kernels
-    python tools/kernels_after_shapes.py --mode keep-cache --out DIR  # ... no per-shape empty_cache
-    python tools/kernels_after_shapes.py --mode settle --out DIR      # ... 0.5 s of copies after
+    python lab/kernels_after_shapes.py --mode alone --out DIR       # the kernels grid only
+    python lab/kernels_after_shapes.py --mode asis --out DIR        # shapes, then kernels
+    python lab/kernels_after_shapes.py --mode keep-cache --out DIR  # ... no per-shape empty_cache
+    python lab/kernels_after_shapes.py --mode settle --out DIR      # ... 0.5 s of copies after
                                                                       #     each shape's allocations
 
 Measured on one H200 at 9b61812 (reports/reference/h200/variants/item4/): asis reproduced it,

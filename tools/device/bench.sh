@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # GPU regression benchmarks on a GPU node: pytest-benchmark kernels (JSON) and the asv GPU suite
 # saved under machine "h200" for the commit whose .git travels with the tree.
-#   usage (device tool; carry .whl and .gitbundle, since .git itself cannot travel): bash tools/gpu_bench.sh
+#   usage (device tool; carry .whl and .gitbundle, since .git itself cannot travel): bash tools/device/bench.sh
 #   .gitbundle holds shallow.tgz, the .git of a depth-1 clone (same SHA and date), partial and
 #   sparse (~3.5 MB; a full one, 23 MB, no longer fits beside the tree and .whl): make it with
-#     bash tools/make_gitbundle.sh
+#     bash tools/device/make_gitbundle.sh
 #   or repo.bundle (`git bundle create .gitbundle/repo.bundle main`: the whole history, which
 #   outgrew the 64 MiB a call carries at 68 MB)
 set -uo pipefail
@@ -24,6 +24,6 @@ elif [ -f .gitbundle/repo.bundle ]; then
   rm -rf /tmp/repo; git clone -q -b main .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
 fi
 git log -1 --format='asv at %H'
-# 280 s: f950559's point ran out of 200 s (no results written; a9ef57b's took ~190 s)
+# 280 s: one commit's point took ~190 s, and a 200 s limit once cut another with nothing written
 timeout 280 python3 -m benchmarks.run_asv --machine h200 --bench "bench_kernels"
 tar czf "$out/asv_results.tgz" .asv/results

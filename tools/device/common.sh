@@ -1,5 +1,5 @@
-# Sourced by tools/gpu_*.sh: the shared set-up of one device call. Afterwards $OUT exists, the
-# staged wheels (.whl/: nox, asv, diffusers, ...) are importable from /tmp/site behind this
+# Sourced by tools/device/*.sh and lab/device/*.sh: the shared set-up of one device call.
+# Afterwards $OUT exists, the staged wheels (.whl/: nox, asv, diffusers, ...) are importable from /tmp/site behind this
 # tree (a staged suite wheel never shadows the code under test), and these are defined:
 #   stamp MSG                  a heading with the seconds since the call began
 #   gpu_env                    GPU, driver, clocks, ECC; torch, CUDA, cuda-bindings, NVRTC; commit
