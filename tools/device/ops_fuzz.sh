@@ -6,7 +6,7 @@
 # $OUT/fuzz.log (pytest's output with hypothesis' statistics: draws per test, the seed).
 #   usage (device tool, carry .whl): OUT=$OUT SEED=<n> [EXAMPLES=300] [LIMIT=360] bash tools/device/ops_fuzz.sh
 set -o pipefail
-. "$(dirname "$0")/../gpu_common.sh"
+. "$(dirname "$0")/common.sh"
 
 stamp "environment"
 gpu_env
