@@ -1,9 +1,11 @@
-"""shapes: the per-bucket latency table of the real training step (fwd + MSE + bwd + AdamW).
+"""shapes: the per-bucket latency table of the training step (flow-matching fwd + bwd + AdamW).
 
-The model is diffusers' `WanTransformer3DModel` (suite.model.wan.build_wan, random init), timed by
-suite.train.stepfn.make_step_fn. On a GPU it is the Wan 2.1 1.3B architecture, all 30 blocks,
-D = 1536, bf16 with diffusers' fp32 modules, per-block gradient checkpointing, eager, text length
-512; on a CPU diffusers' tiny config (2 blocks, D = 32, fp32), which only checks the mechanics.
+The model is diffusers' `WanTransformer3DModel` (suite.train.step.new_model, random init), timed by
+suite.train.stepfn.make_step_fn: the trainer's own forward + backward (suite.train.step) on a batch
+of the one batch builder (suite.model.wan.make_batch), then the AdamW step. On a GPU it is the Wan
+2.1 1.3B architecture, all 30 blocks, D = 1536, bf16 with diffusers' fp32 modules, per-block
+gradient checkpointing, eager, text length 512; on a CPU diffusers' tiny config (2 blocks, D = 32,
+fp32, text length 8), which only checks the mechanics.
 
 Shapes (suite.balance.shapebench.equal_token_grid): every bucket at the equal-token batch
 B = floor(M_tok / S) with M_tok = 75,600 (one 81-frame 720p clip: the smallest budget under which
@@ -13,7 +15,7 @@ terms. Each shape: one warm-up step, then `repeats` timed steps back to back; sh
 of descending B * S. A shape that runs out of device memory is recorded in `shapes_skipped`.
 
 Budget (planning estimate, not a result: a + c*B + b*B*S + d*B*S^2 with a = 0.1 s and c = 5 ms
-assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from issue 31's H200 numbers, 2.6 s at one
+assumed, b = 2.97e-5 s and d = 1.42e-9 s solved from earlier H200 numbers, 2.6 s at one
 32,760-token clip and a 3.8x spread at equal tokens, i.e. 2.73 s at (48, 1560) and 10.5 s at
 (1, 75600)):
   quick: 8 of the default mix's 11 buckets (1560, 3600, 7800, 14040, 20280, 32760, 46800,
