@@ -37,11 +37,11 @@ import torch
 from suite.balance.plan import Plan
 from suite.model.wan import Batch, build_wan, describe, flow_matching_loss
 from suite.train.data import corpus_batch
-from suite.train.instrument import PhaseTimer, peak_bytes, reset_peak
+from suite.train.instrument import PhaseTimer, optimizer_step, peak_bytes, reset_peak
 
 
 def new_model(
-    name: str = "tiny",
+    name: str,
     *,
     layers: int | None = None,
     dtype: str | torch.dtype = "bf16",
@@ -151,10 +151,7 @@ def train_step(
     if reduce is not None:
         reduce(params)
     timer.mark("collective")
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    timer.mark("optimizer")
-    timer.finish()
+    optimizer_step(optimizer, timer)
     meta = {"world": plan.world, "policy": plan.policy, "adaln": info.adaln, "model": info.model,
             "layers": info.layers, "dim": info.dim}  # fmt: skip
     global_tokens = int(corpus.tokens.to_numpy()[plan.step_samples(step)].sum())

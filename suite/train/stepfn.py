@@ -9,10 +9,10 @@
 tokens with the one batch builder (suite.model.wan.make_batch: latent of `latent_for_tokens(S)`,
 the model's text length, samples 0..B-1; on the device, outside the timed region), then times
 the training step itself between two device syncs: suite.train.step.forward_backward (the
-flow-matching loss training uses) and the optimizer's step and zero_grad, as train_step's
-optimizer phase runs them. It returns the seconds, the peak allocated bytes of that step (0 on CPU)
-and the optimizer's share (CUDA events from the end of the backward's work to the end of the
-optimizer's; wall time on CPU). A step that runs out of device memory raises
+flow-matching loss training uses), then train_step's optimizer phase (step and zero_grad,
+suite.train.instrument.optimizer_step). It returns the seconds, the peak allocated bytes of that
+step (0 on CPU) and the optimizer's share (PhaseTimer: CUDA events from the end of the backward's
+work to the end of the optimizer's; wall time on CPU). A step that runs out of device memory raises
 `suite.balance.shapebench.ShapeOutOfMemory` after freeing what it held, so a sweep can record the
 shape as skipped and go on.
 
@@ -30,6 +30,7 @@ import torch
 
 from suite.balance.shapebench import ShapeOutOfMemory
 from suite.model.wan import describe, get_wan_config, latent_for_tokens, make_batch
+from suite.train.instrument import PhaseTimer, optimizer_step, peak_bytes, reset_peak
 from suite.train.step import forward_backward, new_model
 
 
@@ -63,21 +64,14 @@ def make_step_fn(
         batch = make_batch(info, range(B), latent_for_tokens(S), seed=seed, device=dev)
         if cuda:
             torch.cuda.synchronize(dev)
-            torch.cuda.reset_peak_memory_stats(dev)
-            marks = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        reset_peak(dev)
+        timer = PhaseTimer(dev)
         t0 = time.perf_counter()
         forward_backward(net, batch)
-        if cuda:  # an event, not a sync: the optimizer's enqueue still overlaps the backward
-            marks[0].record()
-        t1 = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if cuda:
-            marks[1].record()
-            torch.cuda.synchronize(dev)
-        t2 = time.perf_counter()
-        opt_s = marks[0].elapsed_time(marks[1]) / 1e3 if cuda else t2 - t1
-        return t2 - t0, int(torch.cuda.max_memory_allocated(dev)) if cuda else 0, opt_s
+        timer.mark("backward")  # an event, not a sync: the optimizer's enqueue still overlaps
+        optimizer_step(opt, timer)  # train_step's optimizer phase; ends with a device sync
+        seconds = time.perf_counter() - t0
+        return seconds, peak_bytes(dev)[0], timer.seconds("backward", "optimizer")
 
     def step(B: int, S: int) -> tuple[float, int, float]:
         if int(B) != B or B < 1:
