@@ -46,7 +46,7 @@ def test_budget_estimates_stay_within_one_device_call():
         p = shapes.PROFILES[name]
         g = equal_token_grid(p.buckets, p.m_tok, p.ladder_tokens)
         assert estimate_seconds(g, shapes.prior_seconds, p.warmup, p.repeats) < limit
-    # the prior reproduces the issue-31 numbers it was solved from
+    # the prior reproduces the H200 numbers it was solved from
     assert shapes.prior_seconds(1, 32_760) == pytest.approx(2.6, abs=0.01)
     ratio = shapes.prior_seconds(1, 75_600) / shapes.prior_seconds(48, 1560)
     assert ratio == pytest.approx(3.8, abs=0.05)

@@ -3,7 +3,7 @@
 Every run goes through tests/train_torch211_recompute.py: FSDP2's recompute behaves as in torch
 < 2.13 (the GPU machine's 2.11), where the block's pre-forward hook skips the mixed-precision
 input cast; the old FSDP2 wrap then failed torch.utils.checkpoint's metadata check (RoPE tables
-bf16 in the forward, fp32 in the recompute), as it did on the H200 (train31-4831b5d).
+bf16 in the forward, fp32 in the recompute), as it did on the H200.
 """
 
 import numpy as np
@@ -52,7 +52,7 @@ def test_fsdp2_blocks_take_inputs_as_the_root_makes_them():
     pass uncast, so a recompute outside the blocks' hooks sees the forward's dtypes."""
     import torch
 
-    from suite.train.trainer import mixed_precision
+    from suite.train.distributed import mixed_precision
 
     block, root = mixed_precision("bf16")
     assert block.param_dtype == root.param_dtype == torch.bfloat16

@@ -143,7 +143,8 @@ def test_collective_model():
 
 
 def test_stepfn_returns_seconds(tmp_path):
-    from suite.train.stepfn import make_step_fn, token_grid
+    from suite.model.wan import token_grid
+    from suite.train.stepfn import make_step_fn
 
     assert token_grid(32760) == (21, 30, 52) and token_grid(75600) == (21, 45, 80)
     step = make_step_fn("tiny", dtype="fp32")
@@ -216,13 +217,13 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "throughput_gain_global_8_emulated",
     } <= keys
     assert m.loc[m.metric == "rank_cv_emulated", "baseline"].notna().all()
-    # the global policy's loss curve (issue 7): a 1-rank global plan, tokens per step in the row
+    # the global policy's loss curve: a 1-rank global plan, tokens per step in the row
     lo = tables["training_loss"]
     assert set(lo.run) >= {"equal-token/wan", "dual/wan", "global/wan"}
     g = m.set_index("metric").loc["loss_final_rel_diff_global"]
     assert "mean tokens per step" in g.conditions and g.claim == "C15"
     tr = tables["training_ranks"]
-    # C7: equal-token and dual on their own 8-rank plans; the global policy also at 8 (issue 7)
+    # C7: equal-token and dual on their own 8-rank plans; the global policy also at 8
     at8 = tr.run.str.endswith("@8")
     assert set(tr.run[at8]) == {f"default/{p}/wan@8" for p in ("equal-token", "dual", "global")}
     assert (tr.world[at8] == 8).all() and (tr.world[~at8] == 16).all()

@@ -1,4 +1,4 @@
-"""The global policy in the trainer (issue 7), on CPU with gloo: a two-process run that logs every
+"""The global policy in the trainer, on CPU with gloo: a two-process run that logs every
 rank, the emulator's agreement with it, and the warm-up of its plan's shapes (its gradient
 equality with one process: tests/test_train_step.py)."""
 
@@ -102,10 +102,10 @@ def test_fsdp_refuses_a_plan_of_uneven_micro_batch_counts(tmp_path):
 
     args = TrainArgs(model="tiny", mix="tiny", steps=3, corpus_size=400, dtype="fp32",
                      policy="global", device="cpu")  # fmt: skip
-    plan = run_setup(args, torch.device("cpu"), 2)[3]
+    plan = run_setup(args, torch.device("cpu"), 2)[-1]
     assert not _equal_micro_counts(plan)
     args.policy = "dual"
-    assert _equal_micro_counts(run_setup(args, torch.device("cpu"), 2)[3])
+    assert _equal_micro_counts(run_setup(args, torch.device("cpu"), 2)[-1])
     from suite.balance.registry import make_policy
 
     with pytest.raises(ValueError, match="unknown policy 'lpt'; accepted: equal-token"):

@@ -41,16 +41,12 @@ def test_emulated_run_on_gpu(tmp_path):
 
 def _one_step(adaln: str, checkpointing: bool):
     """Loss and flat gradient of one bf16 step of a 2-block wan-1.3b on one 480p frame."""
-    from suite.model.wan import build_wan, flow_matching_loss
+    from suite.model.wan import build_wan, describe, latent_shape, make_batch
+    from suite.train.step import forward_backward
 
     m = build_wan("wan-1.3b", layers=2, device="cuda", adaln=adaln, checkpointing=checkpointing)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x0 = torch.randn(1, 16, 1, 60, 104, device="cuda", generator=g)
-    eps = torch.randn(x0.shape, device="cuda", generator=g)
-    text = torch.randn(1, 512, 4096, device="cuda", generator=g)
-    t = torch.tensor([0.3], device="cuda")
-    loss = flow_matching_loss(m, x0, text, t, eps)
-    loss.backward()
+    batch = make_batch(describe(m), [0], latent_shape(1, 480, 832), device="cuda")
+    loss = forward_backward(m, batch)
     grad = torch.cat([p.grad.float().reshape(-1) for p in m.parameters() if p.grad is not None])
     return float(loss), grad
 
@@ -92,7 +88,7 @@ def test_bf16_fsdp_with_checkpointing_trains_like_without(tmp_path):
     """bf16 under FSDP2 (Wan's recipe: fp32 shards, bf16 compute) on one NCCL rank, with and
     without diffusers' gradient checkpointing: this torch (2.11) skips FSDP2's input cast in the
     recompute (pytorch/pytorch#159359), which failed the checkpoint's metadata check before the
-    blocks stopped casting their inputs (train31-4831b5d)."""
+    blocks stopped casting their inputs."""
     from launch_ranks import torchrun
 
     from suite.train.logs import read_logs

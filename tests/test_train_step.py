@@ -1,6 +1,7 @@
-"""suite.train.step.train_step on diffusers' tiny Wan transformer (CPU, fp32): the gradient of a
-two-rank plan with the real all_reduce equals the emulator's accumulated gradient and a one-batch
-reference; every policy runs through it; noise is keyed by (seed, sample, epoch)."""
+"""suite.train.step on diffusers' tiny Wan transformer (CPU, fp32): the gradient of a two-rank plan
+with the real all_reduce equals the emulator's accumulated gradient and a one-batch reference;
+every policy runs through train_step; noise is keyed by (seed, sample, epoch); the package has
+one backward call site, forward_backward."""
 
 import numpy as np
 import pytest
@@ -11,8 +12,9 @@ from suite.balance.plan import Plan
 from suite.balance.registry import POLICIES, PolicyInputs, make_policy
 from suite.model.wan import build_wan
 from suite.train.data import load_corpus
+from suite.train.distributed import all_reduce_sum
 from suite.train.plan import budgets_for, training_plan
-from suite.train.step import all_reduce_sum, epochs_before, train_step
+from suite.train.step import epochs_before, forward_backward, new_model, train_step
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +151,48 @@ def test_c14_probe_runs_one_clip_through_the_step():
         clip_corpus(1000)
     model = _model()
     assert probe_peak(model, torch.optim.SGD(model.parameters(), lr=0.0), 1560) == 0
+
+
+def test_forward_backward_accumulates_the_weighted_loss_gradient(corpus):
+    """Two calls at weights w1, w2 leave (w1 + w2) x one call's gradient; the loss is unweighted."""
+    from suite.model.wan import describe
+    from suite.train.data import corpus_batch
+
+    model = _model()
+    batch = corpus_batch(corpus, _same_length(corpus, 2), describe(model))
+    loss = forward_backward(model, batch)
+    one = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    assert torch.equal(forward_backward(model, batch, 0.25), loss)
+    forward_backward(model, batch, 0.5)
+    for p, g in zip(model.parameters(), one):
+        torch.testing.assert_close(p.grad, 0.75 * g)
+
+
+def test_new_model_is_build_wan_and_adamw_shard_first():
+    a, opt = new_model("tiny", dtype="fp32", seed=1, lr=3e-4)
+    b = build_wan("tiny", dtype="fp32", seed=1)
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters()))
+    assert isinstance(opt, torch.optim.AdamW) and opt.defaults["lr"] == 3e-4
+    assert opt.defaults["weight_decay"] == 0.0
+    seen = []
+    m, opt = new_model("tiny", dtype="fp32", shard=lambda m: seen.append(m) or m)
+    assert seen == [m] and opt.param_groups[0]["params"][0] is next(m.parameters())
+
+
+def test_the_package_has_one_backward_call_site():
+    """Every step of suite/ (trainer, emulator, real ranks, sweep, e2e, warm-up) backpropagates
+    through forward_backward; the fused ops' own autograd functions (suite/ops) do not count."""
+    from pathlib import Path
+
+    import suite
+
+    root = Path(suite.__file__).parent
+    sites = [
+        f"{f.relative_to(root)}:{n}"
+        for f in sorted(root.rglob("*.py"))
+        if "ops" not in f.relative_to(root).parts[:1]
+        for n, line in enumerate(f.read_text().splitlines(), 1)
+        if ".backward(" in line and not line.lstrip().startswith(("#", '"'))
+    ]
+    assert len(sites) == 1 and sites[0].startswith("train/step.py"), sites

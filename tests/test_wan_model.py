@@ -1,5 +1,6 @@
 """suite.model.wan: diffusers' WanTransformer3DModel from the Wan 2.1 configs, cast as diffusers'
-loading casts, and one training step (CPU, tiny config; the big configs on the meta device)."""
+loading casts, the one batch builder and the flow-matching loss (CPU, tiny config; the big configs
+on the meta device)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ import pytest
 import torch
 
 from suite.data.geometry import tokens
-from suite.model.wan import build_wan, get_wan_config, latent_shape, step_inputs, train_step
+from suite.model.wan import (
+    Batch,
+    build_wan,
+    describe,
+    flow_matching_loss,
+    get_wan_config,
+    latent_shape,
+    make_batch,
+    step_inputs,
+)
+from suite.train.step import forward_backward
 
 
 def test_wan21_configs():
@@ -35,8 +46,8 @@ def test_wan_1_3b_parameter_count_on_meta():
     "frames,height,width,S", [(81, 480, 832, 32760), (81, 720, 1280, 75600), (1, 480, 832, 1560)]
 )
 def test_latents_give_the_token_count(frames, height, width, S):
-    shape = latent_shape(1, frames, height, width)
-    assert shape[:2] == (1, 16) and shape[2] * (shape[3] // 2) * (shape[4] // 2) == S
+    shape = latent_shape(frames, height, width)
+    assert shape[0] == 16 and shape[1] * (shape[2] // 2) * (shape[3] // 2) == S
     assert tokens(height, width, frames) == S
 
 
@@ -46,9 +57,16 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(ValueError, match="layers must be a positive integer"):
         get_wan_config("tiny", layers=0)
     with pytest.raises(ValueError, match="frames must be 1 \\+ 4k"):
-        latent_shape(1, 80, 480, 832)
+        latent_shape(80, 480, 832)
     with pytest.raises(ValueError, match="batch must be a positive integer"):
-        latent_shape(0, 81, 480, 832)
+        step_inputs(build_wan("tiny"), 0, 81, 480, 832)
+    info = describe(build_wan("tiny"))
+    with pytest.raises(ValueError, match="samples must name at least one"):
+        make_batch(info, [], (16, 1, 2, 2))
+    with pytest.raises(ValueError, match="latent must be \\(16, T, H, W\\), got \\(3, 1, 2, 2\\)"):
+        make_batch(info, [0], (3, 1, 2, 2))
+    with pytest.raises(ValueError, match="one epoch per sample \\(2\\), got 1"):
+        make_batch(info, [0, 1], (16, 1, 2, 2), [0])
     with pytest.raises(ValueError, match="dtype must be"):
         build_wan("tiny", dtype=torch.int8)
 
@@ -64,18 +82,36 @@ def test_cast_keeps_diffusers_fp32_modules():
     assert m.rope.freqs_cos.dtype != torch.bfloat16  # non-persistent RoPE tables left as built
 
 
-def test_train_step_fills_every_gradient_with_checkpointing():
+def test_one_step_fills_every_gradient_with_checkpointing():
     m = build_wan("tiny", layers=3, dtype=torch.bfloat16, checkpointing=True)
     assert m.gradient_checkpointing and len(m.blocks) == 3
     inputs = step_inputs(m, batch=2, frames=5, height=32, width=48)
     assert inputs["hidden_states"].shape == (2, 16, 2, 4, 6)
-    assert inputs["encoder_hidden_states"].shape == (2, 512, 24)
-    loss = train_step(m, inputs)
+    assert (
+        inputs["hidden_states"].dtype == torch.bfloat16 and inputs["target"].dtype == torch.float32
+    )
+    assert inputs["encoder_hidden_states"].shape == (2, 8, 24)  # the tiny model's text length
+    batch = make_batch(describe(m), range(2), latent_shape(5, 32, 48))
+    loss = forward_backward(m, batch)
     assert torch.isfinite(loss)
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters())
     g0 = m.blocks[0].attn1.to_q.weight.grad.clone()
-    assert torch.equal(train_step(m, inputs), loss)  # deterministic, grads reset not summed
+    m.zero_grad(set_to_none=True)
+    assert torch.equal(forward_backward(m, batch), loss)  # deterministic
     assert torch.equal(m.blocks[0].attn1.to_q.weight.grad, g0)
+
+
+def test_make_batch_keys_data_by_sample_and_noise_by_epoch():
+    info = describe(build_wan("tiny"))
+    a = make_batch(info, [3, 7], (16, 2, 4, 4), seed=5)
+    b = make_batch(info, [7], (16, 2, 4, 4), [1], seed=5)
+    assert (a.B, a.S, b.B) == (2, 8, 1) and a.text.shape == (2, 8, 24)
+    assert a.x0.dtype == a.eps.dtype == torch.float32 and ((a.t >= 0) & (a.t < 1)).all()
+    assert torch.equal(a.x0[1], b.x0[0]) and torch.equal(a.text[1], b.text[0])  # same sample
+    assert not torch.equal(a.eps[1], b.eps[0]) and a.t[1] != b.t[0]  # epoch 0 vs 1
+    c = make_batch(info, [7], (16, 2, 4, 4), [0], seed=5)
+    assert torch.equal(a.eps[1], c.eps[0]) and a.t[1] == c.t[0]  # epoch 0 again
+    assert not torch.equal(make_batch(info, [7], (16, 2, 4, 4), seed=6).x0[0], c.x0[0])
 
 
 def test_build_wan_describes_what_the_logs_name():
@@ -115,13 +151,12 @@ class _Probe(torch.nn.Module):
 
 
 def test_flow_matching_loss_is_the_velocity_mse_in_fp32():
-    from suite.model.wan import flow_matching_loss
-
     g = torch.Generator().manual_seed(0)
     x0, eps = torch.randn(2, 16, 1, 4, 4, generator=g), torch.randn(2, 16, 1, 4, 4, generator=g)
     text, t = torch.randn(2, 3, 24, generator=g), torch.tensor([0.25, 0.75])
+    batch = Batch(x0, text, t, eps)
     m = _Probe(torch.zeros_like(x0))
-    loss = flow_matching_loss(m, x0, text, t, eps)
+    loss = flow_matching_loss(m, batch)
     tt = t.view(-1, 1, 1, 1, 1)
     assert m.seen["x"].dtype == torch.bfloat16 and m.seen["text"].dtype == torch.bfloat16
     torch.testing.assert_close(m.seen["x"], ((1 - tt) * x0 + tt * eps).to(torch.bfloat16))
@@ -129,23 +164,19 @@ def test_flow_matching_loss_is_the_velocity_mse_in_fp32():
     assert loss.dtype == torch.float32
     torch.testing.assert_close(loss, ((eps - x0) ** 2).mean())
     m.out = eps - x0  # the exact velocity: zero loss
-    assert flow_matching_loss(m, x0, text, t, eps).item() == 0.0
+    assert flow_matching_loss(m, batch).item() == 0.0
 
 
 def test_tiny_model_trains_on_cpu():
-    """A few AdamW steps of the flow-matching loss on one fixed batch lower it (fp32, CPU)."""
-    from suite.model.wan import flow_matching_loss
+    """A few AdamW steps of the training step on one fixed batch lower its loss (fp32, CPU)."""
+    from suite.train.step import new_model
 
     torch.manual_seed(0)
-    m = build_wan("tiny", dtype="fp32", checkpointing=True)
-    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
-    x0, eps = torch.randn(2, 16, 1, 8, 8), torch.randn(2, 16, 1, 8, 8)
-    text, t = torch.randn(2, 8, 24), torch.tensor([0.3, 0.6])
+    m, opt = new_model("tiny", dtype="fp32", checkpointing=True, lr=3e-3)
+    batch = make_batch(describe(m), range(2), (16, 1, 8, 8))
     losses = []
     for _ in range(6):
-        loss = flow_matching_loss(m, x0, text, t, eps)
-        loss.backward()
+        losses.append(forward_backward(m, batch).item())
         opt.step()
         opt.zero_grad()
-        losses.append(loss.item())
     assert losses[-1] < losses[0]

@@ -2,8 +2,9 @@
 
 `step_fn(B, S)` runs one training step (or a stand-in) and returns its seconds, or a tuple
 (seconds, peak_bytes[, optimizer_s]) (optimizer_s: the part of the step a real step pays once,
-not per micro-batch); on a GPU `suite.train.stepfn.make_step_fn` plugs in, in tests a synthetic
-function. A step that raises `ShapeOutOfMemory` is recorded as skipped, not timed.
+not per micro-batch); the training step itself (`suite.train.stepfn.make_step_fn`, on
+suite.train.step) plugs in, in tests a synthetic function. A step that raises
+`ShapeOutOfMemory` is recorded as skipped, not timed.
 
 `sweep` gives the tidy `shapes_sweep` table (one row per timed repeat, warm-ups discarded) and
 `sweep_with_skips` also the shapes that ran out of memory and the warm-up steps' times. Each shape is warmed up once and then

@@ -1,8 +1,10 @@
 """End-to-end training step of diffusers' Wan 2.1 1.3B with and without the fused ops (C17).
 
 The real model (suite.model.wan: `WanTransformer3DModel`, 30 blocks, D = 1536, random init, bf16
-with diffusers' fp32 modules, per-block gradient checkpointing), one fwd+bwd (MSE to a random
-target) per step, five variants on the same weights and the same inputs:
+with diffusers' fp32 modules, per-block gradient checkpointing), one fwd+bwd per step: the
+training step's own (suite.train.step.forward_backward: the flow-matching loss) on one batch of
+the one batch builder (suite.model.wan.make_batch), five variants on the same weights and the same
+inputs:
 
     eager              diffusers as shipped
     eager-adaln        + patch_wan(adaln=True): fused AdaLN / affine LayerNorm
@@ -154,20 +156,20 @@ def build_variant(v: Variant, plan: Plan, device: str):
     return model
 
 
-def _timed_step(model, inputs, own_param_bytes: int) -> tuple[float, float]:
-    """(seconds, own peak GiB) of one synchronised training step; frees the gradients after.
-    Off CUDA (tests) the peak is NaN."""
+def _timed_step(model, batch, own_param_bytes: int) -> tuple[float, float]:
+    """(seconds, own peak GiB) of one synchronised training step's forward + backward; frees the
+    gradients after. Off CUDA (tests) the peak is NaN."""
     import torch
 
-    from suite.model.wan import train_step
+    from suite.train.step import forward_backward
 
-    cuda = inputs["hidden_states"].is_cuda
+    cuda = batch.x0.is_cuda
     if cuda:
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
-    train_step(model, inputs)
+    forward_backward(model, batch)
     if cuda:
         torch.cuda.synchronize()
     dt = time.perf_counter() - t0
@@ -176,16 +178,17 @@ def _timed_step(model, inputs, own_param_bytes: int) -> tuple[float, float]:
     return dt, peak / GIB
 
 
-def profile_step(model, inputs) -> pd.DataFrame:
-    """GPU time per kernel name of one training step (torch.profiler), with its family."""
+def profile_step(model, batch) -> pd.DataFrame:
+    """GPU time per kernel name of one training step's forward + backward (torch.profiler),
+    with its family."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from suite.model.wan import train_step
+    from suite.train.step import forward_backward
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        train_step(model, inputs)
+        forward_backward(model, batch)
         torch.cuda.synchronize()  # profile() is only called on CUDA
     model.zero_grad(set_to_none=True)
     agg: dict[str, list[float]] = {}
@@ -205,15 +208,14 @@ def run_shape(ctx, shape_name: str, plan: Plan, models: dict, skipped: dict) -> 
     """Warm-up, interleaved timed repeats, and the profiler step of every variant at one shape."""
     import torch
 
-    from suite.data.geometry import tokens
-    from suite.model.wan import step_inputs
+    from suite.model.wan import describe, latent_shape, make_batch
 
     sh = SHAPES[shape_name]
-    S = tokens(sh.height, sh.width, sh.frames)
+    first = next(iter(models.values()))[0]
+    latent = latent_shape(sh.frames, sh.height, sh.width)
+    batch = make_batch(describe(first), range(sh.batch), latent, device=ctx.device)
     common = dict(model=plan.model, shape=shape_name, batch=sh.batch, frames=sh.frames, height=sh.height,
-                  width=sh.width, S=S, layers=len(next(iter(models.values()))[0].blocks))  # fmt: skip
-    inputs = step_inputs(next(iter(models.values()))[0], sh.batch, sh.frames, sh.height,
-                         sh.width, device=ctx.device)  # fmt: skip
+                  width=sh.width, S=batch.S, layers=len(first.blocks))  # fmt: skip
     steps, memory, prof = [], [], []
     graphs, warm_s = {}, {}
     for name, (model, pbytes, _) in models.items():
@@ -222,7 +224,7 @@ def run_shape(ctx, shape_name: str, plan: Plan, models: dict, skipped: dict) -> 
         g0 = counters["stats"]["unique_graphs"]
         t0 = time.perf_counter()
         for _ in range(plan.warmup):
-            _timed_step(model, inputs, pbytes)
+            _timed_step(model, batch, pbytes)
         warm_s[name], graphs[name] = (
             time.perf_counter() - t0,
             counters["stats"]["unique_graphs"] - g0,
@@ -233,7 +235,7 @@ def run_shape(ctx, shape_name: str, plan: Plan, models: dict, skipped: dict) -> 
         order = names[r % len(names) :] + names[: r % len(names)]
         for pos, name in enumerate(order):
             model, pbytes, _ = models[name]
-            dt, peak = _timed_step(model, inputs, pbytes)
+            dt, peak = _timed_step(model, batch, pbytes)
             steps.append(common | dict(variant=name, rep=r, order=pos, seconds=dt, peak_gib=peak))
         ctx.log(f"e2e {shape_name}: repeat {r + 1}/{plan.repeats} " + ", ".join(
             f"{s['variant']} {s['seconds']:.3f}s" for s in steps[-len(order):]))  # fmt: skip
@@ -256,7 +258,7 @@ def run_shape(ctx, shape_name: str, plan: Plan, models: dict, skipped: dict) -> 
             )
         )
         if shape_name in plan.profile and ctx.device == "cuda":
-            p = profile_step(models[name][0], inputs)
+            p = profile_step(models[name][0], batch)
             prof.append(p.assign(**common, variant=name))
     if ctx.device == "cuda":
         torch.cuda.empty_cache()

@@ -1,9 +1,11 @@
-"""shapes: the per-bucket latency table of the real training step (fwd + MSE + bwd + AdamW).
+"""shapes: the per-bucket latency table of the training step (flow-matching fwd + bwd + AdamW).
 
-The model is diffusers' `WanTransformer3DModel` (suite.model.wan.build_wan, random init), timed by
-suite.train.stepfn.make_step_fn. On a GPU it is the Wan 2.1 1.3B architecture, all 30 blocks,
-D = 1536, bf16 with diffusers' fp32 modules, per-block gradient checkpointing, eager, text length
-512; on a CPU diffusers' tiny config (2 blocks, D = 32, fp32), which only checks the mechanics.
+The model is diffusers' `WanTransformer3DModel` (suite.train.step.new_model, random init), timed by
+suite.train.stepfn.make_step_fn: the trainer's own forward + backward (suite.train.step) on a batch
+of the one batch builder (suite.model.wan.make_batch), then the AdamW step. On a GPU it is the Wan
+2.1 1.3B architecture, all 30 blocks, D = 1536, bf16 with diffusers' fp32 modules, per-block
+gradient checkpointing, eager, text length 512; on a CPU diffusers' tiny config (2 blocks, D = 32,
+fp32, text length 8), which only checks the mechanics.
 
 Shapes (suite.balance.shapebench.equal_token_grid): every bucket at the equal-token batch
 B = floor(M_tok / S) with M_tok = 75,600 (one 81-frame 720p clip: the smallest budget under which

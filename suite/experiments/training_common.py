@@ -26,15 +26,12 @@ def _cost_model(ctx: RunContext):
 
 def _new_model(prof, adaln, device, seed):
     """diffusers' Wan transformer of the profile (config, blocks, dtype, checkpointing) and AdamW."""
-    import torch
+    from suite.train.step import new_model
 
-    from suite.model.wan import build_wan
-
-    model = build_wan(
+    return new_model(
         prof["model"], layers=prof["layers"], dtype=prof["dtype"], device=device, seed=seed,
         checkpointing=prof.get("checkpointing", False), adaln=adaln, text_len=prof.get("text_len"),
     )  # fmt: skip
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
 
 
 def _plan(ctx: RunContext, corpus, policy: str, budgets, world: int, steps: int):

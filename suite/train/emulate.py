@@ -104,14 +104,13 @@ def emulate_run(args) -> Path:
     )
     R = int(args.emulate_ranks)
     out = Path(args.out)
-    model, corpus, budgets, plan = run_setup(args, device, R)
+    model, opt, corpus, budgets, plan = run_setup(args, device, R)
     coll = collective_seconds(gradient_bytes(model), R, args.collective_busbw_gbps)
     write_json(
         out / "config.json",
         {**asdict(args), "world": R, "budgets": asdict(budgets), "collective_s": coll},
     )
     logs = [JsonlLog(out / f"rank{r}.jsonl") for r in range(R)]
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     micro: list = []
     emulate(
         model, opt, corpus, plan, seed=args.seed, collective_s=coll,

@@ -3,7 +3,7 @@ over a modelled equal-token baseline at the token budget tuned for balance.
 
 Definitions (suite.train.summary lists every metric): peak_vram_util_gain is the mean over steps
 of each step's peak allocated bytes (max over its ranks and their micro-batches), dual over
-equal-token in %; _rankbatch the mean over rank-batches instead (the definition before issue 31);
+equal-token in %; _rankbatch the mean over rank-batches instead (the earlier definition);
 _reserved the same per-step mean of max reserved; _pp the difference in % of device memory;
 _tuned the dual run over equal-token at `tuned_token_budget`, whose peaks are modelled from this
 run's own memory fit (not measured).
@@ -22,7 +22,7 @@ from suite.train.runstats import compare, pairing_note
 def memory_rows(ranks, summ, base, new, capacity: float, cond: str, paired: bool) -> list[dict]:
     """C10: the mean over steps of each step's peak (max over its ranks and micro-batches), new
     over base (run-and-world keys of `summ`, suite.train.runstats.run_summaries); _rankbatch: the
-    mean over rank-batches instead (the definition before issue 31)."""
+    mean over rank-batches instead (the earlier definition)."""
     a, b = summ[base][0], summ[new][0]
     pe, pn = a.peak_mem_bytes.mean(), b.peak_mem_bytes.mean()
     if not pe > 0:

@@ -1,8 +1,9 @@
 """Real data-parallel ranks inside `python -m suite reproduce` under torchrun (K > 1 processes).
 
 The training experiment (suite/experiments/training.py) calls `real_runs` on every rank: one
-process group (NCCL on GPUs, gloo on CPU, torchrun's env:// rendezvous), then per policy a fresh
-model with the same initial weights, wrapped in DistributedDataParallel, trained on its own K-rank
+process group (suite.train.distributed: NCCL on GPUs, gloo on CPU, torchrun's env:// rendezvous),
+then per policy a fresh model with the same initial weights, wrapped in DistributedDataParallel,
+trained on its own K-rank
 Plan (`training_plan(corpus, policy, K, steps)`; for a bucket policy step k trains global batches
 k*K .. k*K + K - 1, the 16-rank plan's batches regrouped). Each step on each rank is
 suite.train.step.train_step, as in suite.train.trainer (compute under no_sync, then the gradient
@@ -27,39 +28,29 @@ can go on alone with the emulated runs while the other ranks leave.
 
 from __future__ import annotations
 
-import datetime
-
 import numpy as np
 import pandas as pd
 
 REAL_RUN_POLICIES = ("equal-token", "dual", "global")
+GROUP_TIMEOUT_S = 3600.0  # rank 0 runs the earlier experiments alone while the others wait
 
 
 def init_group(device_type: str, local_rank: int):
-    """One process group for the experiment. Timeout 1 h: rank 0 runs the earlier experiments
-    alone (quick: ~1.5 min, full: ~8 min) while the others already wait here. If rank 0 fails in
-    a real run it records the error and exits non-zero at the end, and torchrun then stops the
-    ranks still waiting in a collective."""
-    import torch
-    import torch.distributed as dist
+    """(device, rank, world) of the experiment's one process group (suite.train.distributed).
+    Timeout 1 h: rank 0 runs the earlier experiments alone (quick: ~1.5 min, full: ~8 min) while
+    the others already wait here. If rank 0 fails in a real run it records the error and exits
+    non-zero at the end, and torchrun then stops the ranks still waiting in a collective."""
+    from suite.train.distributed import init_distributed
 
-    if device_type == "cuda":
-        torch.cuda.set_device(local_rank)
-    if not dist.is_initialized():
-        dist.init_process_group(
-            "nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(hours=1)
-        )
-    dev = torch.device("cuda", local_rank) if device_type == "cuda" else torch.device("cpu")
-    return dev, dist.get_rank(), dist.get_world_size()
+    d = init_distributed(device_type, local_rank=local_rank, timeout_s=GROUP_TIMEOUT_S)
+    return d.device, d.rank, d.world
 
 
 def broadcast(obj):
     """rank 0's object on every rank."""
-    import torch.distributed as dist
+    from suite.train.distributed import broadcast
 
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
+    return broadcast(obj)
 
 
 def real_runs(
@@ -83,8 +74,9 @@ def real_runs(
     import torch.distributed as dist
 
     from suite.balance.registry import PolicyInputs, make_policy
+    from suite.train.distributed import all_reduce_sum, ddp
     from suite.train.plan import training_plan
-    from suite.train.step import all_reduce_sum, real_rows, train_step
+    from suite.train.step import real_rows, train_step
 
     rank, world = dist.get_rank(), dist.get_world_size()
     backend = dist.get_backend()
@@ -96,17 +88,16 @@ def real_runs(
         plan = training_plan(corpus, make_policy(policy, inputs), world, steps, seed)
         model, opt = new_model(device)
         _warm_rank(model, opt, corpus, plan, rank, seed, seen)
-        ids = [device.index] if device.type == "cuda" else None
-        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        wrapped = ddp(model, device)
         if rank == 0:
             log(f"training: {name}, {world} real ranks ({backend}) x {steps} steps")
         dist.barrier()
         for step in range(steps):
             rec = train_step(
-                ddp, opt, plan, step, corpus, ranks=[rank], seed=seed, reduce=all_reduce_sum
+                wrapped, opt, plan, step, corpus, ranks=[rank], seed=seed, reduce=all_reduce_sum
             )
             rows += [{"run": name, "mix": mix, "backend": backend, **r} for r in real_rows(rec)]
-        del ddp, model, opt
+        del wrapped, model, opt
         if device.type == "cuda":
             torch.cuda.empty_cache()
     gathered: list = [None] * world

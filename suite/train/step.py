@@ -1,20 +1,26 @@
-"""One training step of a Plan, the same code on a torchrun rank and in the one-GPU emulator.
+"""The one training step: the model + optimizer factory, one forward + backward, and one step of
+a Plan, the same code on a torchrun rank, in the one-GPU emulator, in the shape sweep
+(suite.train.stepfn), the e2e benchmark and warm-up.
 
+    model, opt = new_model("tiny", dtype="fp32")                   # build_wan + AdamW
+    loss = forward_backward(model, batch, weight)                  # the only backward of suite/
     rec = train_step(model, opt, plan, step, corpus, ranks=[rank], seed=0, reduce=all_reduce_sum)
 
-For each rank in `ranks` (this process's one rank under torchrun; every rank 0..world-1 in the
-emulator) its micro-batches of the plan run one after another: forward, flow-matching loss times
-the micro-batch's weight, backward, so gradients accumulate. Each rank is timed on its own (CUDA
-events on a GPU, perf_counter on CPU: `PhaseTimer`) with its peak memory; its data (latents,
-text, noise) is built before its timer starts. Then `reduce` (the real ranks' gradient all_reduce
-SUM; None in the emulator, where accumulating every virtual rank's weighted gradients already is
-the sum) and the optimizer step, each timed. A step's weights sum to 1 over all ranks, so SUM, never
-a division by the world size, gives the data-parallel gradient, whatever the split.
+`forward_backward` is the flow-matching loss training uses (suite.model.wan.flow_matching_loss)
+times the micro-batch's weight, backward, so gradients accumulate. `train_step` runs, for each
+rank in `ranks` (this process's one rank under torchrun; every rank 0..world-1 in the emulator),
+its micro-batches of the plan one after another through `forward_backward`. Each rank is timed
+on its own (CUDA events on a GPU, perf_counter on CPU: `PhaseTimer`) with its peak memory; its data
+(suite.train.data.corpus_batch) is built before its timer starts. Then `reduce` (the real ranks'
+gradient all_reduce SUM, suite.train.distributed; None in the emulator, where accumulating every
+virtual rank's weighted gradients already is the sum) and the optimizer step, each timed. A
+step's weights sum to 1 over all ranks, so SUM, never a division by the world size, gives the
+data-parallel gradient, whatever the split.
 
-Noise per sample comes from (seed, sample index, epoch) (suite.train.data.sample_noise), epoch =
-the sample's earlier appearances in the plan: policies train a sample with the same noise.
-The record's rows keep the training log schema (suite.train.instrument.LOG_FIELDS); `real_rows`
-and the emulator's `compose_steps` (suite.train.emulate) fill the step columns.
+Noise per sample comes from (seed, sample index, epoch), epoch = the sample's earlier appearances
+in the plan: policies train a sample with the same noise. The record's rows keep the training log
+schema (suite.train.instrument.LOG_FIELDS); `real_rows` and the emulator's `compose_steps`
+(suite.train.emulate) fill the step columns.
 """
 
 from __future__ import annotations
@@ -27,15 +33,46 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 import torch
-import torch.distributed as dist
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from suite.balance.plan import Plan
-from suite.model.wan import describe, flow_matching_loss
-from suite.train.data import make_batch, sample_noise
-from suite.train.instrument import PhaseTimer, peak_bytes, reset_peak
+from suite.model.wan import Batch, build_wan, describe, flow_matching_loss
+from suite.train.data import corpus_batch
+from suite.train.instrument import PhaseTimer, optimizer_step, peak_bytes, reset_peak
 
-BUCKET_BYTES = 25 * 2**20  # all_reduce bucket, as DDP's default
+
+def new_model(
+    name: str,
+    *,
+    layers: int | None = None,
+    dtype: str | torch.dtype = "bf16",
+    device: str | torch.device = "cpu",
+    checkpointing: bool = False,
+    seed: int = 0,
+    adaln: str = "wan",
+    text_len: int | None = None,
+    lr: float = 1e-4,
+    shard=None,
+) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """(model, AdamW) of every training run and sweep: suite.model.wan.build_wan(name, ...) (the
+    same seed, the same initial weights) and AdamW(lr, no weight decay) on its parameters.
+    `shard(model)` (FSDP2, suite.train.distributed.fsdp_shard) runs in between: it replaces the
+    parameters the optimizer must hold."""
+    model = build_wan(
+        name, layers=layers, dtype=dtype, device=device, checkpointing=checkpointing, seed=seed,
+        adaln=adaln, text_len=text_len,
+    )  # fmt: skip
+    if shard is not None:
+        model = shard(model)
+    return model, torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+
+
+def forward_backward(model: torch.nn.Module, batch: Batch, weight: float = 1.0) -> torch.Tensor:
+    """The one forward + backward: the flow-matching loss of `batch` times its loss weight,
+    backward into the parameters' .grad (accumulating). Returns the detached, unweighted loss
+    (no host sync)."""
+    loss = flow_matching_loss(model, batch)
+    (loss * weight).backward()
+    return loss.detach()
 
 
 @dataclass
@@ -48,31 +85,24 @@ class StepRecord:
 
 
 @dataclass(frozen=True)
-class _Batch:
-    """One micro-batch ready to run: its plan entry and tensors (x0, text, t, eps)."""
+class _MicroBatch:
+    """One micro-batch ready to run: its plan entry and tensors."""
 
     indices: np.ndarray
     weight: float
-    x0: torch.Tensor
-    text: torch.Tensor
-    t: torch.Tensor
-    eps: torch.Tensor
-    S: int  # its one sequence length
+    batch: Batch
 
 
 def rank_batches(
     plan: Plan, step: int, rank: int, corpus, seen, info, seed, device
-) -> list[_Batch]:
+) -> list[_MicroBatch]:
     """Rank `rank`'s micro-batches at `step` as tensors; noise by (seed, sample, epoch), the
     epoch of sample i being seen[i] (how many earlier steps of the plan trained it)."""
     out = []
     for i in np.flatnonzero((plan.mb_step == step) & (plan.mb_rank == rank)):
         idx = plan.samples[plan.mb_start[i] : plan.mb_start[i + 1]]
-        x0, text, b = make_batch(
-            corpus, idx, text_len=info.text_len, text_dim=info.text_dim, seed=seed, device=device
-        )
-        t, eps = sample_noise(idx, seen[idx], x0.shape[1:], seed=seed, device=device)
-        out.append(_Batch(idx, float(plan.mb_weight[i]), x0, text, t, eps, int(b["S"])))
+        b = corpus_batch(corpus, idx, info, seen[idx], seed=seed, device=device)
+        out.append(_MicroBatch(idx, float(plan.mb_weight[i]), b))
     return out
 
 
@@ -80,26 +110,6 @@ def epochs_before(plan: Plan, step: int, n_samples: int) -> np.ndarray:
     """seen[i]: how many steps before `step` trained sample i (a sample appears once per step)."""
     lo = int(np.searchsorted(plan.mb_step, step))
     return np.bincount(plan.samples[: plan.mb_start[lo]], minlength=n_samples)
-
-
-def all_reduce_sum(params: list[torch.Tensor]) -> None:
-    """SUM every gradient across the process group over flat buckets of ~25 MB; a parameter with
-    no gradient (a rank without samples) joins with zeros."""
-    for p in params:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    bucket, size = [], 0
-    grads = [p.grad for p in params]
-    for g in grads + [None]:
-        if g is not None:
-            bucket.append(g)
-            size += g.numel() * g.element_size()
-        if bucket and (g is None or size >= BUCKET_BYTES):
-            flat = _flatten_dense_tensors(bucket)
-            dist.all_reduce(flat)
-            for t, s in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
-                t.copy_(s)
-            bucket, size = [], 0
 
 
 def train_step(
@@ -130,23 +140,18 @@ def train_step(
         timer.mark("start")
         losses = []
         with no_sync():
-            for m, b in enumerate(batches):
-                loss = flow_matching_loss(model, b.x0, b.text, b.t, b.eps)
-                (loss * b.weight).backward()
-                losses.append(loss.detach())
+            for m, mb in enumerate(batches):
+                losses.append(forward_backward(model, mb.batch, mb.weight))
                 timer.mark(f"mb{m}")
         timer.mark("compute")
-        shapes = [(len(b.indices), b.S, b.weight) for b in batches]  # the tensors go
+        shapes = [(len(mb.indices), mb.batch.S, mb.weight) for mb in batches]  # tensors go
         pending.append((r, shapes, timer, losses, data_s, *peak_bytes(device)))
     timer = PhaseTimer(device)
     timer.mark("start")
     if reduce is not None:
         reduce(params)
     timer.mark("collective")
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    timer.mark("optimizer")
-    timer.finish()
+    optimizer_step(optimizer, timer)
     meta = {"world": plan.world, "policy": plan.policy, "adaln": info.adaln, "model": info.model,
             "layers": info.layers, "dim": info.dim}  # fmt: skip
     global_tokens = int(corpus.tokens.to_numpy()[plan.step_samples(step)].sum())

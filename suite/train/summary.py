@@ -30,13 +30,13 @@ Definitions (the ledger's keys; every percentage is in %):
   them (equal-token M_tok = M_mem: the largest budget whose worst bucket fits). _tuned: the dual
   run over equal-token at the M_tok tuned for balance (tuned_token_budget), whose peaks are
   modelled from this run's own memory fit (not measured); _rankbatch: the mean over rank-batches
-  (the definition before issue 31); _reserved: the same per-step mean of max reserved; _pp: the
+  (the earlier definition); _reserved: the same per-step mean of max reserved; _pp: the
   difference in % of device memory.
 - C14 max_seq_gain: longest single-sample S within the Wan path's peak at the reference length,
   fused over Wan; max_seq_tokens_fused: that S.
 - C15 (suite.train.losscurves) loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
   loss_final_rel_diff_policy: |MA10(dual) - MA10(equal-token)| / MA10(equal-token) at the last step;
-  loss_final_rel_diff_global: the same for the global policy (issue 7).
+  loss_final_rel_diff_global: the same for the global policy.
 - C17 fused_throughput_gain: dual + fused over dual + Wan (same policy and data).
 - C18 overall_throughput_gain: dual + fused over equal-token + Wan.
 """
@@ -308,7 +308,7 @@ def _long_budget(tables) -> str:
 
 
 def _validation_rows(tables: dict[str, pd.DataFrame]) -> list[dict]:
-    """sim_step_error_pct (issue 7): the simulator's step-time error against this run's measured
+    """sim_step_error_pct: the simulator's step-time error against this run's measured
     steps (suite.balance.validate), when the run also has costmodel_fit; _sweep_fit: with the
     sweep's fit scaled by one calibration factor instead of a refit on the baseline run;
     _quadratic: with a + c*B + b*B*S + d*B*S^2 refit on the baseline run (not judged)."""

@@ -62,9 +62,9 @@ def allreduce_busbw(device, mbytes: float = 256, reps: int = 20, warm: int = 5) 
 def busbw(mbytes: float, out: str | None) -> dict:
     import torch.distributed as dist
 
-    from suite.train.trainer import setup_distributed
+    from suite.train.distributed import init_distributed
 
-    d = setup_distributed("auto")
+    d = init_distributed("auto")
     res = allreduce_busbw(d.device, mbytes)
     if d.rank == 0:
         print(json.dumps(res))

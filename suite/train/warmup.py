@@ -56,16 +56,13 @@ def warm_batches(
 
 
 def warm(model, corpus, batches, *, seed: int) -> None:
-    """Forward + backward of each batch on `model` (gradients left for the caller to clear),
-    with the training step's loss, data and noise (epoch 0)."""
-    from suite.model.wan import describe, flow_matching_loss
-    from suite.train.data import make_batch, sample_noise
+    """The training step's forward + backward (suite.train.step.forward_backward) of each batch
+    on `model`, with its data and noise (epoch 0); gradients left for the caller to clear."""
+    from suite.model.wan import describe
+    from suite.train.data import corpus_batch
+    from suite.train.step import forward_backward
 
     info = describe(model)
     device = next(model.parameters()).device
     for batch in batches:
-        x0, text, _ = make_batch(
-            corpus, batch, text_len=info.text_len, text_dim=info.text_dim, seed=seed, device=device
-        )
-        t, eps = sample_noise(batch, [0] * len(batch), x0.shape[1:], seed=seed, device=device)
-        flow_matching_loss(model, x0, text, t, eps).backward()
+        forward_backward(model, corpus_batch(corpus, batch, info, seed=seed, device=device))
