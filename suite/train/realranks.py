@@ -32,8 +32,6 @@ import datetime
 import numpy as np
 import pandas as pd
 
-REAL_RUN_POLICIES = ("equal-token", "dual", "global")
-
 
 def init_group(device_type: str, local_rank: int):
     """One process group for the experiment. Timeout 1 h: rank 0 runs the earlier experiments
