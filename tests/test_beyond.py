@@ -265,7 +265,7 @@ def test_the_peers_comparison_on_the_full_reference_holds_every_policy_and_the_s
         for p in ("knapformer", "loongforge"):
             row = ran.loc[p, ["rank_cv", "maxmean_p99", "step_cv", "throughput"]]
             assert row.notna().all() and row["maxmean_p99"] >= 1, (p, R)
-    sweep = tables["balance_rank_sweep"]
+    sweep = tables["balance_sweep_compare"]
     assert sorted(sweep.ranks.unique()) == [8, 16, 32, 64, 128, 256, 512, 1024]
     assert set(sweep.policy) == set(POLICIES)
     assert (sweep.loc[sweep.policy == baseline(), "gain_pct"] == 0).all()
@@ -280,7 +280,7 @@ def test_pays_from_reads_where_the_gain_turns_positive_for_good():
         ("global", 8, 1.0), ("global", 16, -0.5), ("global", 32, 4.0)
     ] + [("bucket-sync", 8, 1.0), ("bucket-sync", 16, 1.0), ("bucket-sync", 32, -2.0)]  # fmt: skip
     sweep = pd.DataFrame(rows, columns=["policy", "ranks", "gain_pct"]).assign(steps=10)
-    assert beyond.pays_from({"balance_rank_sweep": sweep}) == [
+    assert beyond.pays_from({"balance_sweep_compare": sweep}) == [
         "dual pays from 16 ranks on (+3.0% at 32 ranks).",
         "global pays from 32 ranks on (+4.0% at 32 ranks).",
         "bucket-sync does not pay at 32 ranks (-2.0% at 32 ranks).",

@@ -239,12 +239,12 @@ def test_a_registered_policy_is_simulated_compared_and_drawn_without_other_edits
     c = t["balance_compare"].set_index(["policy", "mix", "ranks"])
     row = c.loc[(spec.name, "default", 16)]
     assert row["steps"] == 0 and row["note"] == "not run: a test's cap, run up to 8 ranks"
-    sweep = t["balance_rank_sweep"].set_index(["policy", "ranks"])
+    sweep = t["balance_sweep_compare"].set_index(["policy", "ranks"])
     assert sweep.loc[(spec.name, 8), "steps"] == 20
     assert np.isfinite(sweep.loc[(spec.name, 8), "gain_pct"])
     assert sweep.loc[("equal-token", 8), "gain_pct"] == 0
     assert sweep.loc[(spec.name, 16), "steps"] == 0
     assert _colour(spec.name, [spec.name]) == "#123456"
-    assert "balance_rank_sweep" in [name for name, *_ in figures(t)]
+    assert "balance_sweep_compare" in [name for name, *_ in figures(t)]
     trace = pd.DataFrame({"policy": [spec.name, "dual"], "run": ["a", "b"], "S": [1, 1]})
     assert list(_trace(trace)["policy"]) == ["dual"]  # micro-batched rows are left out

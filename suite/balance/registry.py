@@ -235,10 +235,10 @@ _ROWS = (
         for n, (d, c, cap, slow) in _PACKING.items()
     ),
     PolicySpec("knapformer", _knapformer, "KnapFormer: 24*S*d^2 + gamma*4*S^2*d, greedy "
-               "largest-first into per-rank compute bags", "#e67e22", needs_cost_model=True,
+               "largest-first into per-rank compute bags", "#f1c40f", needs_cost_model=True,
                micro_batched=True),
     PolicySpec("loongforge", _loongforge, "LoongForge: rank cost x*sum(L^2) + y*sum(L) + "
-               "z*count fitted on warm-up steps, samples reordered across ranks", "#7f8c8d",
+               "z*count fitted on warm-up steps, samples reordered across ranks", "#e91e63",
                needs_cost_model=True, micro_batched=True),
 )  # fmt: skip
 

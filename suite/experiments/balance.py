@@ -54,9 +54,9 @@ Tables:
     balance_compare  policy, mix, ranks, steps, draw, rank_cv, rank_cv_p99, maxmean,
                      maxmean_p99, bubble, step_cv, throughput, planner_ms, step_s_mean (the
                      comparison: one row per policy and run)
-    balance_rank_sweep   the balance_compare columns and gain_pct (throughput gain over the
-                         registry's baseline, equal-token, at the same ranks; %) for the rank
-                         sweep (mix default)
+    balance_sweep_compare  the balance_compare columns and gain_pct (throughput gain over
+                     the registry's baseline, equal-token, at the same ranks; %) for the
+                     rank sweep (mix default)
 In balance_ranks a rank of several lengths has S = 0.
 Time on the 2-core CPU machine with the H200 reference tables: see docs/perf-notes.md.
 """

@@ -5,9 +5,10 @@ seed. Comparison (COMPARE): every registry policy on one corpus per (mix, ranks)
 planned with seed 0 (common random numbers), for the profile's comparison steps; a policy that
 cannot run at a rank count is skipped (its registry row's max_ranks), and a profile may leave out
 policies whose planner is too slow for its time budget (its `skip`); every row says how many
-steps ran. Rank sweep (balance_rank_sweep): the comparison on the default mix at every rank count
-of `scales`, scale_steps(R) of the comparison's 16-rank steps (fewer at many ranks), with each policy's throughput gain over
-the registry's baseline at the same ranks: where each policy starts to pay.
+steps ran. Rank sweep (balance_sweep_compare): the comparison on the default mix at every rank
+count of `scales`, scale_steps(R) of the comparison's 16-rank steps (fewer at many ranks), with
+each policy's throughput gain over the registry's baseline at the same ranks: where each policy
+starts to pay.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def simulate_tables(
         "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source, optimizer_s),
         "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
         "balance_compare": pd.DataFrame(compare, columns=COMPARE_COLUMNS),
-        "balance_rank_sweep": rank_sweep_table(sweep),
+        "balance_sweep_compare": rank_sweep_table(sweep),
     }
 
 

@@ -20,7 +20,7 @@ and the training experiment's `sim_step_error_pct` / `sim_step_error_pct_quadrat
 `recommend`: per (mix, ranks) the policy of the highest simulated throughput, and why.
 `best_table`: per (mix, ranks) and statistic, the best policy; `peer_wins`: where a peer beats
 every one of the suite's own policies (the registry's rows with own=True), in plain sentences.
-`pays_from`: per policy, from which rank count of the rank sweep (`balance_rank_sweep`, 8 ... 1024
+`pays_from`: per policy, from which rank count of the rank sweep (`balance_sweep_compare`, 8 ... 1024
 ranks) its throughput beats the baseline's at every larger rank count, in plain sentences.
 
 cost_forms: the paper's a + b*B*S^p (`costmodel_fit`, variant free: what C3 is judged on) beside
@@ -300,10 +300,10 @@ def peer_wins(tables: dict[str, pd.DataFrame]) -> list[str]:
 
 
 def pays_from(tables: dict[str, pd.DataFrame]) -> list[str]:
-    """Plain sentences from balance_rank_sweep: per policy (registry order), the smallest rank
+    """Plain sentences from balance_sweep_compare: per policy (registry order), the smallest rank
     count from which its throughput gain over the baseline is > 0 at every rank count it ran
     (or that it does not pay in the sweep), with its gain at the largest rank count it ran."""
-    sweep = tables.get("balance_rank_sweep")
+    sweep = tables.get("balance_sweep_compare")
     if sweep is None or sweep.empty:
         return []
     d = sweep[(sweep["steps"] > 0) & sweep["gain_pct"].notna()]

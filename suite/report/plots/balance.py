@@ -102,11 +102,11 @@ def scaling_figure(steps: pd.DataFrame) -> Figure:
 
 
 def rank_sweep_figure(sweep: pd.DataFrame) -> Figure:
-    """Throughput gain over the baseline (balance_rank_sweep.gain_pct) against the rank count,
+    """Throughput gain over the baseline (balance_sweep_compare.gain_pct) against the rank count,
     one line per policy; the suite's own policies solid, the peers dashed."""
     d = sweep[(sweep["steps"] > 0) & sweep["gain_pct"].notna()]
     names = _names(set(d["policy"]))
-    fig = Figure(figsize=(9, 5.5))
+    fig = Figure(figsize=(11, 5.5))
     ax = fig.subplots()
     for p in names:
         g = d[d["policy"] == p].sort_values("ranks")
@@ -116,7 +116,7 @@ def rank_sweep_figure(sweep: pd.DataFrame) -> Figure:
     R = sorted(d["ranks"].unique())
     ax.set(xscale="log", xlabel="ranks", ylabel=f"throughput gain over {baseline()} (%)")
     ax.set_xticks(R, [str(int(r)) for r in R])
-    ax.legend(frameon=False, fontsize=7, ncol=2)
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     steps = d.groupby("ranks")["steps"].max()
     ax.set_title(
         "Simulated throughput gain against rank count, default mix, plan seed 0 "
@@ -145,11 +145,11 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
                 scaling_figure(steps),
             ),
         ]
-    sweep = tables.get("balance_rank_sweep")
+    sweep = tables.get("balance_sweep_compare")
     if sweep is not None and len(sweep) and (sweep["steps"] > 0).any():
         out.append(
             (
-                "balance_rank_sweep",
+                "balance_sweep_compare",
                 f"Throughput gain of every registry policy over the baseline ({baseline()}) "
                 "against the rank count, 8 to 1024 simulated ranks: where each policy starts to "
                 "pay (the suite's own policies solid, the peers dashed).",
