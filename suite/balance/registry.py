@@ -247,19 +247,26 @@ _ROWS = (
 POLICIES: dict[str, PolicySpec] = {r.name: r for r in _ROWS}
 
 
-def names(table: dict[str, PolicySpec] | None = None, **traits) -> tuple[str, ...]:
-    """The registry's names (in table order) whose traits equal `traits`, e.g. names(own=True)."""
-    table = POLICIES if table is None else table
-    unknown = set(traits) - set(PolicySpec.__dataclass_fields__)
+TRAITS = tuple(PolicySpec.__dataclass_fields__)
+
+
+def _known(keys) -> None:
+    unknown = sorted(set(keys) - set(TRAITS))
     if unknown:
-        raise ValueError(
-            f"unknown trait(s) {sorted(unknown)}; accepted: {list(PolicySpec.__dataclass_fields__)}"
-        )
-    return tuple(n for n, r in table.items() if all(getattr(r, k) == v for k, v in traits.items()))
+        raise ValueError(f"unknown trait(s) {unknown}; accepted: {list(TRAITS)}")
+
+
+def names(**traits) -> tuple[str, ...]:
+    """The registry's names (in table order) whose traits equal `traits`, e.g. names(own=True)."""
+    _known(traits)
+    return tuple(
+        n for n, r in POLICIES.items() if all(getattr(r, k) == v for k, v in traits.items())
+    )
 
 
 def trait(name: str, key: str, default=None):
     """A policy's trait; `default` for a name the registry does not hold (e.g. an older run's)."""
+    _known([key])
     row = POLICIES.get(name)
     return default if row is None else getattr(row, key)
 
