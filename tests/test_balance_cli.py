@@ -162,10 +162,11 @@ def test_forecast_ranks_every_registry_policy_and_says_why(tmp_path, capsys, mon
     from suite.balance import registry
     from suite.balance.policies import EqualToken
 
-    table = dict(registry.POLICIES)
-    table["tiny-batches"] = lambda inputs: EqualToken(m_tok=1, name="tiny-batches")
-    monkeypatch.setattr(registry, "POLICIES", table)
-    monkeypatch.setattr("suite.balance.cli.POLICIES", table)
+    tiny = registry.PolicySpec(
+        "tiny-batches", lambda inputs: EqualToken(m_tok=1, name="tiny-batches"), "B = 1", "#000001"
+    )
+    monkeypatch.setitem(registry.POLICIES, tiny.name, tiny)
+    table = registry.POLICIES
     args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "8", "--steps", "100", "--json"]
     assert forecast_main(args) == 0
     out = json.loads(capsys.readouterr().out)

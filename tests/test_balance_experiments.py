@@ -133,6 +133,7 @@ def test_figures(run_dir):
         "costmodel_correlation",
         "balance_policies",
         "balance_scaling",
+        "balance_sweep_compare",
     ]
     assert all(isinstance(f[2], Figure) and f[1] for f in figs)
     assert pb.figures({}, None) == [] and pc.figures({}, None) == []

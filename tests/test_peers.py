@@ -23,7 +23,7 @@ from suite.balance.peers_packing import (
     trim_overload,
 )
 from suite.balance.plan import plan_steps
-from suite.balance.registry import PACKERS, PEERS, PolicyInputs, make_policy
+from suite.balance.registry import PACKERS, PEERS, PolicyInputs, make_policy, trait
 from suite.data.corpus import sample_corpus
 
 COST = default_cost_model()
@@ -38,9 +38,10 @@ def make(name, tokens=TOK):
 
 
 def allowed_drop(name) -> int:
-    """What an epoch may leave out: nothing for packers; < world per bucket for bucket-sync; the
-    final incomplete round (< world batches of at most the largest B) for the dealt ones."""
-    if name in PACKERS:
+    """What an epoch may leave out: nothing for the micro-batched (packers, knapformer,
+    loongforge); < world per bucket for bucket-sync; the final incomplete round (< world batches
+    of at most the largest B) for the dealt ones."""
+    if trait(name, "micro_batched"):
         return 0
     if name == "bucket-sync":
         return len(S_ALL) * (W - 1)

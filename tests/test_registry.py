@@ -4,6 +4,7 @@ Plan invariants of every policy it builds."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from suite.balance.buckets import bucket_table
@@ -117,3 +118,133 @@ def test_the_trainer_accepts_and_lists_every_registry_name():
     ).stdout
     choices = out[out.index("--policy {") + len("--policy {") :].split("}")[0].split(",")
     assert choices == list(POLICIES)
+
+
+# ----------------------------------------------------------------------------- traits, not names
+
+
+def test_every_row_is_a_frozen_record_with_its_traits():
+    import dataclasses
+
+    from suite.balance.registry import PolicySpec, baseline, names
+
+    rows = list(POLICIES.values())
+    assert all(isinstance(r, PolicySpec) and r.name == n for n, r in POLICIES.items())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rows[0].own = False
+    assert OWN == names(own=True) and PEERS == names(own=False)
+    assert baseline() == "equal-token" and names(baseline=True) == ("equal-token",)
+    assert set(names(real_runs=True)) <= set(OWN)
+    colours = [r.colour for r in rows]
+    assert len(set(colours)) == len(colours)
+    assert all(c.startswith("#") and len(c) == 7 for c in colours)
+    assert all(r.description for r in rows)
+    assert all(bool(r.max_ranks) == bool(r.max_ranks_reason) for r in rows)
+    assert {"knapformer", "loongforge"} <= set(PEERS)
+    assert {"global", "knapformer", "loongforge"} <= set(names(micro_batched=True))
+    with pytest.raises(ValueError, match=r"unknown trait\(s\) \['kind'\]; accepted: \["):
+        names(kind="own")
+
+
+# Comparing a value with a registry name (== "global", != "global", in ("equal-token", ...),
+# .isin([...])) or keying a table by names (a colour map) outside the registry and the modules
+# that define a policy: the code must read the row's traits instead.
+_DEFINING = {"suite/balance/registry.py", "suite/balance/peers_packing.py"}
+
+
+def _literal_names(node) -> set:
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_literal_names(e) for e in node.elts)) if node.elts else set()
+    return set()
+
+
+def _name_uses(source: str) -> list[tuple[int, str, set]]:
+    import ast
+
+    hits = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            found = set().union(*(_literal_names(x) for x in [node.left, *node.comparators]))
+            hits.append((node.lineno, "comparison", found))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "isin":
+            hits.append((node.lineno, "isin", set().union(*map(_literal_names, node.args))))
+        elif isinstance(node, ast.Dict):
+            keys = [k for k in node.keys if k is not None]
+            hits.append((node.lineno, "table keyed by", set().union(*map(_literal_names, keys))))
+    return [(line, kind, found & set(POLICIES)) for line, kind, found in hits if found]
+
+
+def test_the_name_scan_finds_what_it_looks_for():
+    src = (
+        'a = p == "global"\nb = p != "dual"\nc = p in ("equal-token", "x")\n'
+        'd = s.isin(["knapformer"])\ne = {"global": "#fff"}\nf = get("global")\n'
+    )
+    got = [(line, kind) for line, kind, found in _name_uses(src) if found]
+    assert got == [
+        (1, "comparison"),
+        (2, "comparison"),
+        (3, "comparison"),
+        (4, "isin"),
+        (5, "table keyed by"),
+    ]  # a lookup by name (line 6, a claim's subject) is no comparison
+
+
+def test_suite_compares_no_policy_names():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    bad = [
+        f"{f.relative_to(root)}:{line}: {kind} {sorted(found)}"
+        for f in sorted((root / "suite").rglob("*.py"))
+        if str(f.relative_to(root)) not in _DEFINING
+        for line, kind, found in _name_uses(f.read_text())
+        if found
+    ]
+    assert bad == [], "read the registry's traits instead:\n" + "\n".join(bad)
+
+
+def test_a_registered_policy_is_simulated_compared_and_drawn_without_other_edits(
+    monkeypatch, capsys
+):
+    """A fake peer of one row (its traits: a rank cap, a colour) reaches simulate, the balance
+    comparison and its rank sweep, the figures and the trace replay's filter."""
+    import json
+
+    from suite.balance import registry
+    from suite.balance.cli import simulate_main
+    from suite.balance.policies import EqualToken
+    from suite.balance.registry import PolicySpec
+    from suite.balance.validate import _trace
+    from suite.experiments.balance_runs import simulate_tables
+    from suite.report.plots.balance import _colour, figures
+
+    spec = PolicySpec(
+        "halved-tokens",
+        lambda x: EqualToken(m_tok=x.m_mem / 2, name="halved-tokens"),
+        "equal-token at half the memory cap",
+        "#123456",
+        micro_batched=True,
+        max_ranks=8,
+        max_ranks_reason="a test's cap",
+    )
+    monkeypatch.setitem(registry.POLICIES, spec.name, spec)
+    assert simulate_main(["--policy", spec.name, "--gpus", "4", "--steps", "30", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["policy"] == spec.name
+
+    t = simulate_tables(COST, "analytic", steps=40, scales=(8, 16), compare_steps=(20, 4))
+    c = t["balance_compare"].set_index(["policy", "mix", "ranks"])
+    row = c.loc[(spec.name, "default", 16)]
+    assert row["steps"] == 0 and row["note"] == "not run: a test's cap, run up to 8 ranks"
+    sweep = t["balance_sweep_compare"].set_index(["policy", "ranks"])
+    assert sweep.loc[(spec.name, 8), "steps"] == 20
+    assert np.isfinite(sweep.loc[(spec.name, 8), "gain_pct"])
+    assert sweep.loc[("equal-token", 8), "gain_pct"] == 0
+    assert sweep.loc[(spec.name, 16), "steps"] == 0
+    assert _colour(spec.name, [spec.name]) == "#123456"
+    assert "balance_sweep_compare" in [name for name, *_ in figures(t)]
+    trace = pd.DataFrame({"policy": [spec.name, "dual"], "run": ["a", "b"], "S": [1, 1]})
+    assert list(_trace(trace)["policy"]) == ["dual"]  # micro-batched rows are left out

@@ -1,7 +1,9 @@
 """The policy registry: every batching policy of the suite, by name, in one table.
 
-One row per policy: name -> constructor(PolicyInputs). A PolicyInputs carries the same three
-things on every path:
+One row per policy (PolicySpec): its name, its constructor(PolicyInputs) and its traits (own or a
+peer's, needs a cost model, micro-batched, the baseline, trained on real ranks, a rank cap, a slow
+planner, its colour, a one-line description). The code reads traits, never names: a new policy is
+its module and one row of _ROWS. A PolicyInputs carries the same three things on every path:
     budgets   Budgets: M_mem (tokens per model batch; equal-token's M_tok), M_comp (B*S^p; inf:
               dual tunes s_cross on the buckets), p
     buckets   the data's bucket table (S, count, share): the lengths a policy tunes on
@@ -10,12 +12,13 @@ built either from a fitted CostModel and the data (`PolicyInputs.from_cost`: sui
 forecast, the balance experiment) or from explicit budgets (`PolicyInputs.from_budgets`: the
 trainer, its emulation and real-rank runs; without a cost model the planner is b * S^p, a = 0).
 A constructor raises ValueError where its policy does not apply (e.g. a sample longer than the
-memory cap); callers skip it with the reason. A new policy is one row of POLICIES.
+memory cap); callers skip it with the reason.
 
 Rows: the suite's own (equal-token, dual, global; OWN) and the peers public training stacks
-ship (suite.balance.peers, peers_packing; PEERS): Open-Sora's searched per-bucket batches
-(dealt round-robin, and bucket-synchronous), VideoSys DCP's profiled rescale, and cost-aware
-packing as verl / slime / Megatron-LM do it.
+ship (suite.balance.peers, peers_packing, peers_dit; PEERS): Open-Sora's searched per-bucket
+batches (dealt round-robin, and bucket-synchronous), VideoSys DCP's profiled rescale, cost-aware
+packing as verl / slime / Megatron-LM do it, KnapFormer's compute bags and LoongForge's fitted
+rank cost.
 """
 
 from __future__ import annotations
@@ -158,28 +161,125 @@ def _packing(name: str) -> Callable[[PolicyInputs], object]:
     return make
 
 
-OWN = ("equal-token", "dual", "global")
-PACKERS = (
-    "pack-kk-flops",
-    "pack-kkeq-flops",
-    "pack-lpt-flops",
-    "pack-kk-fitted",
-    "pack-lpt-fitted",
-    "pack-trim-5pct",
-)
-PEERS = ("opensora-searched", "bucket-sync", "videosys-profiled", *PACKERS)
+def _knapformer(x: PolicyInputs):
+    from suite.balance.peers_dit import KnapFormerBags
 
-# name -> constructor(PolicyInputs) -> a policy with .name and .epoch_plan(tokens, world, seed,
-# epoch) (suite.balance.plan)
-POLICIES: dict[str, Callable[[PolicyInputs], object]] = {
-    "equal-token": _equal_token,
-    "dual": _dual,
-    "global": _global,
-    "opensora-searched": _opensora,
-    "bucket-sync": _bucket_sync,
-    "videosys-profiled": _videosys,
-    **{n: _packing(n) for n in PACKERS},
+    _fits(x, "knapformer")
+    return KnapFormerBags.fit(x.cost, x.buckets, x.m_mem)
+
+
+def _loongforge(x: PolicyInputs):
+    from suite.balance.peers_dit import FittedRankCost
+
+    _fits(x, "loongforge")
+    return FittedRankCost.fit(x.cost, x.buckets, x.m_mem)
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """One registry row: how to build the policy and what the code needs to know about it.
+
+    own               the suite's own policy (claims are judged on these) or a peer's
+    needs_cost_model  plans with the run's fitted cost model, not the budgets alone (the trainer
+                      hands it the run's cost model; without one, b * S^p with a = 0)
+    micro_batched     a rank may run several micro-batches of different lengths in a step (its
+                      rank rows in a trace carry no single length)
+    baseline          the policy gains are measured against (one row)
+    real_runs         trained on real data-parallel ranks by the training experiment
+    max_ranks         the most ranks it is simulated at (None: any), with the reason
+    slow_planner      left out of the cpu profile's comparison (its planner is too slow for CI)
+    colour            its colour in every figure
+    """
+
+    name: str
+    build: Callable[[PolicyInputs], object]
+    description: str
+    colour: str
+    own: bool = False
+    needs_cost_model: bool = False
+    micro_batched: bool = False
+    baseline: bool = False
+    real_runs: bool = False
+    max_ranks: int | None = None
+    max_ranks_reason: str = ""
+    slow_planner: bool = False
+
+
+_KK_CAP = "Karmarkar-Karp keeps an R-vector per item"
+_PACKING = {  # name -> (description, colour, max_ranks, slow planner)
+    "pack-kk-flops": ("Karmarkar-Karp on slime's c*L + L^2 FLOPs", "#884ea0", 64, True),
+    "pack-kkeq-flops": ("verl's equal-size Karmarkar-Karp on c*L + L^2", "#5b2c6f", None, False),
+    "pack-lpt-flops": ("LPT on c*L + L^2 FLOPs", "#af7ac5", None, False),
+    "pack-kk-fitted": ("Karmarkar-Karp on the fitted b*S^p + a/M_mem", "#117864", 64, True),
+    "pack-lpt-fitted": ("LPT on the fitted b*S^p + a/M_mem", "#48c9b0", None, False),
+    "pack-trim-5pct": ("LPT then Megatron-LM's 5% trim_overload", "#1f618d", None, False),
 }
+
+# The table. A new policy: its module and one row here.
+_ROWS = (
+    PolicySpec("equal-token", _equal_token, "B = floor(M_tok / S) per bucket (the baseline)",
+               "#c0392b", own=True, baseline=True, real_runs=True),
+    PolicySpec("dual", _dual, "AdaptiveLoad: B*S <= M_mem and B*S^p <= M_comp per bucket",
+               "#2e86c1", own=True, real_runs=True),
+    PolicySpec("global", _global, "per-step global LPT on the cost model, packed under M_mem",
+               "#1b7f3b", own=True, needs_cost_model=True, micro_batched=True, real_runs=True),
+    PolicySpec("opensora-searched", _opensora, "Open-Sora's searched B per bucket, dealt "
+               "round-robin", "#d68910", needs_cost_model=True),
+    PolicySpec("bucket-sync", _bucket_sync, "Open-Sora's searched B, every rank one bucket a "
+               "step", "#b9770e", needs_cost_model=True),
+    PolicySpec("videosys-profiled", _videosys, "VideoSys DCP's profiled max batch rescaled to "
+               "the median time", "#566573", needs_cost_model=True),
+    *(
+        PolicySpec(n, _packing(n), d, c, needs_cost_model=True, micro_batched=True,
+                   max_ranks=cap, max_ranks_reason=_KK_CAP if cap else "", slow_planner=slow)
+        for n, (d, c, cap, slow) in _PACKING.items()
+    ),
+    PolicySpec("knapformer", _knapformer, "KnapFormer: 24*S*d^2 + gamma*4*S^2*d, greedy "
+               "largest-first into per-rank compute bags", "#f1c40f", needs_cost_model=True,
+               micro_batched=True),
+    PolicySpec("loongforge", _loongforge, "LoongForge: rank cost x*sum(L^2) + y*sum(L) + "
+               "z*count fitted on warm-up steps, samples reordered across ranks", "#e91e63",
+               needs_cost_model=True, micro_batched=True),
+)  # fmt: skip
+
+# name -> PolicySpec; spec.build(PolicyInputs) -> a policy with .name and .epoch_plan(tokens,
+# world, seed, epoch) (suite.balance.plan)
+POLICIES: dict[str, PolicySpec] = {r.name: r for r in _ROWS}
+
+
+TRAITS = tuple(PolicySpec.__dataclass_fields__)
+
+
+def _known(keys) -> None:
+    unknown = sorted(set(keys) - set(TRAITS))
+    if unknown:
+        raise ValueError(f"unknown trait(s) {unknown}; accepted: {list(TRAITS)}")
+
+
+def names(**traits) -> tuple[str, ...]:
+    """The registry's names (in table order) whose traits equal `traits`, e.g. names(own=True)."""
+    _known(traits)
+    return tuple(
+        n for n, r in POLICIES.items() if all(getattr(r, k) == v for k, v in traits.items())
+    )
+
+
+def trait(name: str, key: str, default=None):
+    """A policy's trait; `default` for a name the registry does not hold (e.g. an older run's)."""
+    _known([key])
+    row = POLICIES.get(name)
+    return default if row is None else getattr(row, key)
+
+
+def baseline() -> str:
+    """The one policy gains are measured against."""
+    (name,) = names(baseline=True)
+    return name
+
+
+OWN = names(own=True)
+PEERS = names(own=False)
+PACKERS = tuple(_PACKING)
 
 
 def make_policy(name: str, inputs: PolicyInputs):
@@ -191,7 +291,7 @@ def make_policy(name: str, inputs: PolicyInputs):
             f"make_policy needs a PolicyInputs (PolicyInputs.from_cost / from_budgets), got "
             f"{type(inputs).__name__}"
         )
-    return POLICIES[name](inputs)
+    return POLICIES[name].build(inputs)
 
 
 def budgets(policy) -> dict:

@@ -41,8 +41,8 @@ Check, model-free: `within_shape_cv` = the pooled CV of the calibration run's co
 rank-batches of one (B, S). Rank-level jitter shows there as well; a cost model's misfit does not.
 If it is far below c_rank, the term is standing in for misfit (so on the H200 reference run:
 validation/README.md).
-Rows of the global policy (mixed sequence lengths per rank) are left out: their rank rows do not
-carry per-sample lengths.
+Rows of micro-batched policies (registry trait: mixed sequence lengths per rank, e.g. global) are
+left out: their rank rows do not carry per-sample lengths.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from suite.balance.registry import baseline as baseline_policy
+from suite.balance.registry import trait
 from suite.balance.simulator import noisy
 
 BASELINE_RUN = "default/equal-token/wan"
@@ -122,8 +124,8 @@ def _trace(ranks: pd.DataFrame) -> pd.DataFrame:
     r = ranks.copy()
     if "run" not in r.columns:
         r["run"] = r["policy"].astype(str)
-    if "policy" in r.columns:
-        r = r[r["policy"] != "global"]
+    if "policy" in r.columns:  # micro-batched rows mix lengths on a rank (module doc)
+        r = r[~r["policy"].map(lambda p: bool(trait(p, "micro_batched", False)))]
     for col in ("collective_s", "optimizer_s"):
         if col not in r.columns:
             r[col] = 0.0
@@ -223,7 +225,7 @@ def emulation_error(
     r = _trace(ranks)
     r = r[r["S"] > 0] if "S" in r.columns else r
     if not (r["run"] == baseline).any() and "policy" in r.columns:  # runs named otherwise
-        eq = sorted(r.loc[r["policy"] == "equal-token", "run"].unique())
+        eq = sorted(r.loc[r["policy"] == baseline_policy(), "run"].unique())
         baseline = eq[0] if eq else baseline
     if r.empty or not (r["run"] == baseline).any() or (r["run"] != baseline).sum() == 0:
         return None

@@ -33,8 +33,11 @@ steps at 16 / 1024 ranks, scaling-sweep rank-steps):
     scale_steps(R) steps (about `rank_steps` rank-steps: 50 steps at 1024 ranks in quick).
     comparison, every registry policy (own and peers), plan seed 0: the claim runs of the
     default and long-video mix at 16 ranks and the sweep's 1024-rank run, their first n steps
-    (Karmarkar-Karp packers up to 64 ranks: they keep an R-vector per item; the cpu profile
-    leaves them out, for CI's time).
+    (a registry row's max_ranks caps it, e.g. the Karmarkar-Karp packers up to 64 ranks: they
+    keep an R-vector per item; the cpu profile leaves out the rows whose planner is slow, for
+    CI's time). Rank sweep, every registry policy, plan seed 0, default mix, at 8 ... 1024
+    ranks: the comparison's 16-rank steps, fewer at many ranks (about `rank_steps`
+    rank-steps: balance_runs.scale_steps; quick: 300 steps up to 64 ranks, 31 at 1024).
     cpu    1000 steps x 3 seeds; comparison 200 / 12 steps; sweep 8,000 rank-steps
     quick  1000 steps x 5 seeds; comparison 300 / 16 steps; sweep 32,000 rank-steps
     full   2000 steps x 10 seeds; comparison 2000 / 100 steps; sweep 64,000 rank-steps
@@ -51,6 +54,9 @@ Tables:
     balance_compare  policy, mix, ranks, steps, draw, rank_cv, rank_cv_p99, maxmean,
                      maxmean_p99, bubble, step_cv, throughput, planner_ms, step_s_mean (the
                      comparison: one row per policy and run)
+    balance_sweep_compare  the balance_compare columns and gain_pct (throughput gain over
+                     the registry's baseline, equal-token, at the same ranks; %) for the
+                     rank sweep (mix default)
 In balance_ranks a rank of several lengths has S = 0.
 Time on the 2-core CPU machine with the H200 reference tables: see docs/perf-notes.md.
 """
@@ -63,7 +69,7 @@ import numpy as np
 import pandas as pd
 
 from suite.balance.costmodel import CostModel, default_cost_model
-from suite.balance.registry import OWN, POLICIES
+from suite.balance.registry import POLICIES, names
 from suite.experiments.balance_runs import CORPUS_SIZE, SCALES, simulate_tables
 from suite.experiments.balance_summary import NOISE_CV, step_metrics, summarize
 from suite.rundir import RunContext
@@ -78,7 +84,7 @@ __all__ = ["CORPUS_SIZE", "NOISE_CV", "SCALES", "run", "simulate_tables", "step_
 
 # profile -> (steps, plan seeds, comparison steps at 16 and 1024 ranks, sweep rank-steps,
 # policies the comparison leaves out)
-KK = ("pack-kk-flops", "pack-kk-fitted")
+KK = names(slow_planner=True)  # the registry's rows whose planner is too slow for CI
 KK_REASON = (
     "Karmarkar-Karp plans a 16-rank step in ~9 ms on one core: the quick and full profiles run it"
 )
@@ -144,7 +150,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     draws = int(ctx.options.get("balance_draws", draws))
     sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(
-        f"balance: claims on {', '.join(OWN)} with {source}{sim}, {steps} steps x {draws} plan "
+        f"balance: claims on {', '.join(names(own=True))} with {source}{sim}, {steps} steps x {draws} plan "
         f"seeds, 8..1024 ranks, per-sample noise CV {noise_cv:.2%} ({noise_source}); "
         f"comparison of {len(POLICIES) - len(skip)} registry policies, "
         f"{compare[0]} steps at 16 ranks and {compare[1]} at 1024"

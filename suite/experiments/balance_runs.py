@@ -3,8 +3,12 @@
 Claim runs: the suite's own policies (registry.OWN) on RUNS and the scaling sweep, every plan
 seed. Comparison (COMPARE): every registry policy on one corpus per (mix, ranks), drawn and
 planned with seed 0 (common random numbers), for the profile's comparison steps; a policy that
-cannot run at a rank count is skipped (RANK_CAPS), and a profile may leave out policies whose
-planner is too slow for its time budget (its `skip`); every row says how many steps ran.
+cannot run at a rank count is skipped (its registry row's max_ranks), and a profile may leave out
+policies whose planner is too slow for its time budget (its `skip`); every row says how many
+steps ran. Rank sweep (balance_sweep_compare): the comparison on the default mix at every rank
+count of `scales`, scale_steps(R) of the comparison's 16-rank steps (fewer at many ranks), with
+each policy's throughput gain over the registry's baseline at the same ranks: where each policy
+starts to pay.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import pandas as pd
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import CostModel
 from suite.balance.policies import crossover_for_m_comp
-from suite.balance.registry import OWN, POLICIES, PolicyInputs, make_policy
+from suite.balance.registry import PolicyInputs, baseline, make_policy, names, trait
 from suite.balance.simulator import (
     SimConfig,
     corpus_size,
@@ -43,9 +47,7 @@ RUNS = (
     ("long-video", 16, True),
 )
 COMPARE = (("default", 16), ("long-video", 16), ("default", 1024))  # noisy, plan seed 0
-# Karmarkar-Karp (global_policy.kk_partition) keeps an R-vector per item: O(n R) memory
-RANK_CAPS = {"pack-kk-flops": 64, "pack-kk-fitted": 64}
-RANK_CAP_NOTE = "not run: Karmarkar-Karp keeps an R-vector per item, run up to {cap} ranks"
+RANK_CAP_NOTE = "not run: {reason}, run up to {cap} ranks"  # a registry row's max_ranks
 COMPARE_METRICS = (
     "rank_cv",
     "rank_cv_p99",
@@ -65,16 +67,16 @@ def scale_steps(ranks: int, steps: int, rank_steps: int = 32_000) -> int:
     return int(min(steps, max(steps // 20, rank_steps // ranks)))
 
 
-def policies(cost: CostModel, buckets: pd.DataFrame, names=OWN) -> dict:
-    """The registry policies `names` that apply to `buckets`, under one memory cap M_mem. Where
-    the cost carries the sweep's quadratic fit, dual's s_cross is tuned on it for these buckets
-    (keeping the power law's p), as training does; otherwise the fit's own M_comp (tuned on the
-    power law where the fit has none)."""
+def policies(cost: CostModel, buckets: pd.DataFrame, wanted=None) -> dict:
+    """The registry policies `wanted` (default: the suite's own) that apply to `buckets`, under
+    one memory cap M_mem. Where the cost carries the sweep's quadratic fit, dual's s_cross is
+    tuned on it for these buckets (keeping the power law's p), as training does; otherwise the
+    fit's own M_comp (tuned on the power law where the fit has none)."""
     inputs = PolicyInputs.from_cost(cost, buckets)
     if cost.quadratic:
         inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=math.inf))
     out = {}
-    for name in names:
+    for name in names(own=True) if wanted is None else wanted:
         try:
             out[name] = make_policy(name, inputs)
         except ValueError:
@@ -119,9 +121,11 @@ def simulate_tables(
     optimizer step every simulated step pays once (cost then prices a micro-batch without it)."""
     mixes = _mixes(seed)
     truth = cost.step_model()
-    peers = [n for n in POLICIES if n not in OWN and n not in skip] if compare_steps else []
+    own = names(own=True)
+    peers = names(own=False) if compare_steps else ()
+    peers = [n for n in peers if n not in skip]
     skip_notes = {n: f"not run: left out of this profile ({skip_reason})" for n in skip}
-    by_mix = {mix: policies(cost, b, (*OWN, *peers)) for mix, b in mixes.items()}
+    by_mix = {mix: policies(cost, b, (*own, *peers)) for mix, b in mixes.items()}
     runs = [(mix, R, noise_cv if noisy else 0.0, draws, steps) for mix, R, noisy in RUNS]
     runs += [
         ("default", R, noise_cv, 1, scale_steps(R, steps, rank_steps))
@@ -129,7 +133,7 @@ def simulate_tables(
         if R not in (8, 16)
     ]
     jobs = [
-        (_claim_run, ({n: p for n, p in by_mix[mix].items() if n in OWN}, by_mix[mix],
+        (_claim_run, ({n: p for n, p in by_mix[mix].items() if n in own}, by_mix[mix],
                       mixes[mix], truth, mix, R, noise, n_draws, n_steps, seed, optimizer_s))
         for mix, R, noise, n_draws, n_steps in runs
     ]  # fmt: skip
@@ -140,25 +144,44 @@ def simulate_tables(
                     mix, skip_notes))
         for mix, R in (COMPARE if compare_steps else ())
     ]  # fmt: skip
+    n_compare = len(jobs) - len(runs)
+    jobs += [
+        (_compare, (by_mix["default"], mixes["default"], truth,
+                    SimConfig(ranks=R, steps=scale_steps(R, compare_steps[0], rank_steps),
+                              noise_cv=noise_cv, seed=seed, optimizer_s=optimizer_s),
+                    "default", skip_notes))
+        for R in (scales if compare_steps else ())
+    ]  # fmt: skip
     results = _map(jobs, workers, progress)
     ranks, steps_t, planner, compare = [], [], [], []
     for out in results[: len(runs)]:
         steps_t += out[0]
         ranks += out[1]
         planner += out[2]
-    for out in results[len(runs) :]:
+    for out in results[len(runs) : len(runs) + n_compare]:
         compare += out
+    sweep = [row for out in results[len(runs) + n_compare :] for row in out]
     return {
         "balance_ranks": _front(pd.concat(ranks, ignore_index=True), ORDER),
         "balance_steps": _front(pd.concat(steps_t, ignore_index=True), ORDER + ["draw"]),
         "balance_buckets": _buckets(mixes, by_mix),
         "balance_setup": _setup(cost, source, truth, by_mix, noise_cv, noise_source, optimizer_s),
         "balance_planner": pd.DataFrame(planner, columns=PLANNER_COLUMNS),
-        "balance_compare": pd.DataFrame(
-            compare,
-            columns=["policy", "mix", "ranks", "steps", "draw", *COMPARE_METRICS, "note"],
-        ),
+        "balance_compare": pd.DataFrame(compare, columns=COMPARE_COLUMNS),
+        "balance_sweep_compare": rank_sweep_table(sweep),
     }
+
+
+COMPARE_COLUMNS = ["policy", "mix", "ranks", "steps", "draw", *COMPARE_METRICS, "note"]
+
+
+def rank_sweep_table(rows: list[dict]) -> pd.DataFrame:
+    """The rank sweep's comparison rows with gain_pct: 100 * (throughput / the baseline's
+    throughput at the same ranks - 1) (nan where either did not run)."""
+    d = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    base = d[d["policy"] == baseline()].set_index("ranks")["throughput"]
+    d["gain_pct"] = 100 * (d["throughput"] / d["ranks"].map(base) - 1)
+    return d
 
 
 ORDER = ["policy", "mix", "ranks", "noise"]
@@ -222,13 +245,14 @@ def _compare(
 ) -> list:
     """One row per policy of one comparison run: the simulator's metrics (module doc)."""
     key = {"mix": mix, "ranks": cfg.ranks, "draw": 0}
+    capped = [n for n in pols if cfg.ranks > (trait(n, "max_ranks") or cfg.ranks)]
     rows = [  # what does not run says why
-        {"policy": n, **key, "steps": 0, "note": RANK_CAP_NOTE.format(cap=RANK_CAPS[n])}
-        for n in pols
-        if cfg.ranks > RANK_CAPS.get(n, cfg.ranks)
-    ]
+        {"policy": n, **key, "steps": 0, "note": RANK_CAP_NOTE.format(
+            reason=trait(n, "max_ranks_reason"), cap=trait(n, "max_ranks"))}
+        for n in capped
+    ]  # fmt: skip
     rows += [{"policy": n, **key, "steps": 0, "note": reason} for n, reason in skipped.items()]
-    pols = {n: p for n, p in pols.items() if cfg.ranks <= RANK_CAPS.get(n, cfg.ranks)}
+    pols = {n: p for n, p in pols.items() if n not in capped}
     per = max(samples_per_rank_step(p, buckets) for p in pols.values())
     tokens = draw_corpus(buckets, corpus_size(buckets, cfg, per), cfg.seed)
     for name, pol in pols.items():

@@ -303,8 +303,9 @@ def _global_rows(get, cond, ev, planner: pd.DataFrame | None) -> list[dict]:
                 }
             )
     if planner is not None and not planner.empty:
-        pl = planner[(planner["policy"] == "global") & (planner["noise"] == "noisy")]
-        top = pl[pl["ranks"] == pl["ranks"].max()]
+        noisy = dict(tuple(planner[planner["noise"] == "noisy"].groupby("policy")))
+        pl = noisy.get("global")  # C6 is a claim on the global policy's planner, as get() looks up
+        top = pl[pl["ranks"] == pl["ranks"].max()] if pl is not None else pd.DataFrame()
         if not top.empty:
             R = int(top["ranks"].iloc[0])
             rows.append(

@@ -222,8 +222,9 @@ def _real_ranks(ctx, prof, corpus, budgets):
     Returns (table or None, rank); rank 0 gets all ranks' rows; the process group is destroyed."""
     import torch.distributed as dist
 
+    from suite.balance.registry import names
     from suite.rundir import atomic_write_text
-    from suite.train.realranks import REAL_RUN_POLICIES, broadcast, init_group, real_runs
+    from suite.train.realranks import broadcast, init_group, real_runs
 
     # kept across invocations of a resumed run (--budget): every rank sees the same file and
     # skips the real runs together; removed with the emulated parts when the experiment ends
@@ -253,7 +254,7 @@ def _real_ranks(ctx, prof, corpus, budgets):
             lambda d: _new_model(prof, "wan", d, ctx.seed),
             corpus,
             budgets,
-            REAL_RUN_POLICIES,
+            names(real_runs=True),  # the registry's rows trained on real ranks
             steps=steps,
             seed=ctx.seed,
             device=dev,

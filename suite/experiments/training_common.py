@@ -35,10 +35,11 @@ def _new_model(prof, adaln, device, seed):
 
 
 def _plan(ctx: RunContext, corpus, policy: str, budgets, world: int, steps: int):
-    """The policy's Plan for `world` ranks (the global planner: the run's cost model, else p alone)."""
-    from suite.balance.registry import PolicyInputs, make_policy
+    """The policy's Plan for `world` ranks (a policy that needs a cost model: the run's; the others
+    plan on the budgets alone)."""
+    from suite.balance.registry import PolicyInputs, make_policy, trait
     from suite.train.plan import training_plan
 
-    cost = _cost_model(ctx)[0] if policy == "global" else None
+    cost = _cost_model(ctx)[0] if trait(policy, "needs_cost_model") else None
     pol = make_policy(policy, PolicyInputs.from_budgets(budgets, corpus.tokens, cost))
     return training_plan(corpus, pol, world, steps, ctx.seed)

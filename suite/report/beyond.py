@@ -19,7 +19,9 @@ The validation rows read `sim_emulation_error_pct` (balance: the simulator on th
 and the training experiment's `sim_step_error_pct` / `sim_step_error_pct_quadratic` when present.
 `recommend`: per (mix, ranks) the policy of the highest simulated throughput, and why.
 `best_table`: per (mix, ranks) and statistic, the best policy; `peer_wins`: where a peer beats
-every one of the suite's own policies (registry.OWN), in plain sentences.
+every one of the suite's own policies (the registry's rows with own=True), in plain sentences.
+`pays_from`: per policy, from which rank count of the rank sweep (`balance_sweep_compare`, 8 ... 1024
+ranks) its throughput beats the baseline's at every larger rank count, in plain sentences.
 
 cost_forms: the paper's a + b*B*S^p (`costmodel_fit`, variant free: what C3 is judged on) beside
 the physical form a + c*B + b*B*S + d*B*S^2 (`costmodel_quadratic`), R^2 and leave-one-bucket-out
@@ -34,7 +36,7 @@ import operator
 import numpy as np
 import pandas as pd
 
-from suite.balance.registry import OWN, POLICIES
+from suite.balance.registry import POLICIES, baseline, trait
 
 SCALES = (16, 1024)
 MIXES = ("default", "long-video")
@@ -95,6 +97,10 @@ def _stats(d: pd.DataFrame) -> dict[str, float]:
         "throughput": float(d["tokens"].sum() / st.sum()),
         "step_s_mean": st.mean(),
     }
+
+
+def _own(name: str) -> bool:
+    return bool(trait(name, "own", False))
 
 
 def _policy_order(names) -> list[str]:
@@ -252,7 +258,7 @@ def best_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             if v.empty:
                 continue
             pick = v[key].idxmax if BETTER.get(key) == "max" else v[key].idxmin
-            own = v[v["policy"].isin(OWN)]
+            own = v[v["policy"].map(_own)]
             opick = (
                 (own[key].idxmax if BETTER.get(key) == "max" else own[key].idxmin)
                 if len(own)
@@ -280,7 +286,7 @@ def peer_wins(tables: dict[str, pd.DataFrame]) -> list[str]:
     fmts = {k: (label, unit, f) for k, label, unit, f in POLICY_COLUMNS}
     out = []
     for r in best_table(tables).itertuples(index=False):
-        if r.best in OWN or not r.best_own or not np.isfinite(r.own_value):
+        if _own(r.best) or not r.best_own or not np.isfinite(r.own_value):
             continue
         label, unit, f = fmts[r.key]
         if f.format(r.value) == f.format(r.own_value):
@@ -290,6 +296,29 @@ def peer_wins(tables: dict[str, pd.DataFrame]) -> list[str]:
             f"{r.best} beats the suite's own policies on {label} ({r.mix} mix, {r.ranks} ranks): "
             f"{f.format(r.value)}{u} against {f.format(r.own_value)}{u} for {r.best_own}."
         )
+    return out
+
+
+def pays_from(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Plain sentences from balance_sweep_compare: per policy (registry order), the smallest rank
+    count from which its throughput gain over the baseline is > 0 at every rank count it ran
+    (or that it does not pay in the sweep), with its gain at the largest rank count it ran."""
+    sweep = tables.get("balance_sweep_compare")
+    if sweep is None or sweep.empty:
+        return []
+    d = sweep[(sweep["steps"] > 0) & sweep["gain_pct"].notna()]
+    out = []
+    for p in _policy_order(set(d["policy"]) - {baseline()}):
+        g = d[d["policy"] == p].sort_values("ranks")
+        R, gain = g["ranks"].to_numpy(int), g["gain_pct"].to_numpy(float)
+        losing = np.flatnonzero(gain <= 0)
+        top = f"{gain[-1]:+.1f}% at {R[-1]} ranks"
+        if len(losing) == 0:
+            out.append(f"{p} pays from {R[0]} ranks on ({top}).")
+        elif losing[-1] == len(R) - 1:
+            out.append(f"{p} does not pay at {R[-1]} ranks ({top}).")
+        else:
+            out.append(f"{p} pays from {R[losing[-1] + 1]} ranks on ({top}).")
     return out
 
 
@@ -356,6 +385,8 @@ def section(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         "policies": prow,
         "best": best,
         "peer_wins": peer_wins(tables),
+        "pays_from": pays_from(tables),
+        "baseline": baseline(),
         "not_run": not_run(tables),
         "targets": trow,
         "policy_names": names,

@@ -31,9 +31,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-REAL_RUN_POLICIES = ("equal-token", "dual", "global")
 GROUP_TIMEOUT_S = 3600.0  # rank 0 runs the earlier experiments alone while the others wait
-
 
 def init_group(device_type: str, local_rank: int):
     """(device, rank, world) of the experiment's one process group (suite.train.distributed).

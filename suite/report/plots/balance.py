@@ -1,4 +1,6 @@
-"""Figures of the balance experiment: per-policy distributions at 16 ranks and scaling to 1024."""
+"""Figures of the balance experiment: per-policy distributions at 16 ranks, scaling to 1024, and
+every policy's throughput gain over the baseline against the rank count. Colours and order are the
+registry's (suite.balance.registry: each row's colour)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,19 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-COLOURS = {"equal-token": "#c0392b", "dual": "#2e86c1", "global": "#1b7f3b"}
-OTHERS = ("#8e44ad", "#d68910", "#566573", "#17a589", "#a04000")  # policies added later
+from suite.balance.registry import POLICIES, baseline, trait  # noqa: E402
+
+OTHERS = ("#34495e", "#a04000", "#16a085", "#7d3c98")  # names the registry no longer holds
 
 
 def _names(policies) -> list[str]:
-    """Known policies in their order, then the others (the registry may grow)."""
-    return [p for p in COLOURS if p in policies] + sorted(set(policies) - set(COLOURS))
+    """The registry's policies in its order, then the others (an older run's)."""
+    return [p for p in POLICIES if p in policies] + sorted(set(policies) - set(POLICIES))
 
 
 def _colour(name: str, names: list[str]) -> str:
-    extra = [n for n in names if n not in COLOURS]
-    return COLOURS.get(name) or OTHERS[extra.index(name) % len(OTHERS)]
+    extra = [n for n in names if n not in POLICIES]
+    return trait(name, "colour") or OTHERS[extra.index(name) % len(OTHERS)]
 
 
 def policies_figure(steps: pd.DataFrame) -> Figure:
@@ -98,21 +101,59 @@ def scaling_figure(steps: pd.DataFrame) -> Figure:
     return fig
 
 
+def rank_sweep_figure(sweep: pd.DataFrame) -> Figure:
+    """Throughput gain over the baseline (balance_sweep_compare.gain_pct) against the rank count,
+    one line per policy; the suite's own policies solid, the peers dashed."""
+    d = sweep[(sweep["steps"] > 0) & sweep["gain_pct"].notna()]
+    names = _names(set(d["policy"]))
+    fig = Figure(figsize=(11, 5.5))
+    ax = fig.subplots()
+    for p in names:
+        g = d[d["policy"] == p].sort_values("ranks")
+        ls = "o-" if trait(p, "own", False) else "s--"
+        ax.plot(g["ranks"], g["gain_pct"], ls, color=_colour(p, names), label=p, ms=4, lw=1.2)
+    ax.axhline(0, color="#333", lw=0.8)
+    R = sorted(d["ranks"].unique())
+    ax.set(xscale="log", xlabel="ranks", ylabel=f"throughput gain over {baseline()} (%)")
+    ax.set_xticks(R, [str(int(r)) for r in R])
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    steps = d.groupby("ranks")["steps"].max()
+    ax.set_title(
+        "Simulated throughput gain against rank count, default mix, plan seed 0 "
+        f"({int(steps.iloc[0])} steps at {int(R[0])} ranks, {int(steps.iloc[-1])} at {int(R[-1])})",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    return fig
+
+
 def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None):
+    out = []
     steps = tables.get("balance_steps")
-    if steps is None or steps.empty:
-        return []
-    return [
-        (
-            "balance_policies",
-            "Per-policy distributions of the per-step rank compute CV, the "
-            "step time and the step time per token, 16 simulated ranks (C5, C6).",
-            policies_figure(steps),
-        ),
-        (
-            "balance_scaling",
-            "Simulated rank CV, max/mean (99th percentile over steps), bubble and per-rank "
-            "throughput from 8 to 1024 ranks for each policy.",
-            scaling_figure(steps),
-        ),
-    ]
+    if steps is not None and not steps.empty:
+        out += [
+            (
+                "balance_policies",
+                "Per-policy distributions of the per-step rank compute CV, the "
+                "step time and the step time per token, 16 simulated ranks (C5, C6).",
+                policies_figure(steps),
+            ),
+            (
+                "balance_scaling",
+                "Simulated rank CV, max/mean (99th percentile over steps), bubble and per-rank "
+                "throughput from 8 to 1024 ranks for each policy.",
+                scaling_figure(steps),
+            ),
+        ]
+    sweep = tables.get("balance_sweep_compare")
+    if sweep is not None and len(sweep) and (sweep["steps"] > 0).any():
+        out.append(
+            (
+                "balance_sweep_compare",
+                f"Throughput gain of every registry policy over the baseline ({baseline()}) "
+                "against the rank count, 8 to 1024 simulated ranks: where each policy starts to "
+                "pay (the suite's own policies solid, the peers dashed).",
+                rank_sweep_figure(sweep),
+            )
+        )
+    return out
