@@ -1,5 +1,5 @@
 """The claims ledger and its verdict rules: every direction and rule, partial and baseline nulls,
-the interval rule (inconclusive), all 18 ids, evaluate() on fake metric rows, not-run reasons and
+the interval rule (inconclusive), every ledger id, evaluate() on fake metric rows, not-run reasons and
 when another experiment's key may stand in."""
 
 from __future__ import annotations
@@ -316,7 +316,7 @@ def test_evaluate_ignores_nan_and_inf_values():
 def test_evaluate_on_empty_frames():
     for metrics in (experiments.metric_rows([]), pd.DataFrame()):
         verdicts = evaluate(metrics)
-        assert len(verdicts) == 18 and all(v.verdict == "not-run" for v in verdicts)
+        assert len(verdicts) == len(load_claims()) and all(v.verdict == "not-run" for v in verdicts)
 
 
 def test_evaluate_tolerates_missing_text_cells():

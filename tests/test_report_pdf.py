@@ -16,7 +16,7 @@ import pytest
 from test_reproduce import fake  # noqa: F401  (the fake-experiments fixture)
 
 from suite import reproduce
-from suite.claims import VERDICTS
+from suite.claims import VERDICTS, load_claims
 from suite.report import pdf, verdicts
 from suite.report.plots import kernels, shapes
 
@@ -126,8 +126,9 @@ def test_summary_of_a_cpu_run_says_it_is_no_gpu_result():
         {"id": "C4", "verdict": "reproduced", "kind": "simulated, CPU cost fit", "reason": ""},
         {"id": "C11", "verdict": "not-run", "kind": "", "reason": "needs a CUDA GPU"},
     ]
-    text = verdicts.summary(rows, "cpu", "no CUDA GPU", 18)
-    assert "without a CUDA GPU judged 2 of the paper's 18 claims" in text
+    n = len(load_claims())
+    text = verdicts.summary(rows, "cpu", "no CUDA GPU", n)
+    assert f"without a CUDA GPU judged 2 of the paper's {n} claims" in text
     assert "1 exceeded (C2)" in text and "None of these is a GPU result" in text
     assert "Not run: C11 (needs a CUDA GPU)" in text
     rows[0]["kind"] = "measured on GPU"
