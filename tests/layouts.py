@@ -157,6 +157,22 @@ def draw_shape(data, device):
     return B, max(1, min(N, cap // (B * D))), D
 
 
+def draw_generator(data) -> torch.Generator:
+    """The draw's own CPU generator: every tensor of a draw comes from it (reproducible)."""
+    return torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+
+
+def mark_grads(leaves, grad: str, operands_from: int) -> list[int]:
+    """Mark the leaves' requires_grad for a drawn `grad` and return the indices whose gradients
+    are compared: all, x (leaf 0) only, the operands (from `operands_from` on) only, none (off);
+    under no_grad every leaf requires grad and none is compared."""
+    needs = {"all": range(len(leaves)), "x": [0], "mod": range(operands_from, len(leaves))}
+    needs = [] if grad == "no_grad" else list(needs.get(grad, ()))
+    for i, t in enumerate(leaves):
+        t.requires_grad_(i in needs or grad == "no_grad")
+    return needs
+
+
 def draw_grad(data):
     """all | x | mod | off (requires_grad False) | no_grad (leaves need grad, torch.no_grad)."""
     return data.draw(st.sampled_from(["all", "x", "mod", "off", "no_grad"]), label="grad")

@@ -24,11 +24,13 @@ from tests.layouts import (
     amplification,
     check_grads,
     coarsest,
+    draw_generator,
     draw_grad,
     draw_mods,
     draw_shape,
     draw_x,
     leaf,
+    mark_grads,
     mod_shape,
     ref_leaves,
     refused,
@@ -43,7 +45,7 @@ from tests.layouts import (
 @FUZZ
 @given(data=st.data())
 def test_residual_norm_any_layout(device, data):
-    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    gen = draw_generator(data)
     B, N, D = draw_shape(data, device)
     xdt = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="x dtype")
     out_dtype = data.draw(st.sampled_from([None, torch.float32]), label="out_dtype")
@@ -66,10 +68,7 @@ def test_residual_norm_any_layout(device, data):
         wdt = data.draw(st.sampled_from(FLOATS), label="weight dtype")
         leaves += [leaf((D,), wdt, device, gen, 0.5, 1.0), leaf((2 * D,), wdt, device, gen)]
         views["affine"] = len(leaves) - 2
-    needs = {"all": range(len(leaves)), "x": [0], "mod": range(2, len(leaves))}.get(grad, ())
-    needs = list(needs) if grad != "no_grad" else []
-    for i, t in enumerate(leaves):
-        t.requires_grad_(i in needs or grad == "no_grad")
+    needs = mark_grads(leaves, grad, 2)
 
     def operands(ls):
         kw = {}
@@ -120,7 +119,7 @@ def test_residual_norm_any_layout(device, data):
 @FUZZ
 @given(data=st.data())
 def test_rms_norm_any_layout(device, data):
-    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    gen = draw_generator(data)
     B, N, D = draw_shape(data, device)
     xdt = data.draw(st.sampled_from([torch.float32, torch.bfloat16]), label="x dtype")
     grad, autocast = draw_grad(data), data.draw(st.booleans(), label="autocast")
@@ -128,9 +127,7 @@ def test_rms_norm_any_layout(device, data):
     wdt = data.draw(st.sampled_from(FLOATS), label="weight dtype")
     k = data.draw(st.sampled_from([1, 2]), label="weight stride")
     leaves = [xleaf, leaf((k * D,), wdt, device, gen, 0.5, 1.0)]
-    needs = {"all": [0, 1], "x": [0], "mod": [1]}.get(grad, [])
-    for i, t in enumerate(leaves):
-        t.requires_grad_(i in needs or grad == "no_grad")
+    needs = mark_grads(leaves, grad, 1)
     try:
         y = run(lambda: rms_norm(xview(xleaf), leaves[1][::k]), grad, autocast, device)
     except ValueError as err:
@@ -159,7 +156,7 @@ def test_patched_block_any_layout(device, data):
     from suite.model.wan import build_wan
     from suite.ops.diffusers import patch_wan
 
-    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    gen = draw_generator(data)
     epilogues = data.draw(st.booleans(), label="epilogues")
     B = data.draw(st.integers(1, 2), label="B")
     f, h, w = (data.draw(st.integers(1, 3), label=k) for k in "fhw")

@@ -42,11 +42,13 @@ from tests.layouts import (
     amplification,
     check_grads,
     coarsest,
+    draw_generator,
     draw_grad,
     draw_mods,
     draw_shape,
     draw_x,
     leaf,
+    mark_grads,
     mod_shape,
     ref_leaves,
     refused,
@@ -68,7 +70,7 @@ def _adaln_ref(x, s, h, eps):
 @FUZZ
 @given(data=st.data())
 def test_adaln_any_layout(device, entry, data):
-    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    gen = draw_generator(data)
     B, N, D = draw_shape(data, device)
     xdt = data.draw(st.sampled_from(FLOATS), label="x dtype")
     out_dtype = data.draw(st.sampled_from([None, torch.float32]), label="out_dtype")
@@ -78,10 +80,7 @@ def test_adaln_any_layout(device, entry, data):
     xleaf, xview = draw_x(data, B, N, D, xdt, device, gen)
     mleaves, mview, mdt = draw_mods(data, B, N, D, device, gen)
     leaves = [xleaf, *mleaves]
-    needs = {"all": range(len(leaves)), "x": [0], "mod": range(1, len(leaves))}.get(grad, ())
-    needs = list(needs) if grad != "no_grad" else []
-    for i, t in enumerate(leaves):
-        t.requires_grad_(i in needs or grad == "no_grad")
+    needs = mark_grads(leaves, grad, 1)
 
     def call():
         x, (s, h) = xview(xleaf), mview(*mleaves)
@@ -108,7 +107,7 @@ def test_adaln_any_layout(device, entry, data):
 @FUZZ
 @given(data=st.data())
 def test_affine_layer_norm_any_layout(device, entry, data):
-    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    gen = draw_generator(data)
     B, N, D = draw_shape(data, device)
     xdt = data.draw(st.sampled_from(FLOATS), label="x dtype")
     grad, autocast = draw_grad(data), data.draw(st.booleans(), label="autocast")
@@ -132,10 +131,7 @@ def test_affine_layer_norm_any_layout(device, entry, data):
             leaves = [xleaf, leaf((k * D,), wdt, device, gen, 0.5, 1.0),
                       leaf((k * D,), wdt, device, gen)]  # fmt: skip
             wview = lambda w, b: (w[::k], b[::k])  # noqa: E731
-    needs = {"all": range(len(leaves)), "x": [0], "mod": range(1, len(leaves))}.get(grad, ())
-    needs = list(needs) if grad != "no_grad" else []
-    for i, t in enumerate(leaves):
-        t.requires_grad_(i in needs or grad == "no_grad")
+    needs = mark_grads(leaves, grad, 1)
 
     def call():
         x = xview(xleaf)
