@@ -1,5 +1,5 @@
 """The fused AdaLN kernels' benchmark variants: named sets of RuleConfig fields
-(lab/kernel_rules.py) that tools/gpu_kernel_variants.sh and suite.ops.bench time beside
+(lab/kernel_rules.py) that tools/gpu_kernel_variants.sh and suite.experiments.kernels.bench time beside
 the defaults. Data only; the analysis of each round is in docs/perf-notes.md.
 """
 

@@ -215,7 +215,7 @@ GATES = {  # name -> (leaf kind, view); kinds as mod_shape's
 def fuzz_configs():
     """(AdaLN KernelConfigs, EpilogueConfigs) every GPU draw of this module can reach (and the
     patched tiny block's D = 32): the device script prebuilds them in parallel."""
-    from suite.ops.epilogue_cuda import (
+    from suite.ops.epilogue.cuda import (
         BIAS,
         GATE,
         GATE_TOK,
@@ -226,9 +226,9 @@ def fuzz_configs():
         WEIGHT,
         EpilogueConfig,
     )
-    from suite.ops.epilogue_cuda import CTYPE as ECT
-    from suite.ops.fused_cuda import CTYPE, KernelConfig
-    from suite.ops.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
+    from suite.ops.epilogue.cuda import CTYPE as ECT
+    from suite.ops.fused_adaln.cuda import CTYPE, KernelConfig
+    from suite.ops.fused_adaln.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
 
     widths = [d for d in D_CUDA if d <= MAX_D] + [32]
     ct = [CTYPE[d] for d in FLOATS]

@@ -12,7 +12,7 @@ stamp "environment"
 gpu_env
 
 stamp "NVRTC prebuild"
-gpu_prebuild suite.ops.epilogue_cuda shipped_configs
+gpu_prebuild suite.ops.epilogue.cuda shipped_configs
 
 stamp "tests (GPU and CPU)"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_epilogue_gpu.py \
@@ -20,12 +20,12 @@ timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_epilogue_gpu.py 
 echo "pytest exit=$?"; tail -15 "$OUT/tests.log"
 
 stamp "benchmark"
-timeout 240 python3 -m suite.ops.epilogue_bench --out "$OUT" --reps 30 "$@" > "$OUT/bench.log" 2>&1
+timeout 240 python3 -m lab.ops.epilogue_bench --out "$OUT" --reps 30 "$@" > "$OUT/bench.log" 2>&1
 echo "bench exit=$?"; grep -E "^\[|not run|Error" "$OUT/bench.log" | tail -25
 
 stamp "summary"
 python3 -c "
-import sys; from pathlib import Path; from suite.ops.epilogue_bench import table
+import sys; from pathlib import Path; from lab.ops.epilogue_bench import table
 import pandas as pd; pd.set_option('display.width', 250)
 print('% of a device copy of the byte floor; x: fused speed-up (B=1, bf16 x):')
 print(table(Path(sys.argv[1]) / 'epilogue_bench.csv'))" "$OUT"

@@ -12,17 +12,17 @@ timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_adaln_gpu.py \
   tests/test_adaln_host_path_gpu.py tests/test_epilogue_gpu.py tests/test_diffusers_patch.py \
   -m gpu > "$OUT/ops/tests.log" 2>&1; echo "tests rc=$?"; tail -3 "$OUT/ops/tests.log"
 stamp "bandwidth check"
-timeout 60 python3 -m suite.ops.bandwidth_check --out "$OUT/ops" --reps 15 > "$OUT/ops/bandwidth.log" 2>&1
+timeout 60 python3 -m lab.ops.bandwidth_check --out "$OUT/ops" --reps 15 > "$OUT/ops/bandwidth.log" 2>&1
 echo "bandwidth rc=$?"; tail -14 "$OUT/ops/bandwidth.log"
 stamp "epilogue bench"
-timeout 70 python3 -m suite.ops.epilogue_bench --out "$OUT/ops" --reps 20 > "$OUT/ops/epilogue_bench.log" 2>&1
+timeout 70 python3 -m lab.ops.epilogue_bench --out "$OUT/ops" --reps 20 > "$OUT/ops/epilogue_bench.log" 2>&1
 echo "epilogue bench rc=$?"
 python3 -c "
-import sys; from pathlib import Path; from suite.ops.epilogue_bench import table
+import sys; from pathlib import Path; from lab.ops.epilogue_bench import table
 import pandas as pd; pd.set_option('display.width', 250)
 print(table(Path(sys.argv[1]) / 'epilogue_bench.csv'))" "$OUT/ops" 2>&1 | tail -30
 stamp "host breakdown"
-timeout 50 python3 -m suite.ops.host_bench --breakdown --out "$OUT/ops" --calls 100 --reps 10 > "$OUT/ops/breakdown.log" 2>&1
+timeout 50 python3 -m lab.ops.host_bench --breakdown --out "$OUT/ops" --calls 100 --reps 10 > "$OUT/ops/breakdown.log" 2>&1
 echo "breakdown rc=$?"; tail -45 "$OUT/ops/breakdown.log"
 tar czf "$OUT/ops.tgz" -C "$OUT" ops && rm -rf "$OUT/ops"
 stamp "training side"

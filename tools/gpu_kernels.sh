@@ -17,7 +17,7 @@ print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', c
 stamp "NVRTC prebuild"
 timeout 120 python3 -c "
 import time; t=time.time()
-from suite.ops.fused_cuda import prebuild, all_configs
+from suite.ops.fused_adaln.cuda import prebuild, all_configs
 from suite.cuda.launch import device_arch
 n = prebuild(all_configs(), device_arch(0), workers=14)
 print(n, 'programs for', device_arch(0), f'in {time.time()-t:.1f} s')"

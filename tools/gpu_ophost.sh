@@ -3,9 +3,9 @@
 # of about 5 minutes: NVRTC prebuild of the shipped configurations, the GPU tests
 # (tests/test_adaln_gpu.py, tests/test_adaln_host_path_gpu.py: hold-out cases, CPU modulation
 # refused with CUDA alive after, fast path == general path, graphs, compile), the burst
-# benchmark (suite.ops.host_bench: op / eager / compile-of-eager / autograd floor, fwd and
+# benchmark (lab.ops.host_bench: op / eager / compile-of-eager / autograd floor, fwd and
 # fwd+bwd at 8x1560x1536 and 1x4096x1536 bf16; burst, host-only and CUDA-graph us per call) and
-# the bandwidth check (suite.ops.bandwidth_check: bf16 fwd and bwd at N = 65536 / 75600,
+# the bandwidth check (lab.ops.bandwidth_check: bf16 fwd and bwd at N = 65536 / 75600,
 # D = 1536 / 3072 / 5120, % of a measured copy, target >= 90%).
 #   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> bash tools/gpu_ophost.sh
 # Writes under $OUT: env.txt, tests.log, junit.xml, host_path_gpu.csv, host_bench.log,
@@ -17,7 +17,7 @@ stamp "environment" | tee "$OUT/env.txt"
 { gpu_env; lscpu | grep -m1 "Model name"; } 2>&1 | tee -a "$OUT/env.txt"
 
 stamp "NVRTC prebuild"
-gpu_prebuild suite.ops.fused_cuda all_configs 2>&1 | tail -3
+gpu_prebuild suite.ops.fused_adaln.cuda all_configs 2>&1 | tail -3
 
 stamp "GPU tests"
 timeout 170 python3 -m pytest -q -p no:cacheprovider -rfEs --junitxml="$OUT/junit.xml" \
@@ -26,12 +26,12 @@ trc=$?
 tail -15 "$OUT/tests.log"
 
 stamp "burst benchmark"
-timeout 200 python3 -m suite.ops.host_bench --out "$OUT" --reps 20 > "$OUT/host_bench.log" 2>&1
+timeout 200 python3 -m lab.ops.host_bench --out "$OUT" --reps 20 > "$OUT/host_bench.log" 2>&1
 hrc=$?
 tail -20 "$OUT/host_bench.log"
 
 stamp "bandwidth check"
-timeout 90 python3 -m suite.ops.bandwidth_check --out "$OUT" --reps 15 > "$OUT/bandwidth.log" 2>&1
+timeout 90 python3 -m lab.ops.bandwidth_check --out "$OUT" --reps 15 > "$OUT/bandwidth.log" 2>&1
 brc=$?
 
 stamp "summary"

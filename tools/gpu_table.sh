@@ -11,7 +11,7 @@ set -uo pipefail
 gpu_env > "$OUT/env.txt" 2>&1
 
 stamp "NVRTC prebuild"
-gpu_prebuild suite.ops.fused_cuda all_configs
+gpu_prebuild suite.ops.fused_adaln.cuda all_configs
 
 
 stamp "op GPU tests (table)"

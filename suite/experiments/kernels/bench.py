@@ -27,9 +27,10 @@ import time
 
 import torch
 
+from suite.experiments.kernels.traffic import bytes_model
 from suite.ops import adaln
-from suite.ops.adaln import slice_gradients
 from suite.ops.baselines import eager_adaln, pin_width, wan_adaln
+from suite.ops.fused_adaln.args import slice_gradients
 
 DT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 F32_OUT = (
@@ -238,8 +239,6 @@ def measure(
 ):
     """Times every impl at every shape; see the module docstring. settle_ms: copies before each
     shape (SETTLE_MS); empty_cache after each. Grids before 2026-12-02 ran with settle_ms=0."""
-    from suite.experiments.kernels import bytes_model
-
     torch._dynamo.config.cache_size_limit = 64
     timer = Timer(reps)
     copy_gbps, copy_ms = copy_bandwidth(timer)

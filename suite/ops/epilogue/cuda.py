@@ -162,7 +162,7 @@ def _strides(t: torch.Tensor | None) -> tuple[int, int]:
 def config(x, y, gate, scale, weight, bias, out_dtype, flags: int, *rows) -> EpilogueConfig:
     """The configuration of one call: vector loads when D is a whole number of 16-byte words and
     every operand (and the contiguous [B, N, D] tensors in `rows`) keeps 16-byte alignment."""
-    from suite.ops.fused_cuda import check_rows
+    from suite.ops.fused_adaln.cuda import check_rows
 
     named = {"x": x, "y": y, "gate": gate, "scale": scale, "weight": weight, "bias": bias}
     check_rows(x.shape[-1], **{k: t for k, t in named.items() if t is not None})

@@ -1,18 +1,15 @@
-"""CPU tests of the host-path diagnostics (driver stubbed, no GPU): suite.ops.host_breakdown's
-pieces and its fwd+bwd split at the autograd engine's seams, and suite.ops.graph_check's
+"""CPU tests of the host-path diagnostics (driver stubbed, no GPU): lab.ops.host_breakdown's
+pieces and its fwd+bwd split at the autograd engine's seams, and lab.ops.graph_check's
 process isolation (a case whose child dies is recorded and the next case still runs)."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 
-from suite.ops import graph_check, host_bench
-from suite.ops import host_breakdown as hbd
-
-A = importlib.import_module("suite.ops.adaln")
+from lab.ops import graph_check, host_bench
+from lab.ops import host_breakdown as hbd
+from suite.ops.fused_adaln import op as A
 
 
 @pytest.fixture(scope="module")

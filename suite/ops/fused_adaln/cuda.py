@@ -1,5 +1,5 @@
 """The CUDA side of the fused AdaLN op: NVRTC programs and launches of the kernels that
-suite/ops/kernel_config.py names.
+suite/ops/fused_adaln/kernel_config.py names.
 
 One NVRTC program per (x dtype, modulation dtype, output dtype, D, mode) holds every kernel that
 configuration needs (forward and backward, vector and scalar variants), so a model with a few
@@ -16,7 +16,7 @@ import torch
 
 from suite.cuda import launch as L
 from suite.cuda.compile import Program, compile_program, read_sources
-from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
+from suite.ops.fused_adaln.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
     DTILE_NTILE,
     DTILE_TD,
     DTILE_TR,
