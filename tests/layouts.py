@@ -29,7 +29,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-MAX_D = 8192  # both ops' register-resident row (fused_cuda.MAX_D, epilogue_cuda.MAX_D)
+MAX_D = 8192  # both ops' register-resident row (OpKernels.max_d of suite/cuda/build.py)
 # relative L2 error allowed, by the lowest precision involved (the kernels round once, in fp32)
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1.5e-2, torch.float16: 3e-3}
 GRAD_TOL = {torch.float32: 1e-4, torch.bfloat16: 1.5e-2, torch.float16: 3e-3}
