@@ -292,15 +292,10 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
 
 def replay_us(g, reps: int) -> float:
     """Median microseconds of one replay of CUDA graph `g` over `reps` replays (CUDA events)."""
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(out)
+    from suite.timing import cuda_event_median_ms
+
+    _, ms = cuda_event_median_ms(g.replay, warmup=0, repeat=reps)
+    return statistics.median(ms) * 1e3
 
 
 def main(argv=None) -> None:
