@@ -147,3 +147,39 @@ def test_only_the_layers_above_import_the_experiments():
     }
     offenders = {m: t for m, t in offenders.items() if t}
     assert not offenders, f"library modules importing suite.experiments: {offenders}"
+
+
+def test_suite_never_imports_the_lab():
+    offenders = set()
+    for name, path in _modules().items():
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            else:
+                mods = [] if node.level else [node.module or ""]
+            if any(m == "lab" or m.startswith("lab.") for m in mods):
+                offenders.add(name)
+    assert not offenders, f"suite/ modules importing lab/: {sorted(offenders)}"
+
+
+def test_no_package_attribute_shadows_its_submodule():
+    """`suite.ops.adaln` is the function: no module may be named adaln beside it (a function of
+    a package's __init__ hides the submodule of the same name from attribute access)."""
+    modules = _modules()
+    shadowed = []
+    for name, path in modules.items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        bound = {}
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    bound[a.asname or a.name] = f"{node.module}.{a.name}"
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bound[node.name] = None
+        for attr, origin in bound.items():
+            sub = f"{name}.{attr}"
+            if sub in modules and origin != sub:
+                shadowed.append(sub)
+    assert not shadowed, f"package attributes hiding a submodule of the same name: {shadowed}"
