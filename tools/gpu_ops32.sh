@@ -50,7 +50,8 @@ RC[prebuild]=$?
 stamp "GPU tests"
 timeout "$(slot 130 170)" python3 -m pytest -q -p no:cacheprovider -rfEs -m gpu \
   --junitxml="$LOGS/junit.xml" tests/test_adaln_gpu.py tests/test_adaln_host_path_gpu.py \
-  tests/test_epilogue_gpu.py tests/test_diffusers_patch.py tests/test_adaln_graph_gpu.py \
+  tests/test_epilogue_gpu.py tests/test_diffusers_patch.py lab/tests/test_graph_check_gpu.py \
+  tests/test_adaln_graph_gpu.py \
   > "$LOGS/tests.log" 2>&1
 RC[tests]=$?
 grep -E "passed|failed|error|FAILED|ERROR" "$LOGS/tests.log" | tail -12

@@ -44,7 +44,7 @@ def test_stamped_backward_restores_the_function():
 
 def test_graph_check_records_a_dead_child_and_goes_on():
     if torch.cuda.is_available():
-        pytest.skip("on a GPU the cases run (tests/test_adaln_graph_gpu.py)")
+        pytest.skip("on a GPU the cases run (lab/tests/test_graph_check_gpu.py)")
     cases = [[[1, 8, 64], "floor", "global"], [[1, 8, 64], "op", "global"]]
     rows = graph_check.run_all(cases, timeout=60)
     assert [r["impl"] for r in rows] == ["floor", "op"]
