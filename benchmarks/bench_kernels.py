@@ -1,7 +1,7 @@
 """GPU benchmarks of the fused AdaLN op at the Wan widths (skipped without a GPU).
 
 All GB/s are measured once, in `setup_cache` (one process: copy bandwidth, then every width and
-dtype, forward and backward, L2-cold CUDA-event medians from suite.ops.bench), and the track_
+dtype, forward and backward, L2-cold CUDA-event medians from suite.experiments.kernels.bench), and the track_
 benchmarks read them: asv would otherwise redo the set-up (2 GB copy, inputs, warm-up) for every
 benchmark x parameter, which took over 200 s on the H200. track_*_gbps: GB/s from the explicit
 bytes model of suite.experiments.kernels; track_*_pct_copy_bw: that over the copy bandwidth of the
@@ -32,7 +32,7 @@ def _inputs(D: int, dtype: str):
 def _measure_one(timer, D: int, dtype: str) -> dict:
     import torch
 
-    from suite.experiments.kernels import bytes_model
+    from suite.experiments.kernels.traffic import bytes_model
     from suite.ops import adaln
 
     x, mod, dy = _inputs(D, dtype)
@@ -69,7 +69,7 @@ def _measure_one(timer, D: int, dtype: str) -> dict:
 
 def measure_all() -> dict:
     """{(D, dtype): {fwd_gbps, bwd_gbps, peak_mib}} and the copy bandwidth, in one process."""
-    from suite.ops.bench import Timer, copy_bandwidth
+    from suite.experiments.kernels.bench import Timer, copy_bandwidth
 
     timer = Timer(reps=20)
     out: dict = {"copy_gbps": copy_bandwidth(timer)[0]}

@@ -12,13 +12,13 @@ class Compile:
     repeat = 2
 
     def setup(self, variant):
-        from suite.ops import fused_cuda as fc
+        from suite.ops.fused_adaln import cuda as fc
 
         tx, mode, d = variant.split("-")
         modes = {"sample": fc.MODE_SAMPLE, "token": fc.MODE_TOKEN, "affine": fc.MODE_AFFINE}
         self.cfg = fc.KernelConfig(tx, "float", tx, int(d), modes[mode])
 
     def time_compile_sm90(self, variant):
-        from suite.ops.fused_cuda import build
+        from suite.ops.fused_adaln.cuda import build
 
         build(self.cfg, "sm_90", use_cache=False)

@@ -84,7 +84,7 @@ def main(argv=None) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("bwd_timeline.py: needs a CUDA GPU (torch sees none)")
     from lab.variant_sweep import _impl  # "fused" honours $ADAPTIVELOAD_ADALN_VARIANT
-    from suite.ops.bench import Timer, _time_one
+    from suite.experiments.kernels.bench import Timer, _time_one
 
     timer = Timer(a.reps)
     fn = _impl("fused")

@@ -25,9 +25,10 @@ import numpy as np
 import pandas as pd
 
 from suite.balance.costmodel import QuadraticCost
+from suite.balance.fit_table import model_from_fit
 from suite.balance.policies import DualConstraint, EqualToken
 from suite.balance.simulator import SimConfig, simulate, tune_s_cross
-from suite.experiments.costmodel import model_from_fit, model_from_quadratic
+from suite.experiments.costmodel import model_from_quadratic
 
 
 class QuadraticBudget:

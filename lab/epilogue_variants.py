@@ -22,9 +22,9 @@ one is the candidate fwd-unpacked-lb1. Each candidate changes one thing:
   early+lb2         both of bwd-early and bwd-lb2
   onepass           forward: mean and mean of squares in one reduction (E[x^2] - mean^2, fp32)
 
-Timing (suite.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
+Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
 of `reps`, against a device copy of the same byte floor; the kernels are called through
-suite.ops.epilogue_cuda.forward / backward with `tune`, shipped and candidates alike, and each
+suite.ops.epilogue.cuda.forward / backward with `tune`, shipped and candidates alike, and each
 candidate's outputs are compared with the shipped kernels' (max abs difference). Ops: Wan's
 residual_norm (bf16 x, y; fp32 gate, scale, shift rows of a [1, 6, D] table) and rms_norm
 (bf16 x, fp32 weight). Writes DIR/epilogue_variants.csv.
@@ -39,7 +39,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from suite.ops import epilogue_cuda as ec
+from suite.ops.epilogue import cuda as ec
 
 WIDTHS = (1536, 3072, 5120)
 OPS = {"residual_norm": ec.RESID | ec.GATE | ec.MOD, "rms_norm": ec.RMS | ec.WEIGHT}
@@ -142,7 +142,7 @@ def _max_diff(got, want) -> float:
 def run(candidates, ns, reps: int, out: Path) -> list[dict]:
     import torch
 
-    from suite.ops.epilogue_bench import copy_ms, floor_bytes, timed
+    from lab.ops.epilogue_bench import copy_ms, floor_bytes, timed
 
     rows = []
     t0 = time.time()

@@ -1,5 +1,5 @@
 """Did a kernel-source change alter the machine code of the default kernels? Compiles every default
-configuration's kernels (suite/ops/kernel_config.py) for sm_90 from the working tree and from the
+configuration's kernels (suite/ops/fused_adaln/kernel_config.py) for sm_90 from the working tree and from the
 kernel sources of a base revision, and compares the ELF .text sections of each kernel (the CUBIN
 bytes differ with any edit that moves a line, so they cannot tell). A refactor or a new variant
 that leaves the defaults' code alone keeps every measured default in reports/ valid.
@@ -61,8 +61,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from suite.cuda.compile import CompileError, compile_program, read_sources
-    from suite.ops.fused_cuda import SOURCES
-    from suite.ops.kernel_config import all_configs
+    from suite.ops.fused_adaln.cuda import SOURCES
+    from suite.ops.fused_adaln.kernel_config import all_configs
 
     main_src = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
     head, base = read_sources(SOURCES), base_sources(a.base, SOURCES)

@@ -1,22 +1,22 @@
 """The tuning lab's configuration of the fused AdaLN kernels: the shipped op's launch table
-(suite/ops/kernel_config.py) as rules over 27 design fields, so a benchmark variant
+(suite/ops/fused_adaln/kernel_config.py) as rules over 27 design fields, so a benchmark variant
 (lab/kernel_variants.py) is a few field values and the rules derive the rest of its design.
 At its defaults a RuleConfig names and launches exactly what the shipped table does
 (lab/tests/test_lab_kernel_config.py checks every width); names and launch geometry come from
-suite.ops.kernel_config.KernelNames, the op's one copy of them. The measurements behind each
-rule are in docs/lab-log.md.
+suite.ops.fused_adaln.kernel_config.KernelNames, the op's one copy of them. The measurements
+behind each rule are in docs/lab-log.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from suite.ops.kernel_config import (
+from suite.ops.fused_adaln.kernel_config import (
     MODE_SAMPLE,
     MODE_TOKEN,
     KernelNames,
 )
-from suite.ops.kernel_config import threads_per_row as _threads_per_row
+from suite.ops.fused_adaln.kernel_config import threads_per_row as _threads_per_row
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
 
     from lab.variants import variant_config
     from suite.cuda.compile import compile_program, read_sources, resources
-    from suite.ops.fused_cuda import SOURCES, KernelConfig
+    from suite.ops.fused_adaln.cuda import SOURCES, KernelConfig
 
     tx, tm, ty = a.dtypes.split(",")
     cfg = KernelConfig(tx, tm, ty, a.D, a.mode)

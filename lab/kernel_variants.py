@@ -1,6 +1,6 @@
 """The fused AdaLN kernels' benchmark variants: named sets of RuleConfig fields
-(lab/kernel_rules.py) that lab/device/kernel_variants.sh and suite.ops.bench time beside
-the defaults. Data only; the analysis of each round is in docs/lab-log.md.
+(lab/kernel_rules.py) that lab/device/kernel_variants.sh and suite.experiments.kernels.bench time
+beside the defaults. Data only; the analysis of each round is in docs/lab-log.md.
 """
 
 from __future__ import annotations

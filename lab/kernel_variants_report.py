@@ -18,7 +18,7 @@ from lab import kernel_model as km  # noqa: E402
 from lab.kernel_variants import VARIANTS  # noqa: E402
 from lab.variants import variant_config  # noqa: E402
 from suite.cuda.compile import resources  # noqa: E402
-from suite.ops.fused_cuda import KernelConfig, build  # noqa: E402
+from suite.ops.fused_adaln.cuda import KernelConfig, build  # noqa: E402
 
 REF = ROOT / "reports" / "reference" / "h200" / "kernels-a1294db" / "kernels.csv"
 SIZE = {"bf16": 2, "f16": 2, "float": 4}

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("kernels_after_shapes.py: needs a CUDA GPU (none found)")
     from suite.experiments import kernels, shapes
-    from suite.ops import bench
+    from suite.experiments.kernels import bench
     from suite.rundir import RunContext, RunDir
 
     a.out.mkdir(parents=True, exist_ok=True)

@@ -59,7 +59,7 @@ def _cases(x, e) -> dict:
     """name -> (timed function, bytes it moves) for one input x [B, N, D] in bf16."""
     import torch
 
-    from suite.ops.adaln import adaln
+    from suite.ops import adaln
 
     same = torch.empty_like(x)
     f32 = torch.empty(x.shape, dtype=torch.float32, device=x.device)
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("mixed_copy.py: needs a CUDA GPU (none found)")
-    from suite.ops import bench
+    from suite.experiments.kernels import bench
 
     timer = bench.Timer(a.reps)
     copy_gbps, _ = bench.copy_bandwidth(timer)

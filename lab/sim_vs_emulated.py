@@ -20,12 +20,13 @@ from pathlib import Path
 import pandas as pd
 
 from suite.balance.buckets import bucket_table
+from suite.balance.fit_table import model_from_fit
 from suite.balance.global_policy import GlobalPolicy
 from suite.balance.policies import DualConstraint, EqualToken
 from suite.balance.simulator import SimConfig, simulate
 from suite.data.corpus import sample_corpus
 from suite.experiments.balance import CORPUS_SIZE, NOISE_CV, step_metrics
-from suite.experiments.costmodel import model_from_fit, model_from_quadratic, run_quadratic
+from suite.experiments.costmodel import model_from_quadratic, run_quadratic
 from suite.rundir import RunDir
 
 # (metric in metrics.csv, emulated run pair, mix, ranks)

@@ -1,5 +1,5 @@
 """Does the shipped launch table give what a revision's rule-based kernel_config.py gave? Loads
-suite/ops/kernel_config.py of `--base` (before the table: c7c9bfc) and compares the launch fields
+suite/ops/fused_adaln/kernel_config.py of `--base` (before the table: c7c9bfc) and compares the launch fields
 tests/test_kernel_config.py snapshots for every x / modulation / output dtype, mode and width.
 
     python lab/table_vs_rules.py --base c7c9bfc [--step 1]
@@ -22,12 +22,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def load_base(rev: str) -> types.ModuleType:
     src = subprocess.run(
-        ["git", "show", f"{rev}:suite/ops/kernel_config.py"],
+        ["git", "show", f"{rev}:suite/ops/fused_adaln/kernel_config.py"],
         cwd=ROOT, check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     mod = types.ModuleType(f"kernel_config_{rev}")
     sys.modules[mod.__name__] = mod  # dataclasses resolve annotations through sys.modules
-    exec(compile(src, f"{rev}:suite/ops/kernel_config.py", "exec"), mod.__dict__)
+    exec(compile(src, f"{rev}:suite/ops/fused_adaln/kernel_config.py", "exec"), mod.__dict__)
     return mod
 
 
@@ -39,7 +39,7 @@ def main(argv=None) -> int:
 
     from test_kernel_config import launch_fields
 
-    from suite.ops.kernel_config import KernelConfig
+    from suite.ops.fused_adaln.kernel_config import KernelConfig
 
     old = load_base(a.base).KernelConfig
     dtypes, widths = ("float", "bf16", "f16"), range(1, 8193, a.step)

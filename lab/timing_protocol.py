@@ -1,6 +1,6 @@
 """How much the L2-flush protocol moves the kernel timings (docs/lab-log.md, round 5).
 
-suite.ops.bench flushes L2 before every repetition by zeroing a 512 MB buffer: L2 is left full of
+suite.experiments.kernels.bench flushes L2 before every repetition by zeroing a 512 MB buffer: L2 is left full of
 dirty lines, which the timed call then writes back to HBM while it streams its own bytes (up to
 ~50 MB, ~12 us at 4.3 TB/s). A 2 GB copy, the bandwidth reference, amortises that; a 100 us
 kernel does not. This script times the same calls under both flushes ("write": zero the buffer,
@@ -37,8 +37,8 @@ def main(argv=None) -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("timing_protocol.py: needs a CUDA GPU (torch sees none)")
-    from suite.experiments.kernels import bytes_model
-    from suite.ops.bench import Timer, _impl, _time_one, copy_bandwidth
+    from suite.experiments.kernels.bench import Timer, _impl, _time_one, copy_bandwidth
+    from suite.experiments.kernels.traffic import bytes_model
 
     rows = []
     for flush in ("write", "read"):

@@ -1,6 +1,6 @@
 """The tuning lab's variant sweep: every kernel variant (lab/kernel_variants.py) timed against
-the default fused kernel and the baselines with suite.ops.bench's harness (L2-cold CUDA events).
-Impl "fused@v" is suite.ops.bench's "fused" impl with variant v selected on every call (a
+the default fused kernel and the baselines with suite.experiments.kernels.bench's harness (L2-cold CUDA events).
+Impl "fused@v" is suite.experiments.kernels.bench's "fused" impl with variant v selected on every call (a
 backward uses the variant current when it runs, and the timed backward follows the forward of
 the same impl).
 
@@ -13,7 +13,7 @@ import pandas as pd
 
 from lab.kernel_variants import VARIANTS
 from lab.variants import ENV_VARIANT, set_variant
-from suite.ops import bench
+from suite.experiments.kernels import bench
 
 _harness_impl = bench._impl
 

@@ -1,6 +1,6 @@
 """Select a benchmark variant of the fused AdaLN kernels (lab only: the shipped op always runs
 the shipped table's configuration). A variant is a named set of RuleConfig fields
-(lab/kernel_variants.py, lab/kernel_rules.py); selecting one replaces suite.ops.fused_cuda's configuration lookup for
+(lab/kernel_variants.py, lab/kernel_rules.py); selecting one replaces suite.ops.fused_adaln.cuda's configuration lookup for
 the whole process and drops its cached launch plans, so later calls (and a backward, which uses
 the variant selected when it runs) launch that variant's kernels.
 """
@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from lab.kernel_rules import RuleConfig
 from lab.kernel_variants import VARIANTS
-from suite.ops import fused_cuda
-from suite.ops.kernel_config import KernelConfig
+from suite.ops.fused_adaln import cuda as fused_cuda
+from suite.ops.fused_adaln.kernel_config import KernelConfig
 
 VARIANT_ENV = "ADAPTIVELOAD_ADALN_VARIANT"
 _shipped = fused_cuda._config

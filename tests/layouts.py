@@ -29,7 +29,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-MAX_D = 8192  # both ops' register-resident row (fused_cuda.MAX_D, epilogue_cuda.MAX_D)
+MAX_D = 8192  # both ops' register-resident row (OpKernels.max_d of suite/cuda/build.py)
 # relative L2 error allowed, by the lowest precision involved (the kernels round once, in fp32)
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1.5e-2, torch.float16: 3e-3}
 GRAD_TOL = {torch.float32: 1e-4, torch.bfloat16: 1.5e-2, torch.float16: 3e-3}
@@ -231,7 +231,7 @@ GATES = {  # name -> (leaf kind, view); kinds as mod_shape's
 def fuzz_configs():
     """(AdaLN KernelConfigs, EpilogueConfigs) every GPU draw of this module can reach (and the
     patched tiny block's D = 32): the device script prebuilds them in parallel."""
-    from suite.ops.epilogue_cuda import (
+    from suite.ops.epilogue.cuda import (
         BIAS,
         GATE,
         GATE_TOK,
@@ -242,9 +242,9 @@ def fuzz_configs():
         WEIGHT,
         EpilogueConfig,
     )
-    from suite.ops.epilogue_cuda import CTYPE as ECT
-    from suite.ops.fused_cuda import CTYPE, KernelConfig
-    from suite.ops.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
+    from suite.ops.epilogue.cuda import CTYPE as ECT
+    from suite.ops.fused_adaln.cuda import CTYPE, KernelConfig
+    from suite.ops.fused_adaln.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
 
     widths = [d for d in D_CUDA if d <= MAX_D] + [32]
     ct = [CTYPE[d] for d in FLOATS]

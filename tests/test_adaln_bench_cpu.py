@@ -67,7 +67,7 @@ def test_claim_metrics_and_figures_from_committed_h200_run():
 
 # ----------------------------------------------------------------------------- timing harness (CPU)
 def test_bytes_model_floors():
-    from suite.experiments.kernels import bytes_model
+    from suite.experiments.kernels.traffic import bytes_model
 
     B, N, D = 1, 65536, 1536
     # perf-notes byte floors: fwd bf16 out 4 B/elem, fp32 out 6; bwd bf16 dy 6, fp32 dy 8
@@ -78,7 +78,7 @@ def test_bytes_model_floors():
 
 
 def test_spin_covers_host_time():
-    from suite.ops.bench import spin_cycles
+    from suite.experiments.kernels.bench import spin_cycles
 
     cpm = 2.0e6  # cycles per ms
     assert spin_cycles(0.1, cpm, 2_000_000) == 2_000_000  # the minimum (1 ms) covers 0.1 ms
@@ -89,14 +89,14 @@ def test_spin_covers_host_time():
 
 
 def test_timer_rejects_an_unknown_flush_before_touching_the_gpu():
-    from suite.ops.bench import Timer
+    from suite.experiments.kernels.bench import Timer
 
     with pytest.raises(ValueError, match="flush='clean'"):
         Timer(3, flush="clean")
 
 
 def test_summary_row_counts_host_bound_reps():
-    from suite.ops.bench import summary_row
+    from suite.experiments.kernels.bench import summary_row
 
     key = dict(impl="fused", op="bwd", B=1, N=4096, D=1536, dtype="bfloat16", out_dtype="bfloat16")
     ms = [0.010, 0.012, 0.011, 0.013, 0.5]
@@ -115,7 +115,7 @@ def test_summary_row_counts_host_bound_reps():
 def test_bench_fused_slices_takes_the_slice_backward():
     """ "fused-slices" times the op with e's gradient through autograd's slice backward (the path
     before round 22), "fused" writes e's gradient whole: the same numbers, other graphs."""
-    from suite.ops.bench import _impl
+    from suite.experiments.kernels.bench import _impl
 
     x = torch.randn(2, 5, 64, requires_grad=True)
     e = torch.randn(2, 6, 64, requires_grad=True)

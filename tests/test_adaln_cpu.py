@@ -208,9 +208,7 @@ def test_torch_compile_fullgraph_cpu():
 def test_eager_calls_skip_the_custom_op_and_compile_traces_it(monkeypatch):
     """Eager calls take the autograd.Function (the custom-op dispatch cost ~50 us per call on the
     H200 host) with the same results and gradients as the custom op; torch.compile calls the op."""
-    import importlib
-
-    mod = importlib.import_module("suite.ops.adaln")  # the module (suite.ops.adaln is the function)
+    from suite.ops.fused_adaln import op as mod
 
     x, s, h = make(2, 5, 64, torch.float32, torch.float32)
 

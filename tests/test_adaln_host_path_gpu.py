@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from suite.ops import adaln
-from suite.ops.adaln import slice_gradients
+from suite.ops.fused_adaln.args import slice_gradients
 from tests.test_adaln_gpu import GTOL, TOL, rand, ref64, rel
 
 pytestmark = [

@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from suite.cuda.compile import CompileError, compile_program, kernel_source_dir
-from suite.ops.fused_cuda import KernelConfig, build
+from suite.ops.fused_adaln.cuda import KernelConfig, build
 
 MAIN = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
 

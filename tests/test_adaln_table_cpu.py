@@ -1,4 +1,4 @@
-"""The shipped launch table (suite/ops/kernel_config.py FORWARD, BACKWARD): every dtype
+"""The shipped launch table (suite/ops/fused_adaln/kernel_config.py FORWARD, BACKWARD): every dtype
 combination, mode and width 1 <= D <= 8192 finds a row, every row is the first match somewhere
 (no dead data), and each design is one the kernels can run (shared arrays within the shared
 memory a CTA has, recomputation only from a prefetched row)."""
@@ -7,8 +7,8 @@ import itertools
 
 import pytest
 
-from suite.ops import kernel_config as kc
-from suite.ops.kernel_config import ALL_MODES, BACKWARD, FORWARD, KernelConfig, lookup
+from suite.ops.fused_adaln import kernel_config as kc
+from suite.ops.fused_adaln.kernel_config import ALL_MODES, BACKWARD, FORWARD, KernelConfig, lookup
 
 DTYPES = ("float", "bf16", "f16")
 KEYS = list(itertools.product(DTYPES, DTYPES, DTYPES, ALL_MODES))

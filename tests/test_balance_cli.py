@@ -183,7 +183,7 @@ def test_forecast_with_the_h200_reference_cost(reference, tmp_path, capsys):
     through `python -m suite forecast`."""
     from pathlib import Path
 
-    from suite.experiments.costmodel import model_from_fit
+    from suite.balance.fit_table import model_from_fit
     from suite.rundir import read_csv
 
     ref = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200" / reference

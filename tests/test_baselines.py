@@ -7,8 +7,8 @@ the H200: docs/lab-log.md, round 6), flattering the fused op."""
 import pytest
 import torch
 
+from suite.experiments.kernels.bench import _dynamic
 from suite.ops.baselines import eager_adaln, pin_width
-from suite.ops.bench import _dynamic
 
 SHAPES = [(1, 64, 32), (1, 96, 32), (1, 64, 48), (2, 64, 32), (2, 80, 48), (1, 128, 48)]
 

@@ -1,6 +1,6 @@
 """suite.ops.diffusers.patch_wan: a patched diffusers WanTransformer3DModel matches the unpatched
 one (outputs, parameter and input gradients), traces without graph breaks, refuses what it does
-not mirror. On CPU the fused ops run their eager reference (suite/ops/reference.py: fp32
+not mirror. On CPU the fused ops run their eager reference (suite/ops/fused_adaln/reference.py: fp32
 arithmetic, one rounding), so fp32 agreement is to fp32 rounding of a different LN formula."""
 
 from __future__ import annotations

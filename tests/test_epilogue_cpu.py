@@ -1,4 +1,4 @@
-"""CPU tests of the fused epilogue ops (suite/ops/epilogue.py): the eager reference against a
+"""CPU tests of the fused epilogue ops (suite/ops/epilogue/op.py): the eager reference against a
 float64 autograd chain and against diffusers' own ops, argument validation, the registered
 custom ops (torch.library.opcheck) and torch.compile without graph breaks."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from suite.ops import epilogue_reference as ref
-from suite.ops.epilogue import residual_norm, residual_norm_op, rms_norm, rms_norm_op
+from suite.ops.epilogue import reference as ref
+from suite.ops.epilogue.op import residual_norm, residual_norm_op, rms_norm, rms_norm_op
 
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1.5e-2}
 B, N, D = 2, 7, 48

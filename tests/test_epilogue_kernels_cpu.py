@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 from suite.cuda.compile import resources
-from suite.ops import epilogue_cuda as ec
+from suite.ops.epilogue import cuda as ec
 
 ARCHS = ("sm_80", "sm_90")
 CONFIGS = ec.shipped_configs()

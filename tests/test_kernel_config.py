@@ -1,4 +1,4 @@
-"""The shipped fused AdaLN launch configurations (suite.ops.kernel_config): every kernel name and
+"""The shipped fused AdaLN launch configurations (suite.ops.fused_adaln.kernel_config): every kernel name and
 launch shape of 243 configurations (three x dtypes, two modulation dtypes, two output dtypes,
 nine widths D = 1 ... 8192, three modes) equals tests/data/adaln_launch_configs.json, written
 from the measured configuration at 4a30506 (before the tuning lab left suite/): names fix the
@@ -9,7 +9,7 @@ where they put each design: lab/tests/test_lab_kernel_config.py."""
 import json
 from pathlib import Path
 
-from suite.ops.kernel_config import KernelConfig, all_configs
+from suite.ops.fused_adaln.kernel_config import KernelConfig, all_configs
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "adaln_launch_configs.json"
 WIDTHS = (1, 7, 64, 1000, 1536, 3072, 4100, 5120, 8192)

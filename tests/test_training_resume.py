@@ -151,7 +151,7 @@ def test_s_cross_is_tuned_on_the_sweeps_quadratic_fit_where_there_is_one(tmp_pat
     import numpy as np
 
     from suite.balance.costmodel import QuadraticCost
-    from suite.experiments.costmodel import model_from_fit
+    from suite.balance.fit_table import model_from_fit
 
     ctx = _ctx(tmp_path, None)
     ref = Path(__file__).resolve().parent.parent / "reports/reference/h200/quick-5753865/results"

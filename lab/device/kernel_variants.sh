@@ -7,7 +7,7 @@
 #      initcheck on a small set, every variant (inputs copied from the host, see
 #      tools/adaln_sanitize.py, so initcheck can run with the kernel filter and finish);
 #   3. alone on the GPU: every variant against the default kernel and the baselines on the quick
-#      grid plus bf16 N = 16384 (python -m suite.ops.bench: L2-cold, CUDA events, a GPU spin of at
+#      grid plus bf16 N = 16384 (python -m suite.experiments.kernels.bench: L2-cold, CUDA events, a GPU spin of at
 #      least 2x the host enqueue time, so the small-N backward is timed on the GPU only);
 #   4. a short table last. Raw CSVs and logs under $OUT.
 # Usage (device tool): OUT=$OUT [VARIANTS=default,a,b] [KERNELS_PROFILE=full] [SUITE_GIT_SHA=sha] \
@@ -41,7 +41,7 @@ t = time.time()
 from suite.cuda.launch import device_arch
 from lab.kernel_variants import VARIANTS
 from lab.variants import variant_config
-from suite.ops.fused_cuda import KernelConfig, all_configs, prebuild
+from suite.ops.fused_adaln.cuda import KernelConfig, all_configs, prebuild
 # what tests/test_adaln_gpu.py and tools/adaln_sanitize.py --small run on each variant
 used = [(("bf16", "float", "bf16"), 0), (("float", "float", "float"), 0),
         (("bf16", "float", "float"), 0), (("bf16", "bf16", "bf16"), 1), (("f16", "f16", "f16"), 1),

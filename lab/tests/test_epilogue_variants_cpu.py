@@ -9,7 +9,7 @@ import pytest
 
 from lab import epilogue_variants as ev
 from suite.cuda.compile import resources
-from suite.ops import epilogue_cuda as ec
+from suite.ops.epilogue import cuda as ec
 
 CONFIGS = ev.configs()
 
@@ -50,7 +50,7 @@ def test_candidates_table():
 def test_kernel_facts_of_a_candidate():
     """Registers and spills from the ptxas report, CTAs per SM from the occupancy query (stubbed
     here: 2)."""
-    from suite.ops import host_bench
+    from lab.ops import host_bench
 
     cfg = ev.CANDIDATES["bwd-lb2"](
         ec.EpilogueConfig("bf16", "bf16", 3072, ev.OPS["residual_norm"], True)

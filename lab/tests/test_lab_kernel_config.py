@@ -9,7 +9,7 @@ import pytest
 from lab.kernel_rules import RuleConfig
 from lab.kernel_variants import VARIANTS
 from lab.variants import variant_config
-from suite.ops.kernel_config import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN, KernelConfig
+from suite.ops.fused_adaln.kernel_config import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN, KernelConfig
 
 
 def v(cfg: RuleConfig, *names: str) -> RuleConfig:
@@ -246,7 +246,7 @@ WIDTHS = sorted(EDGES | set(range(1, 8193, 97)) | {8192})
 
 @pytest.mark.parametrize("tx", ["float", "bf16", "f16"])
 def test_default_rules_are_the_shipped_table(tx):
-    """The shipped table (suite/ops/kernel_config.py) was written from these rules: at their
+    """The shipped table (suite/ops/fused_adaln/kernel_config.py) was written from these rules: at their
     defaults they name and launch the same kernels, every dtype combination, mode and width."""
     bad = []
     for tm in ("float", "bf16", "f16"):

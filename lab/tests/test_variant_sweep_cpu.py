@@ -7,7 +7,7 @@ import torch
 
 def test_variant_impls_and_table():
     from lab.variant_sweep import variant_impls, variant_table
-    from suite.ops.bench import summary_row
+    from suite.experiments.kernels.bench import summary_row
 
     # a known variant counts for the ops whose fields it sets (round1: both), others by prefix
     for op in ("fwd", "bwd"):

@@ -11,7 +11,7 @@ import torch
 from lab.kernel_rules import RuleConfig
 from lab.variants import variant_config
 from suite.cuda.compile import compile_program
-from suite.ops.fused_cuda import KernelConfig
+from suite.ops.fused_adaln.cuda import KernelConfig
 from tests.test_adaln_kernels_cpu import WIDE_CASES
 
 MAIN = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
@@ -37,7 +37,7 @@ def _variant_names(combo, D, mode) -> list[str]:
 @pytest.mark.parametrize("combo,D,mode", VARIANT_CASES, ids=lambda v: str(v))
 def test_nvrtc_variants_compile_without_spills(combo, D, mode):
     from suite.cuda.compile import read_sources, resources
-    from suite.ops.fused_cuda import SOURCES
+    from suite.ops.fused_adaln.cuda import SOURCES
 
     names = _variant_names(combo, D, mode)
     prog = compile_program(MAIN, read_sources(SOURCES), names, "sm_90")
@@ -76,7 +76,7 @@ def test_round9_backward_rules():
 
 def test_variant_selection_swaps_the_shipped_configuration():
     from lab import variants
-    from suite.ops import fused_cuda
+    from suite.ops.fused_adaln import cuda as fused_cuda
 
     x, sc = torch.zeros(1, 2, 1536, dtype=torch.bfloat16), torch.zeros(1, 1536)
     shipped = KernelConfig("bf16", "float", "bf16", 1536, 0)
@@ -117,7 +117,7 @@ def test_occupancy_and_bytes_in_flight_model():
 def test_dependent_finalize_only_on_the_fused_row_kernel():
     """Round 23: the fused row kernel lets its finalize launch early (PDL, the last template
     argument); the D-tile dx pass, per-token modulation and variant bwd-r22 keep plain launches."""
-    from suite.ops.kernel_config import MODE_SAMPLE, MODE_TOKEN
+    from suite.ops.fused_adaln.kernel_config import MODE_SAMPLE, MODE_TOKEN
 
     now = RuleConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
     assert now.bwd(True, True).endswith(", true, true, true>")  # PDL, then LEAN, EARLY

@@ -135,7 +135,7 @@ def _trace(ranks: pd.DataFrame) -> pd.DataFrame:
 def cost_models(ranks: pd.DataFrame, fit: pd.DataFrame, baseline: str = BASELINE_RUN) -> dict:
     """{name: cost with predict(B, S) and fixed_s} for the four variants (see the module doc)."""
     from suite.balance.costmodel import fit_cost, fit_quadratic_cost
-    from suite.experiments.costmodel import model_from_fit
+    from suite.balance.fit_table import model_from_fit
 
     cm = model_from_fit(fit)
     row = fit[fit["variant"] == "free"].iloc[0]

@@ -8,18 +8,10 @@ Each module defines
         measure; return raw tidy tables (name -> DataFrame). Table names are prefixed with NAME,
         e.g. "kernels_timings". The runner writes them atomically.
     def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame
-        pure: raw tables -> metric rows (schema METRIC_COLUMNS below). Used both by `reproduce`
+        pure: raw tables -> metric rows (schema METRIC_COLUMNS, suite/metrics.py). Used both by `reproduce`
         and by `report RUN_DIR`, so verdicts are always recomputed from the raw tables alone.
 
-A metric row is one number for one claim under one definition:
-    claim       "C5"
-    metric      definition key, e.g. "rank_cv_measured"; the ledger names which key is primary
-    value       the measured number (in `unit`)
-    ci_low, ci_high   95% interval where the number is statistical, else NaN
-    baseline    the "before" number where the claim is a before -> after pair, else NaN
-    unit        "%", "x", "R", "tokens/s", "GB", "kernels", ...
-    conditions  short text: width, layers, seq lengths, dtype, ranks, real or emulated
-    evidence    table name(s) and figure name the number comes from
+A metric row is one number for one claim under one definition (suite/metrics.py).
 """
 
 from __future__ import annotations
@@ -27,19 +19,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-import pandas as pd
-
-METRIC_COLUMNS = [
-    "claim",
-    "metric",
-    "value",
-    "ci_low",
-    "ci_high",
-    "baseline",
-    "unit",
-    "conditions",
-    "evidence",
-]
+from suite.metrics import METRIC_COLUMNS, metric_rows  # noqa: F401  (every experiment's schema)
 
 # name -> module, in the order `reproduce` runs them (cheap CPU work first).
 REGISTRY: dict[str, str] = {
@@ -51,14 +31,6 @@ REGISTRY: dict[str, str] = {
     "training": "suite.experiments.training",  # C1/C2 on steps, C5-C10, C14, C15, C17, C18
     "e2e": "suite.experiments.e2e",  # C17 alternatives: diffusers Wan step, fused ops vs compile
 }
-
-
-def metric_rows(rows: list[dict]) -> pd.DataFrame:
-    """Build a metrics frame with every column present (missing ones as NaN / empty)."""
-    df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    for col in ("conditions", "evidence", "unit", "metric", "claim"):
-        df[col] = df[col].fillna("").astype(str)
-    return df
 
 
 def load(name: str) -> ModuleType:

@@ -97,7 +97,7 @@ PROFILES = {
 
 def load_cost(ctx: RunContext | None) -> tuple[CostModel, str]:
     """The fitted model from costmodel_fit, else the analytic default (with its source)."""
-    from suite.experiments.costmodel import model_from_fit
+    from suite.balance.fit_table import model_from_fit
 
     try:
         fit = ctx.run.read_table("costmodel_fit") if ctx is not None else None

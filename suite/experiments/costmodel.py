@@ -309,28 +309,3 @@ def run_quadratic(run) -> QuadraticCost | None:
         return model_from_quadratic(run.read_table("costmodel_quadratic"))
     except (FileNotFoundError, ValueError):
         return None
-
-
-def model_from_fit(fit: pd.DataFrame, variant: str = "free") -> CostModel:
-    """The CostModel of one costmodel_fit row (what `balance` and `training` use)."""
-    rows = fit[fit["variant"] == variant]
-    if rows.empty:
-        raise ValueError(f"costmodel_fit has no variant {variant!r}; has {sorted(fit['variant'])}")
-    r = rows.iloc[0]
-    return CostModel(
-        a=r["a"],
-        b=r["b"],
-        p=r["p"],
-        p_ci=(r["p_lo"], r["p_hi"]),
-        r2=r["r2"],
-        loo_err=r["loo_err"],
-        n=int(r["n"]),
-        p_fixed=variant != "free",
-        m0=r["m0"],
-        m1=r["m1"],
-        capacity_bytes=r["capacity_bytes"],
-        m_mem=r["m_mem"],
-        m_comp=r["m_comp"],
-        s_cross=r["s_cross"],
-        source=f"costmodel_fit[{variant}] ({r['device']}: {model_conditions(r)})",
-    )

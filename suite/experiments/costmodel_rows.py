@@ -11,17 +11,15 @@ error. C1/C2: Pearson R of the per-shape median step time with B*S and B*S^2 ove
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
 from suite.balance.costmodel import _fit_norm
+from suite.balance.fit_table import given, model_conditions
 from suite.experiments import metric_rows
 from suite.stats import pearson_ci
 
 QUADRATIC_FORM = "a + c*B + b*B*S + d*B*S^2"
-MODEL_NAMES = {"wan-1.3b": "Wan 2.1 1.3B", "wan-14b": "Wan 2.1 14B", "tiny": "tiny test config"}
 
 
 R2_RESAMPLES = 200  # refits of the power law per C3 interval (~1 s)
@@ -53,29 +51,6 @@ def r2_intervals(B, S, t, seed: int = 0, n: int = R2_RESAMPLES) -> np.ndarray:
             continue
         out.append(r2_pair(t[i], t_ref * (a + b * B[i] * (S[i] / s_ref) ** p)))
     return np.percentile(np.array(out), [2.5, 97.5], axis=0).T
-
-
-def _given(v) -> bool:
-    return not (v is None or (isinstance(v, float) and math.isnan(v)) or str(v) == "")
-
-
-def model_conditions(meta) -> str:
-    """What a sweep was measured on, e.g. "diffusers WanTransformer3DModel, Wan 2.1 1.3B,
-    30 blocks, D=1536, gradient checkpointing, bf16" (from a costmodel_fit row or the sweep's
-    columns; older runs without arch / checkpointing / dtype say "not recorded")."""
-    get = meta.get if hasattr(meta, "get") else (lambda k, d=None: d)
-    arch, model = get("arch", ""), get("model", "")
-    arch = str(arch).split(" {")[0] if _given(arch) else "architecture not recorded"
-    name = MODEL_NAMES.get(str(model), str(model))
-    ckpt = get("checkpointing", "")
-    if _given(ckpt):
-        ckpt = "gradient checkpointing" if str(ckpt) == "True" else "no checkpointing"
-    else:
-        ckpt = "checkpointing not recorded"
-    dtype = get("dtype", "")
-    dtype = str(dtype) if _given(dtype) else "dtype not recorded"
-    layers = int(get("layers")) if _given(get("layers", "")) else "?"
-    return f"{arch}, {name}, {layers} blocks, D={get('dim', '?')}, {ckpt}, {dtype}"
 
 
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -176,7 +151,7 @@ def _equal_token_rows(med: pd.DataFrame, m_tok, cond: str) -> list[dict]:
     latency with B*S there (near-degenerate: B*S is held near M_tok) and the latency spread,
     max / min median (R only where B*S varies). None for sweeps that do not record M_tok or have
     < 3 such shapes."""
-    if not _given(m_tok):
+    if not given(m_tok):
         return []
     eq = med[med["B"] == int(m_tok) // med["S"]]
     if len(eq) < 3:

@@ -12,7 +12,7 @@ def _cost_model(ctx: RunContext):
     from suite.balance.costmodel import fit_cost
 
     try:
-        from suite.experiments.costmodel import model_from_fit
+        from suite.balance.fit_table import model_from_fit
 
         return model_from_fit(ctx.run.read_table("costmodel_fit")), "costmodel_fit"
     except (FileNotFoundError, ImportError, ValueError):

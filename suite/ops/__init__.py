@@ -1,7 +1,7 @@
 """Fused AdaLN (LayerNorm-Modulate) op and its baselines."""
 
-from suite.ops.adaln import AdaLN, FusedLayerNorm, adaln, layer_norm_affine
 from suite.ops.baselines import compile_eager_adaln, compile_wan_adaln, eager_adaln, wan_adaln
+from suite.ops.fused_adaln import AdaLN, FusedLayerNorm, adaln, layer_norm_affine
 
 __all__ = [
     "AdaLN",

@@ -36,7 +36,7 @@ import types
 import torch
 from torch import Tensor, nn
 
-from suite.ops.adaln import adaln, layer_norm_affine
+from suite.ops.fused_adaln import adaln, layer_norm_affine
 
 # sha256[:16] of inspect.getsource of the forwards the replacements mirror (diffusers 0.42.1)
 MIRRORED = {

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from suite.experiments import metric_rows
+from suite.metrics import metric_rows
 from suite.stats import pearson_ci, spearman_ci
 from suite.train.losscurves import loss_rows
 from suite.train.peakmem import memory_rows, tuned_row

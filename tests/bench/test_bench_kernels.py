@@ -30,8 +30,8 @@ def inputs(request):
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_forward(benchmark, inputs, impl):
-    from suite.experiments.kernels import bytes_model
-    from suite.ops.bench import _impl
+    from suite.experiments.kernels.bench import _impl
+    from suite.experiments.kernels.traffic import bytes_model
 
     x, mod, _ = inputs
     fn = _impl(impl)
@@ -47,8 +47,8 @@ def test_forward(benchmark, inputs, impl):
 
 @pytest.mark.parametrize("impl", ["fused", "fused-dtile", "eager", "wan-eager", "compile-wan"])
 def test_backward(benchmark, inputs, impl):
-    from suite.experiments.kernels import bytes_model
-    from suite.ops.bench import _impl
+    from suite.experiments.kernels.bench import _impl
+    from suite.experiments.kernels.traffic import bytes_model
 
     x, mod, dy = inputs
     fn = _impl(impl)

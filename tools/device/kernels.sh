@@ -10,7 +10,7 @@ stamp "environment"
 gpu_env
 
 stamp "NVRTC prebuild"
-gpu_prebuild suite.ops.fused_cuda all_configs
+gpu_prebuild suite.ops.fused_adaln.cuda all_configs
 
 stamp "GPU tests"
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_adaln_gpu.py \

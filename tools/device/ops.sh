@@ -15,7 +15,7 @@
 #   6. bf16 fwd / bwd bandwidth at N = 65536 / 75600 vs a measured copy (>= 90%).
 # Each phase has a time-out inside a 350 s budget; a phase that runs out is reported, the rest go on.
 #   usage (device tool, carry .whl): OUT=$OUT SUITE_GIT_SHA=<sha> bash tools/device/ops.sh
-# (One piece alone runs as its module: e.g. python3 -m suite.ops.epilogue_bench --out DIR --quick.)
+# (One piece alone runs as its module: e.g. python3 -m lab.ops.epilogue_bench --out DIR --quick.)
 # $OUT (8 files): ops.log (all of this), host_path_gpu.csv, host_path_breakdown_gpu.csv,
 # graph_check.csv, epilogue_variants.csv, epilogue_bench.csv, bandwidth.csv, logs.tar.gz
 # (pytest log + junit, each phase's own log, env). The short table prints last.
@@ -39,7 +39,8 @@ stamp "NVRTC prebuild"
 timeout "$(slot 75 260)" python3 - <<'PY' 2>&1 | tail -4
 import os, time
 from suite.cuda.launch import device_arch
-from suite.ops import epilogue_cuda as ec, fused_cuda as fc
+from suite.ops.epilogue import cuda as ec
+from suite.ops.fused_adaln import cuda as fc
 from lab import epilogue_variants as ev
 t, arch, w = time.time(), device_arch(0), max(1, (os.cpu_count() or 2) - 1)
 n = fc.prebuild(fc.all_configs(), arch, workers=w)
@@ -51,24 +52,25 @@ RC[prebuild]=$?
 stamp "GPU tests"
 timeout "$(slot 130 170)" python3 -m pytest -q -p no:cacheprovider -rfEs -m gpu \
   --junitxml="$LOGS/junit.xml" tests/test_adaln_gpu.py tests/test_adaln_host_path_gpu.py \
-  tests/test_epilogue_gpu.py tests/test_diffusers_patch.py tests/test_adaln_graph_gpu.py \
+  tests/test_epilogue_gpu.py tests/test_diffusers_patch.py lab/tests/test_graph_check_gpu.py \
+  tests/test_adaln_graph_gpu.py \
   > "$LOGS/tests.log" 2>&1
 RC[tests]=$?
 grep -E "passed|failed|error|FAILED|ERROR" "$LOGS/tests.log" | tail -12
 
 stamp "host path: burst benchmark"
-timeout "$(slot 70 130)" python3 -m suite.ops.host_bench --out "$OUT" --reps 15 \
+timeout "$(slot 70 130)" python3 -m lab.ops.host_bench --out "$OUT" --reps 15 \
   > "$LOGS/host_bench.log" 2>&1
 RC[host_bench]=$?
 tail -18 "$LOGS/host_bench.log"
 
 stamp "host path: breakdown (real driver) + profiler"
-timeout "$(slot 40 110)" python3 -m suite.ops.host_bench --breakdown --profile --out "$OUT" \
+timeout "$(slot 40 110)" python3 -m lab.ops.host_bench --breakdown --profile --out "$OUT" \
   --calls 100 --reps 15 > "$LOGS/breakdown.log" 2>&1
 RC[breakdown]=$?
 
 stamp "CUDA-graph capture of fwd+bwd (graph_check)"
-timeout "$(slot 60 100)" python3 -m suite.ops.graph_check --out "$OUT" > "$LOGS/graph_check.log" 2>&1
+timeout "$(slot 60 100)" python3 -m lab.ops.graph_check --out "$OUT" > "$LOGS/graph_check.log" 2>&1
 RC[graph_check]=$?
 head -14 "$LOGS/graph_check.log"
 
@@ -78,12 +80,12 @@ timeout "$(slot 60 70)" python3 -m lab.epilogue_variants --out "$OUT" --reps 20 
 RC[epilogue_variants]=$?
 
 stamp "bandwidth check (bf16, % of copy, target >= 90)"
-timeout "$(slot 45 35)" python3 -m suite.ops.bandwidth_check --out "$OUT" --reps 15 \
+timeout "$(slot 45 35)" python3 -m lab.ops.bandwidth_check --out "$OUT" --reps 15 \
   > "$LOGS/bandwidth.log" 2>&1
 RC[bandwidth]=$?
 
 stamp "epilogue benchmark: fused vs eager vs compile, N = 32760, 75600"
-timeout "$(slot 90 8)" python3 -m suite.ops.epilogue_bench --out "$OUT" --reps 20 \
+timeout "$(slot 90 8)" python3 -m lab.ops.epilogue_bench --out "$OUT" --reps 20 \
   --ns 32760,75600 > "$LOGS/epilogue_bench.log" 2>&1
 RC[epilogue_bench]=$?
 

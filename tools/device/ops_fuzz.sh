@@ -15,7 +15,8 @@ stamp "NVRTC prebuild of every configuration the draws reach"
 timeout 300 python3 -c "
 import os, time; t = time.time()
 from suite.cuda.launch import device_arch
-from suite.ops import epilogue_cuda, fused_cuda
+from suite.ops.epilogue import cuda as epilogue_cuda
+from suite.ops.fused_adaln import cuda as fused_cuda
 from tests.layouts import fuzz_configs
 adaln_cfgs, epi_cfgs = fuzz_configs(); arch = device_arch(0); w = max(1, (os.cpu_count() or 2) - 1)
 n = fused_cuda.prebuild(adaln_cfgs, arch, w) + epilogue_cuda.prebuild(epi_cfgs, arch, w)

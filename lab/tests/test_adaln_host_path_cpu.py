@@ -1,5 +1,5 @@
 """CPU tests of the fused AdaLN op's input validation and of its CUDA host path, run on CPU
-tensors with the driver stubbed (suite.ops.host_bench.stub_launches): what each launch would be
+tensors with the driver stubbed (lab.ops.host_bench.stub_launches): what each launch would be
 given (kernel, grid, argument slots), that plans are reused and rewritten per call, and that
 every bad input raises before any launch."""
 
@@ -10,8 +10,10 @@ import struct
 import pytest
 import torch
 
-from suite.ops import adaln, fused_cuda, host_bench, layer_norm_affine
-from suite.ops.kernel_config import MODE_SAMPLE, KernelConfig
+from lab.ops import host_bench
+from suite.ops import adaln, layer_norm_affine
+from suite.ops.fused_adaln import cuda as fused_cuda
+from suite.ops.fused_adaln.kernel_config import MODE_SAMPLE, KernelConfig
 
 B, N, D = 2, 6, 1536
 

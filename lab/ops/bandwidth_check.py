@@ -1,10 +1,10 @@
 """Bandwidth check of the fused AdaLN kernels at long sequences: bf16 x, Wan's fp32 [1, 6, D]
 modulation, forward and forward+backward (x's and the modulation's gradients), B = 1, N = 65536
 and 75600, D = 1536 / 3072 / 5120, as % of a measured 2 GB device copy in the same process
-(suite.ops.bench's protocol: L2 flushed before each repetition, GPU spin, CUDA events; bytes
-from suite.experiments.kernels.bytes_model). The roofline target: >= 90% of the copy.
+(suite.experiments.kernels.bench's protocol: L2 flushed before each repetition, GPU spin, CUDA events; bytes
+from suite.experiments.kernels.traffic). The roofline target: >= 90% of the copy.
 
-    python -m suite.ops.bandwidth_check [--out DIR] [--reps 15]
+    python -m lab.ops.bandwidth_check [--out DIR] [--reps 15]
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ TARGET_PCT = 90.0
 def rows(reps: int) -> list[dict]:
     import torch
 
-    from suite.experiments.kernels import bytes_model
-    from suite.ops.bench import Timer, _impl, _time_one, copy_bandwidth
+    from suite.experiments.kernels.bench import Timer, _impl, _time_one, copy_bandwidth
+    from suite.experiments.kernels.traffic import bytes_model
 
     timer = Timer(reps)
     copy_gbps, _ = copy_bandwidth(timer)

@@ -12,14 +12,14 @@
 The op is `adaln::forward` / `adaln::backward` (custom_op + register_fake + register_autograd),
 so torch.compile traces it without a graph break; eager calls skip the custom-op dispatch through
 an autograd.Function with the same formula. Autograd saves only x, the modulation and fp32
-mean/rstd per row. On CUDA it runs the NVRTC kernels (suite/ops/fused_cuda.py); anywhere
-else it runs suite/ops/reference.py, the same arithmetic in eager torch.
+mean/rstd per row. On CUDA it runs the NVRTC kernels (suite/ops/fused_adaln/cuda.py); anywhere
+else it runs suite/ops/fused_adaln/reference.py, the same arithmetic in eager torch.
 
 Eager CUDA calls take a thin host path: the checks run once per call signature (shapes,
 strides, dtypes, devices, arguments; _specs), launches reuse a cached plan with a packed
 argument buffer (fused_cuda), a call without grad skips autograd, and Wan's table rows reach
 the kernel without views. Every tensor must be on x's device: a ValueError before any launch.
-The argument checks and the modulation's layout (rows of one table) are suite/ops/adaln_args.py.
+The argument checks and the modulation's layout (rows of one table) are suite/ops/fused_adaln/args.py.
 """
 
 from __future__ import annotations
@@ -27,33 +27,30 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from suite.ops import reference as ref
-from suite.ops.adaln_args import (  # noqa: F401  (re-exported: bench and host_bench use them)
-    BACKWARDS,
+from suite.ops.fused_adaln import reference as ref
+from suite.ops.fused_adaln.args import (
     DTYPES,
     _check,
     _mod_view,
-    _rows_cache,
     _rows_of_one_table,
     _same_device,
     _table_rows,
     same_strides,
-    slice_gradients,
 )
-from suite.ops.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
+from suite.ops.fused_adaln.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
 
 
 def _use_cuda(x: Tensor) -> bool:
     return isinstance(x, Tensor) and x.is_cuda
 
 
-_fused_cuda = []  # [suite.ops.fused_cuda] after the first CUDA call (it loads the driver bindings)
+_fused_cuda = []  # [suite.ops.fused_adaln.cuda] after the first CUDA call (it loads the driver bindings)
 
 
 def _cuda():
-    """suite.ops.fused_cuda, imported on first use (a per-call import statement costs ~1 us)."""
+    """suite.ops.fused_adaln.cuda, imported on first use (a per-call import statement costs ~1 us)."""
     if not _fused_cuda:
-        from suite.ops import fused_cuda
+        from suite.ops.fused_adaln import cuda as fused_cuda
 
         _fused_cuda.append(fused_cuda)
     return _fused_cuda[0]

@@ -1,6 +1,6 @@
 """Can fwd+bwd of the fused AdaLN op be captured in one CUDA graph and replayed? A diagnosis.
 
-    python -m suite.ops.graph_check [--out DIR] [--shapes 8x1560x1536,1x4096x1536]
+    python -m lab.ops.graph_check [--out DIR] [--shapes 8x1560x1536,1x4096x1536]
 
 Per case (shape, impl, capture_error_mode): bf16 x [B, N, D], Wan's fp32 [B, 6, D] table,
 `torch.autograd.grad(impl(x, e[:, 1:2], e[:, 0:1]), (x, e), dy)` warmed up 3 times on a side
@@ -38,12 +38,11 @@ SHAPES = ((8, 1560, 1536), (1, 4096, 1536))
 
 
 def _impl(name: str):
-    import importlib
-
-    from suite.ops import fused_cuda, host_bench
+    from lab.ops import host_bench
     from suite.ops.baselines import eager_adaln
+    from suite.ops.fused_adaln import cuda as fused_cuda
+    from suite.ops.fused_adaln import op as A
 
-    A = importlib.import_module("suite.ops.adaln")
     if name == "floor":
         return host_bench.autograd_floor, host_bench._Floor
     if name == "eager":
@@ -74,7 +73,7 @@ def _probe(cls, seen: list):
 
 def run_case(shape: tuple[int, int, int], impl: str, mode: str, reps: int = 20) -> dict:
     """One capture + replay (module docstring); never raises: errors are the result."""
-    from suite.ops.host_bench import _inputs, replay_us
+    from lab.ops.host_bench import _inputs, replay_us
 
     B, N, D = shape
     row = dict(shape=f"{B}x{N}x{D}", impl=impl, mode=mode, main_thread=threading.get_ident())
@@ -139,7 +138,7 @@ def run_all(cases: list, timeout: float = 120) -> list[dict]:
     rows: list[dict] = []
     todo = list(cases)
     while todo:
-        cmd = [sys.executable, "-m", "suite.ops.graph_check", "--child", json.dumps(todo)]
+        cmd = [sys.executable, "-m", "lab.ops.graph_check", "--child", json.dumps(todo)]
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
             out, err = p.stdout, p.stderr

@@ -1,7 +1,7 @@
 """Burst benchmark of the fused AdaLN op's host path: 50 back-to-back calls, per call.
 
-    python -m suite.ops.host_bench [--out DIR] [--calls 50] [--reps 30] [--cpu]
-    python -m suite.ops.host_bench --breakdown [--profile] [--cpu] [--out DIR]   (host_breakdown)
+    python -m lab.ops.host_bench [--out DIR] [--calls 50] [--reps 30] [--cpu]
+    python -m lab.ops.host_bench --breakdown [--profile] [--cpu] [--out DIR]   (host_breakdown)
 
 GPU (CUDA present), bf16 x [B, N, 1536] with Wan's fp32 [B, 6, D] modulation (scale, shift =
 e[:, 1:2], e[:, 0:1]), at B x N = 8 x 1560 and 1 x 4096, forward (no grad) and forward+backward
@@ -14,7 +14,7 @@ autograd floor (_Floor); fwd+bwd of the op and the floor also with the backward 
 thread (torch.autograd.set_multithreading_enabled(False): impl "... (1 autograd thread)").
 
 CPU (no CUDA; `--cpu` forces it): the op's CUDA host path on CPU tensors with every driver
-call stubbed (suite.ops.host_bench.stub_launches): the public function, validation cache,
+call stubbed (lab.ops.host_bench.stub_launches): the public function, validation cache,
 launch-plan lookup, allocations (CPU allocator, N = 8 rows so no large buffers), argument
 packing and autograd, but not the driver's cuLaunchKernel itself, the CUDA caching allocator or
 the current-stream query. A launch given (values, types) pairs is packed into ctypes objects as
@@ -85,12 +85,9 @@ def stub_launches():
     """Run the op's CUDA host path on CPU tensors: kernels are still compiled (NVRTC, cached on
     disk) and looked up by name, but module loads, device queries, the stream and launches are
     stubbed. Restores everything (and drops the stubbed launch plans) on exit."""
-    import importlib
-
     from suite.cuda import launch as L
-    from suite.ops import fused_cuda as F
-
-    A = importlib.import_module("suite.ops.adaln")  # the module: suite.ops.adaln is the function
+    from suite.ops.fused_adaln import cuda as F
+    from suite.ops.fused_adaln import op as A
 
     fake = _FakeDriver(L.driver)
     saved = []
@@ -120,8 +117,10 @@ def _clear_caches(F, A) -> None:
     for name in ("_fn", "_fwd_plan", "_bwd_plan", "_config"):
         getattr(getattr(F, name, None), "cache_clear", lambda: None)()
     getattr(F, "clear_plans", lambda: None)()
-    for name in ("_specs", "_rows_cache"):
-        getattr(A, name, {}).clear()
+    from suite.ops.fused_adaln import args
+
+    A._specs.clear()
+    args._rows_cache.clear()
 
 
 def per_call_us(fn, calls: int, reps: int, sync=lambda: None, before=lambda: None) -> list[float]:
@@ -293,15 +292,10 @@ def _graph_us(fn, calls: int, reps: int) -> float | str:
 
 def replay_us(g, reps: int) -> float:
     """Median microseconds of one replay of CUDA graph `g` over `reps` replays (CUDA events)."""
-    out = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(out)
+    from suite.timing import cuda_event_median_ms
+
+    _, ms = cuda_event_median_ms(g.replay, warmup=0, repeat=reps)
+    return statistics.median(ms) * 1e3
 
 
 def main(argv=None) -> None:
@@ -315,7 +309,7 @@ def main(argv=None) -> None:
         "--breakdown",
         action="store_true",
         help="host cost of each piece of fwd and bwd, and fwd+bwd split at the autograd "
-        "engine's seams (suite.ops.host_breakdown; real driver on a GPU, stubbed with --cpu)",
+        "engine's seams (lab.ops.host_breakdown; real driver on a GPU, stubbed with --cpu)",
     )
     ap.add_argument(
         "--profile", action="store_true", help="with --breakdown on a GPU: torch.profiler rows too"
@@ -327,7 +321,7 @@ def main(argv=None) -> None:
 
     gpu = torch.cuda.is_available() and not a.cpu
     if a.breakdown:
-        from suite.ops import host_breakdown as hbd
+        from lab.ops import host_breakdown as hbd
 
         rows = hbd.gpu_rows(a.calls, a.reps) if gpu else hbd.cpu_rows(a.calls, a.reps)
         if gpu and a.profile:

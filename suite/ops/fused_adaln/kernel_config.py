@@ -1,6 +1,6 @@
 """Which fused AdaLN kernels run and how they launch: a frozen table of launch configurations,
 looked up by (x dtype, modulation dtype, output dtype, modulation mode, D), and the C++ name
-expressions of one NVRTC program built from them. No CUDA here: suite/ops/fused_cuda.py builds
+expressions of one NVRTC program built from them. No CUDA here: suite/ops/fused_adaln/cuda.py builds
 and launches them. The rows are the designs the H200 measured fastest (docs/perf-notes.md);
 tests/test_kernel_config.py pins every name and launch shape they produce. The tuning lab
 (lab/kernel_rules.py) derives other designs from rules and names them through KernelNames.

@@ -7,7 +7,7 @@ whole grid (D in {1536, 3072, 5120}, N in {4096, 16384, 32760, 65536, 75600}, B 
 and fp32), about 5 minutes. The cpu profile cannot run it (NEEDS = "cuda").
 
 Timing: each repetition flushes L2 (writes a 512 MB buffer), then spins the GPU (at least ~1 ms and
-at least twice the call's host enqueue time, suite.ops.bench.spin_cycles) so the host has queued
+at least twice the call's host enqueue time, suite.experiments.kernels.bench.spin_cycles) so the host has queued
 the timed call before the GPU reaches it, then times the call alone between two CUDA events.
 The median over the repetitions is reported; every sample is kept, with its host time
 (table kernels_samples). One impl's repetitions run as one block, so repetition i of two impls
@@ -15,7 +15,8 @@ are not paired: a speedup's 95% CI resamples each impl's repetitions at each wid
 carries them through the geometric mean over widths (suite.stats.median_ratio_ci). It covers the
 repetition noise of this run, not drift between runs or machines.
 
-Bytes model (the fewest bytes each mode must move; the same model for every impl of a row):
+Bytes model (suite/experiments/kernels/traffic.py: the fewest bytes each mode must move; the same
+model for every impl of a row):
     fwd: read x (B*N*D*sx) + write y (B*N*D*sy) + modulation (2*B*D*sm) + stats (8*B*N)
     bwd: read x, dy (B*N*D*(sx+sy)) + write dx (B*N*D*sx) + stats + modulation and its grads
 """
@@ -87,15 +88,8 @@ def grid(profile: str) -> list[tuple[int, int, int, str]]:
     return shapes + [(1, N, 3072, "float32") for N in (4096, CLAIM_N)]
 
 
-def bytes_model(op: str, B: int, N: int, D: int, sx: int, sy: int, sm: int = 4) -> int:
-    elems, rows = B * N * D, B * N
-    if op == "fwd":
-        return elems * (sx + sy) + 2 * B * D * sm + 8 * rows
-    return elems * (2 * sx + sy) + 8 * rows + 4 * B * D * sm
-
-
 def run(ctx) -> dict[str, pd.DataFrame]:
-    from suite.ops import bench
+    from suite.experiments.kernels import bench
 
     reps = {"full": 40, "reference": 25}.get(ctx.profile, 30)
     raw, rows = bench.measure(grid(ctx.profile), FWD_IMPLS, BWD_IMPLS, reps, ctx.log)
@@ -262,7 +256,3 @@ def main(argv: list[str] | None = None) -> None:
         tables["kernels_samples"].to_csv(index=False, lineterminator="\n"),
     )
     print(summarize(tables).to_string())
-
-
-if __name__ == "__main__":
-    main()

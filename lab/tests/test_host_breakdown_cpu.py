@@ -1,18 +1,15 @@
-"""CPU tests of the host-path diagnostics (driver stubbed, no GPU): suite.ops.host_breakdown's
-pieces and its fwd+bwd split at the autograd engine's seams, and suite.ops.graph_check's
+"""CPU tests of the host-path diagnostics (driver stubbed, no GPU): lab.ops.host_breakdown's
+pieces and its fwd+bwd split at the autograd engine's seams, and lab.ops.graph_check's
 process isolation (a case whose child dies is recorded and the next case still runs)."""
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 import torch
 
-from suite.ops import graph_check, host_bench
-from suite.ops import host_breakdown as hbd
-
-A = importlib.import_module("suite.ops.adaln")
+from lab.ops import graph_check, host_bench
+from lab.ops import host_breakdown as hbd
+from suite.ops.fused_adaln import op as A
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +44,7 @@ def test_stamped_backward_restores_the_function():
 
 def test_graph_check_records_a_dead_child_and_goes_on():
     if torch.cuda.is_available():
-        pytest.skip("on a GPU the cases run (tests/test_adaln_graph_gpu.py)")
+        pytest.skip("on a GPU the cases run (lab/tests/test_graph_check_gpu.py)")
     cases = [[[1, 8, 64], "floor", "global"], [[1, 8, 64], "op", "global"]]
     rows = graph_check.run_all(cases, timeout=60)
     assert [r["impl"] for r in rows] == ["floor", "op"]

@@ -1,9 +1,9 @@
 """Benchmark of the fused epilogues on one GPU: forward and backward of residual_norm (Wan 2.1's
 gated residual into a modulated LayerNorm, operands rows of a [1, 6, D] table) and of rms_norm
 (the qk norm), beside diffusers' eager ops and torch.compile of them, and a device-to-device
-copy of each op's byte floor (suite/ops/epilogue.py's docstring has the floors).
+copy of each op's byte floor (suite/ops/epilogue/op.py's docstring has the floors).
 
-    python -m suite.ops.epilogue_bench --out DIR [--reps 30] [--quick | --ns 32760,75600]
+    python -m lab.ops.epilogue_bench --out DIR [--reps 30] [--quick | --ns 32760,75600]
 
 Writes DIR/epilogue_bench.csv (one row per op, pass, impl and shape; every sample in the
 `samples_ms` column) and prints a table of % of copy bandwidth. Timing: CUDA events around each
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from suite.ops import epilogue_reference as ref
+from suite.ops.epilogue import reference as ref
 from suite.ops.epilogue import residual_norm, rms_norm
 from suite.timing import cuda_event_median_ms
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from suite.cuda.compile import DEFAULT_OPTIONS, Program, compile_program, read_sources
+from suite.cuda.build import OpKernels, check_rows
 
-SOURCES = ["adaln_common.cuh", "epilogue_common.cuh", "epilogue_fwd.cu", "epilogue_bwd.cu"]
+SOURCES = ("adaln_common.cuh", "epilogue_common.cuh", "epilogue_fwd.cu", "epilogue_bwd.cu")
 MAIN = '#include "epilogue_fwd.cu"\n#include "epilogue_bwd.cu"\n'
 CTYPE = {torch.float32: "float", torch.bfloat16: "bf16"}
 MAX_D = 8192  # RT <= 1024 threads x 8 elements: the row stays in registers
@@ -109,28 +109,9 @@ def _size(ctype: str) -> int:
     return 4 if ctype == "float" else 2
 
 
-def check_d(D: int) -> None:
-    if not 1 <= D <= MAX_D:
-        raise ValueError(
-            f"the fused epilogues support 1 <= D <= {MAX_D} (the row is held in registers), "
-            f"got D={D}"
-        )
-
-
-def build(cfg: EpilogueConfig, arch: str, use_cache: bool = True) -> Program:
-    """Compile the kernels of `cfg` for `arch` (NVRTC only: works without a GPU)."""
-    check_d(cfg.D)
-    options = DEFAULT_OPTIONS + tuple(f"-D{d}" for d in cfg.defines)
-    return compile_program(
-        MAIN, read_sources(SOURCES), cfg.names(), arch, options, use_cache=use_cache
-    )
-
-
-@functools.cache
-def _fn(cfg: EpilogueConfig, name: str, index: int):
-    from suite.cuda.launch import device_arch, get_function
-
-    return get_function(build(cfg, device_arch(index)), name, index)
+KERNELS = OpKernels("fused epilogue", SOURCES, MAIN, MAX_D)
+check_d, build, prebuild = KERNELS.check_d, KERNELS.build, KERNELS.prebuild
+_fn = KERNELS.function  # (cfg, kernel name, device index) -> CUfunction, looked up once
 
 
 @functools.cache
@@ -162,8 +143,6 @@ def _strides(t: torch.Tensor | None) -> tuple[int, int]:
 def config(x, y, gate, scale, weight, bias, out_dtype, flags: int, *rows) -> EpilogueConfig:
     """The configuration of one call: vector loads when D is a whole number of 16-byte words and
     every operand (and the contiguous [B, N, D] tensors in `rows`) keeps 16-byte alignment."""
-    from suite.ops.fused_cuda import check_rows
-
     named = {"x": x, "y": y, "gate": gate, "scale": scale, "weight": weight, "bias": bias}
     check_rows(x.shape[-1], **{k: t for k, t in named.items() if t is not None})
     vec = 16 // x.element_size()
@@ -324,11 +303,3 @@ def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags:
             [ptr(part), *(ptr(o) for o in outs), i32(B), i32(chunks), i32(Q), i32(D), i32(sum_b)],
         )
     return out
-
-
-def prebuild(configs: list[EpilogueConfig], arch: str, workers: int = 8) -> int:
-    """Fill the on-disk CUBIN cache for `configs` in parallel processes."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(workers) as ex:
-        return len(list(ex.map(build, configs, [arch] * len(configs))))

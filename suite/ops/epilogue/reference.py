@@ -1,5 +1,5 @@
 """Eager reference of the fused epilogues with the kernels' semantics (fp32 arithmetic, each
-output rounded once): the CPU implementation of suite/ops/epilogue.py and what the GPU tests
+output rounded once): the CPU implementation of suite/ops/epilogue/op.py and what the GPU tests
 compare against beside float64. Also the diffusers chains the benchmark times them against.
 
 Operands: x, y [B, N, D]; gate, scale, shift fp32 [B, 1 or N, D] (or None); weight, bias fp32

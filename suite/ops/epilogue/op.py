@@ -21,11 +21,11 @@ Byte floors (E = B*N*D elements, s = bytes of an x element, o = of normed; fp32 
                      [+ 4 E per-token dgate, + 8 E per-token dscale/dshift].
   rms_norm fwd: read x, write y (2 s E); bwd: read x, dy, write dx (3 s E).
 (per-sample and [D] operands and their gradients are B*D or D elements: left out.) The benchmark
-(suite/ops/epilogue_bench.py) reports GB/s over these floors and the fraction of a measured
+(lab/ops/epilogue_bench.py) reports GB/s over these floors and the fraction of a measured
 device-to-device copy of the same bytes.
 
-On CUDA the ops run the NVRTC kernels (suite/ops/epilogue_cuda.py); elsewhere the eager
-reference (suite/ops/epilogue_reference.py). Eager calls go through an autograd.Function with
+On CUDA the ops run the NVRTC kernels (suite/ops/epilogue/cuda.py); elsewhere the eager
+reference (suite/ops/epilogue/reference.py). Eager calls go through an autograd.Function with
 the same formula as the registered autograd (no custom-op dispatch on the host path); under
 torch.compile the custom ops are traced as single nodes, without graph breaks.
 """
@@ -35,8 +35,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from suite.ops import epilogue_reference as ref
-from suite.ops.epilogue_cuda import (
+from suite.ops.epilogue import reference as ref
+from suite.ops.epilogue.cuda import (
     BIAS,
     GATE,
     GATE_TOK,
@@ -69,7 +69,7 @@ def _per_sample(g: Tensor, like: Tensor | None) -> Tensor:
 # ----------------------------------------------------------------------------- implementations
 def _rn_forward_impl(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype):
     if x.is_cuda:
-        from suite.ops import epilogue_cuda
+        from suite.ops.epilogue import cuda as epilogue_cuda
 
         flags = _flags(gate, scale, weight, bias)
         return epilogue_cuda.forward(x, y, gate, scale, shift, weight, bias, eps, out_dtype, flags)
@@ -79,7 +79,7 @@ def _rn_forward_impl(x, y, gate, scale, shift, weight, bias, eps: float, out_dty
 
 def _rn_backward_impl(d_xnew, d_out, x_new, y, gate, scale, shift, weight, bias, mean, rstd):
     if x_new.is_cuda:
-        from suite.ops import epilogue_cuda
+        from suite.ops.epilogue import cuda as epilogue_cuda
 
         flags = _flags(gate, scale, weight, bias)
         dx, dy, dg, ds, dh, dw, db = epilogue_cuda.backward(
@@ -97,7 +97,7 @@ def _rn_backward_impl(d_xnew, d_out, x_new, y, gate, scale, shift, weight, bias,
 
 def _rms_forward_impl(x, weight, eps: float):
     if x.is_cuda:
-        from suite.ops import epilogue_cuda
+        from suite.ops.epilogue import cuda as epilogue_cuda
 
         flags = _flags(None, None, weight, None, rms=True)
         _, y, _, rstd = epilogue_cuda.forward(
@@ -109,7 +109,7 @@ def _rms_forward_impl(x, weight, eps: float):
 
 def _rms_backward_impl(dy, x, weight, rstd):
     if x.is_cuda:
-        from suite.ops import epilogue_cuda
+        from suite.ops.epilogue import cuda as epilogue_cuda
 
         flags = _flags(None, None, weight, None, rms=True)
         dx, _, _, _, _, dw, _ = epilogue_cuda.backward(

@@ -27,9 +27,11 @@ import time
 
 import torch
 
+from suite.experiments.kernels.traffic import bytes_model
 from suite.ops import adaln
-from suite.ops.adaln import slice_gradients
 from suite.ops.baselines import eager_adaln, pin_width, wan_adaln
+from suite.ops.fused_adaln.args import slice_gradients
+from suite.timing import CudaSpan, cuda_event_median_ms
 
 DT = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 F32_OUT = (
@@ -115,16 +117,8 @@ class Timer:
         """torch.cuda._sleep cycles per millisecond on this GPU (measured once, median of 5)."""
         if self._cpm is None:
             n = 1_000_000
-            torch.cuda._sleep(n)
-            out = []
-            for _ in range(5):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                torch.cuda._sleep(n)
-                b.record()
-                b.synchronize()
-                out.append(n / a.elapsed_time(b))
-            self._cpm = statistics.median(out)
+            _, ms = cuda_event_median_ms(lambda: torch.cuda._sleep(n), warmup=1, repeat=5)
+            self._cpm = statistics.median(n / m for m in ms)
         return self._cpm
 
     def time(self, fn, setup=None, warmup: int = 3) -> list[float]:
@@ -139,7 +133,7 @@ class Timer:
         torch.cuda.synchronize()
         cpm = self.cycles_per_ms()
         cycles = spin_cycles(max(host[1:]), cpm, self.sleep, self.margin)  # [0]: first call
-        ev, host_ms = [], []
+        spans, host_ms = [], []
         for _ in range(self.reps):
             arg = setup() if setup else None
             if self.flush_mode == "write":
@@ -147,16 +141,15 @@ class Timer:
             else:
                 self.flush.view(torch.int32).sum()  # reads 512 MB, writes 8 bytes
             torch.cuda._sleep(cycles)
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            span = CudaSpan()
             t0 = time.perf_counter()
-            a.record()
-            fn(arg)
-            b.record()
+            with span:
+                fn(arg)
             host_ms.append((time.perf_counter() - t0) * 1e3)
-            ev.append((a, b))
+            spans.append(span)
         torch.cuda.synchronize()
         self.last = dict(spin_ms=cycles / cpm, host_ms=host_ms)
-        return [a.elapsed_time(b) for a, b in ev]
+        return [span.ms() for span in spans]
 
 
 def copy_bandwidth(timer: Timer, nbytes: int = 2 * 2**30) -> tuple[float, list[float]]:
@@ -238,8 +231,6 @@ def measure(
 ):
     """Times every impl at every shape; see the module docstring. settle_ms: copies before each
     shape (SETTLE_MS); empty_cache after each. Grids before 2026-12-02 ran with settle_ms=0."""
-    from suite.experiments.kernels import bytes_model
-
     torch._dynamo.config.cache_size_limit = 64
     timer = Timer(reps)
     copy_gbps, copy_ms = copy_bandwidth(timer)

@@ -1,7 +1,7 @@
 """The fused AdaLN op's arguments: validation (dtypes, shapes, devices, options, with errors that
 name the argument, what was given and what is accepted) and what the modulation is: per sample,
 per token, or two rows of one [B, K, D] table (Wan's chunked modulation), whose gradient the op
-writes whole. suite/ops/adaln.py calls these once per call signature on the eager CUDA path.
+writes whole. suite/ops/fused_adaln/op.py calls these once per call signature on the eager CUDA path.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import contextlib
 import torch
 from torch import Tensor
 
-from suite.ops.reference import MODE_SAMPLE, MODE_TOKEN
+from suite.ops.fused_adaln.reference import MODE_SAMPLE, MODE_TOKEN
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 BACKWARDS = ("fused", "dtile")
@@ -32,7 +32,7 @@ def _check(x: Tensor, out_dtype, backward: str, eps: float = 1e-6) -> torch.dtyp
     if out_dtype not in DTYPES:
         raise TypeError(f"out_dtype must be float32, bfloat16 or float16, got {out_dtype}")
     if x.is_cuda:
-        from suite.ops.fused_cuda import check_d
+        from suite.ops.fused_adaln.cuda import check_d
 
         check_d(x.shape[-1])
     return out_dtype
@@ -83,7 +83,7 @@ _table_gradient = [True]
 @contextlib.contextmanager
 def slice_gradients():
     """Benchmark switch: inside it, scale and shift rows of one table take autograd's slice
-    backward (the general path) instead of _EagerAdaLNRows; suite.ops.bench's `fused-slices`."""
+    backward (the general path) instead of _EagerAdaLNRows; suite.experiments.kernels.bench's `fused-slices`."""
     prev, _table_gradient[0] = _table_gradient[0], False
     try:
         yield

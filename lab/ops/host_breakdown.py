@@ -1,7 +1,7 @@
 """Where the host time of one fused AdaLN call goes: each piece of the forward and of the backward
 timed alone, and one fwd+bwd split at the autograd engine's seams.
 
-    python -m suite.ops.host_bench --breakdown [--cpu] [--out DIR]
+    python -m lab.ops.host_bench --breakdown [--cpu] [--out DIR]
 
 Bf16 x [B, N, 1536] with Wan's fp32 [B, 6, D] modulation (scale, shift = e[:, 1:2], e[:, 0:1]).
 On a GPU every piece runs for real (the CUDA caching allocator, cuLaunchKernel, the current
@@ -26,16 +26,15 @@ stream) at the burst shapes; on the CPU (no CUDA, or --cpu) the driver is stubbe
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import statistics
 import time
 
 import torch
 
-from suite.ops import host_bench as hb
+from lab.ops import host_bench as hb
+from suite.ops.fused_adaln import op as A
 
-A = importlib.import_module("suite.ops.adaln")  # the module: suite.ops.adaln is the function
 DEFAULT_SHAPES = ((8, 1560, 1536), (1, 4096, 1536))
 
 
@@ -129,7 +128,8 @@ def split_rows(impl, cls, x, e, dy, calls: int, settle, label: str, cpus=None) -
 def _pieces(B, N, D, dev, dy, x, e) -> dict:
     """Each layer of one call, as the op runs it (fused_cuda's plans already built)."""
     from suite.cuda import launch as L
-    from suite.ops import adaln, fused_cuda
+    from suite.ops import adaln
+    from suite.ops.fused_adaln import cuda as fused_cuda
 
     s, h = e[:, 1:2], e[:, 0:1]
     xs, es = x.detach(), e.detach()

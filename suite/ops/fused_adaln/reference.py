@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from suite.ops.kernel_config import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN  # noqa: F401
+from suite.ops.fused_adaln.kernel_config import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN  # noqa: F401
 
 
 def _mod(t: torch.Tensor, mode: int) -> torch.Tensor:

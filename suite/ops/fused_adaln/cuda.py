@@ -1,5 +1,5 @@
 """The CUDA side of the fused AdaLN op: NVRTC programs and launches of the kernels that
-suite/ops/kernel_config.py names.
+suite/ops/fused_adaln/kernel_config.py names.
 
 One NVRTC program per (x dtype, modulation dtype, output dtype, D, mode) holds every kernel that
 configuration needs (forward and backward, vector and scalar variants), so a model with a few
@@ -15,9 +15,9 @@ from threading import get_ident
 import torch
 
 from suite.cuda import launch as L
-from suite.cuda.compile import Program, compile_program, read_sources
-from suite.ops.adaln_args import same_strides
-from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
+from suite.cuda.build import OpKernels, check_rows
+from suite.ops.fused_adaln.args import same_strides
+from suite.ops.fused_adaln.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
     DTILE_NTILE,
     DTILE_TD,
     DTILE_TR,
@@ -30,35 +30,13 @@ from suite.ops.kernel_config import (  # noqa: F401  (re-exported: the op's publ
 
 MAX_D = 8192  # past this the row no longer fits in registers without spills
 CTYPE = {torch.float32: "float", torch.bfloat16: "bf16", torch.float16: "f16"}
-SOURCES = ["adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu", "adaln_bwd_reduce.cu"]
+SOURCES = ("adaln_common.cuh", "adaln_fwd.cu", "adaln_bwd.cu", "adaln_bwd_reduce.cu")
+MAIN = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
 
 
-def check_d(D: int) -> None:
-    if not 1 <= D <= MAX_D:
-        raise ValueError(
-            f"fused AdaLN supports 1 <= D <= {MAX_D} (the row is held in registers), got D={D}"
-        )
-
-
-def build(cfg: KernelConfig, arch: str, use_cache: bool = True) -> Program:
-    """Compile every kernel of `cfg` for `arch` (works without a GPU: NVRTC only)."""
-    check_d(cfg.D)
-    src = read_sources(SOURCES)
-    main = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
-    return compile_program(main, src, cfg.names(), arch, use_cache=use_cache)
-
-
-@functools.cache
-def _program(cfg: KernelConfig, arch: str) -> Program:
-    return build(cfg, arch)
-
-
-# ----------------------------------------------------------------------------- launches (GPU)
-@functools.cache  # one lookup per (program, kernel, device), not per launch
-def _fn(cfg: KernelConfig, name: str, index: int):
-    from suite.cuda.launch import device_arch, get_function
-
-    return get_function(_program(cfg, device_arch(index)), name, index)
+KERNELS = OpKernels("fused AdaLN", SOURCES, MAIN, MAX_D)
+check_d, build, prebuild = KERNELS.check_d, KERNELS.build, KERNELS.prebuild
+_fn = KERNELS.function  # (cfg, kernel name, device index) -> CUfunction, looked up once
 
 
 def _grid_cap(func, threads: int, index: int, smem: int = 0) -> int:
@@ -84,18 +62,6 @@ def mod_strides(scale: torch.Tensor, mode: int) -> tuple[int, int]:
     if mode == MODE_TOKEN:
         return scale.stride(0), scale.stride(1)
     return 0, 0
-
-
-def check_rows(D: int, **tensors: torch.Tensor) -> None:
-    """The kernels read a row as D consecutive elements: a tensor whose last dimension is strided
-    would be read wrong, silently. Checked when a launch plan is built (its key holds the
-    strides), so it costs nothing per call; the public ops make such tensors contiguous first."""
-    for name, t in tensors.items():
-        if D > 1 and t.stride(-1) != 1:
-            raise ValueError(
-                f"{name}: the fused kernels need a contiguous last dimension (stride 1), got "
-                f"strides {tuple(t.stride())}; pass {name}.contiguous()"
-            )
 
 
 def _layout_ok(es: int, D: int, *strides: int) -> bool:
@@ -418,18 +384,3 @@ def backward(dy, x, scale, mean, rstd, mode: int, impl: str, rows=None, plan=Non
 @functools.cache
 def _sm90(index: int) -> bool:  # programmatic dependent launches need sm_90 or newer
     return torch.cuda.get_device_capability(index) >= (9, 0)
-
-
-def _build_one(args) -> str:
-    cfg, arch = args
-    build(cfg, arch)
-    return f"{cfg} {arch}"
-
-
-def prebuild(configs: list[KernelConfig], arch: str, workers: int = 8) -> int:
-    """Fill the on-disk CUBIN cache for `configs` in parallel processes (NVRTC is single-threaded
-    per program); later processes load the CUBINs instead of compiling."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(workers) as ex:
-        return len(list(ex.map(_build_one, [(c, arch) for c in configs])))
