@@ -80,3 +80,13 @@ def check_rows(D: int, **tensors: torch.Tensor) -> None:
                 f"{name}: the fused kernels need a contiguous last dimension (stride 1), got "
                 f"strides {tuple(t.stride())}; pass {name}.contiguous()"
             )
+
+
+def same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether one set of strides addresses both tensors (the kernels read shift with scale's):
+    one shape, and one stride in every dimension longer than 1 (a length-1 dimension's stride
+    is never used, and .contiguous() leaves it as it was: a [1, 1, D] tensor and row 0 of a
+    [1, 6, D] table differ there and nowhere else)."""
+    return a.shape == b.shape and all(
+        n == 1 or sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride())
+    )

@@ -38,16 +38,6 @@ def _check(x: Tensor, out_dtype, backward: str, eps: float = 1e-6) -> torch.dtyp
     return out_dtype
 
 
-def same_strides(a: Tensor, b: Tensor) -> bool:
-    """Whether one set of strides addresses both tensors (the kernels read shift with scale's):
-    one shape, and one stride in every dimension longer than 1 (a length-1 dimension's stride
-    is never used, and .contiguous() leaves it as it was: a [1, 1, D] tensor and row 0 of a
-    [1, 6, D] table differ there and nowhere else)."""
-    return a.shape == b.shape and all(
-        n == 1 or sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride())
-    )
-
-
 def _same_device(x: Tensor, **tensors: Tensor) -> None:
     """Every tensor on x's device, checked before any launch: a kernel given a host pointer
     faults (illegal address), and after that every CUDA call of the process fails."""

@@ -15,8 +15,7 @@ from threading import get_ident
 import torch
 
 from suite.cuda import launch as L
-from suite.cuda.build import OpKernels, check_rows
-from suite.ops.fused_adaln.args import same_strides
+from suite.cuda.build import OpKernels, check_rows, same_strides
 from suite.ops.fused_adaln.kernel_config import (  # noqa: F401  (re-exported: the op's public kernel names)
     DTILE_NTILE,
     DTILE_TD,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from suite.cuda.build import same_strides
 from suite.ops.fused_adaln import reference as ref
 from suite.ops.fused_adaln.args import (
     DTYPES,
@@ -35,7 +36,6 @@ from suite.ops.fused_adaln.args import (
     _rows_of_one_table,
     _same_device,
     _table_rows,
-    same_strides,
 )
 from suite.ops.fused_adaln.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
 
