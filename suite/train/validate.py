@@ -23,32 +23,25 @@ def allreduce_busbw(device, mbytes: float = 256, reps: int = 20, warm: int = 5) 
     """all_reduce bus bandwidth in the current process group (nccl-tests convention: busbw =
     bytes * 2 (n-1)/n / time), median of `reps` timed calls after `warm` untimed ones. Every
     rank must call it; every rank gets the same dict (rank 0's timing, broadcast)."""
-    import time
-
     import torch
     import torch.distributed as dist
 
+    from suite.train.instrument import PhaseTimer
+
     n = int(mbytes * 2**20 // 4)
     buf = torch.ones(n, device=device)
-    cuda = device.type == "cuda"
     times = []
     for i in range(warm + reps):
-        if cuda:
+        if device.type == "cuda":
             torch.cuda.synchronize()
         dist.barrier()
-        if cuda:
-            t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            t0.record()
-            dist.all_reduce(buf)
-            t1.record()
-            torch.cuda.synchronize()
-            sec = t0.elapsed_time(t1) / 1e3
-        else:
-            s = time.perf_counter()
-            dist.all_reduce(buf)
-            sec = time.perf_counter() - s
+        timer = PhaseTimer(device)  # CUDA events on a GPU, the host clock on CPU
+        timer.mark("start")
+        dist.all_reduce(buf)
+        timer.mark("end")
+        timer.finish()
         if i >= warm:
-            times.append(sec)
+            times.append(timer.seconds("start", "end"))
     w = dist.get_world_size()
     t = float(np.median(times))
     res = [
