@@ -24,6 +24,7 @@ import time
 import pandas as pd
 import torch
 
+from suite.timing import CudaSpan
 from suite.train.stepfn import make_step_fn
 
 
@@ -39,11 +40,9 @@ def one(step, B, S, condition):
         torch.cuda.empty_cache()
     torch.cuda.synchronize()
     allocs = torch.cuda.memory_stats().get("num_device_alloc", 0)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     cpu0, t0 = time.process_time(), time.perf_counter()
-    start.record()
-    wall, _, _ = step(B, S)
-    end.record()
+    with CudaSpan() as span:
+        wall, _, _ = step(B, S)
     torch.cuda.synchronize()
     return {
         "condition": condition,
@@ -51,7 +50,7 @@ def one(step, B, S, condition):
         "S": S,
         "wall_s": wall,
         "outer_s": time.perf_counter() - t0,
-        "gpu_s": start.elapsed_time(end) / 1e3,
+        "gpu_s": span.ms() / 1e3,
         "cpu_s": time.process_time() - cpu0,
         "mallocs": torch.cuda.memory_stats().get("num_device_alloc", 0) - allocs,
         "sm_mhz": sm_clock(),
