@@ -101,7 +101,7 @@ def kk_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]
                 return x, x[1] - (x[2] if len(x[0]) == R else 0.0)
             sums, bins = x = full(x)  # the item joins the smallest sum
             v, b0 = sums[0] + cs[i], bins[0]
-            k = int(np.searchsorted(sums[1:], v, side="left"))  # a stable sort: before equals
+            k = int(sums[1:].searchsorted(v, "left"))  # a stable sort: before equals
             sums[:k], bins[:k] = sums[1 : k + 1], bins[1 : k + 1]
             sums[k], bins[k] = v, b0
             absorbed.append((ids[i], b0))
