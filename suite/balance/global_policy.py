@@ -298,7 +298,7 @@ class GlobalPolicy:
     max_defer: int = 1
     defer_above: float = 1.0
     planner_error: float = 1.0  # planner's b = the fitted b x this (to study miscalibration)
-    method: str = "lpt"  # "lpt" (vectorised rounds) or "kk" (Karmarkar-Karp, small R)
+    method: str = "lpt"  # "lpt" (vectorised rounds) or "kk" (Karmarkar-Karp)
     name: str = "global"
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int):

@@ -25,9 +25,9 @@ Sources (the projects' code, read for this; the code here is ours):
 
 Variants (PACKING_VARIANTS) are named after what they do: the cost (flops: c*L + L^2; fitted: the
 cost model's b*S^p plus its per-batch fixed cost spread over M_mem tokens, as GlobalPolicy) and
-the partitioner (kk: global_policy.kk_partition, for few ranks: O(n R) memory; kkeq: verl's
-equal-size KK, n / R states of R items, cheap at any R; lpt: global_policy's vectorised rounds;
-trim-5pct: LPT then Megatron's 5% trim).
+the partitioner (kk: global_policy.kk_partition, verl's KK, ~0.1 s for 40,000 items on 1,024
+ranks; kkeq: verl's equal-size KK, n / R states of R items; lpt: global_policy's vectorised
+rounds; trim-5pct: LPT then Megatron's 5% trim).
 """
 
 from __future__ import annotations
