@@ -147,6 +147,19 @@ def kk_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]
             else:
                 pair.append(heapq.heappop(heap)[2])
         x, spread = merge(*pair)
+        # a full state takes the next singleton for as long as the two are the largest: it
+        # above the other states and the singleton after (the older wins a tie), the singleton
+        # at or above the other states; no heap round trip for each
+        h = -heap[0][0] if heap else -1.0
+        while (
+            type(x) is tuple
+            and p < n
+            and spread > h <= cs[p]
+            and (p + 1 == n or spread > cs[p + 1])
+        ):
+            tie += 1
+            x, spread = merge(p, x)
+            p += 1
         heapq.heappush(heap, (-spread, tie, x))
         tie += 1
     loads, bins = full(heap[0][2] if heap else p)
