@@ -282,7 +282,7 @@ def forecast_main(argv: list[str]) -> int:
         if a.jobs is not None and a.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {a.jobs}")
         jobs = a.jobs or min(os.cpu_count() or 1, len(names))
-        progress = Progress(sys.stderr, plain_every=100)
+        progress = Progress(sys.stderr, force_plain=True)  # lines, no display thread to fork
         progress.log(
             f"forecast: {len(names)} policies on {cfg.ranks} ranks x {cfg.steps} steps"
             + ("" if a.steps is not None else " (auto; --steps to choose)")
