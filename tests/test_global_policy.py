@@ -196,8 +196,8 @@ def _kk_textbook(costs, ranks):
 
 
 def _costs(rng, n: int, kind: int) -> np.ndarray:
-    """Random costs: continuous, few distinct values (ties, as sample lengths give), or mixed."""
-    values = rng.choice([0.5, 1.0, 2.0, 3.0, 5.5, 8.25, 13.0, 40.0], rng.integers(1, 8))
+    """Random costs: continuous, few distinct values (ties, as sample lengths give; zeros), or mixed."""
+    values = rng.choice([0.0, 0.5, 1.0, 2.0, 3.0, 5.5, 8.25, 13.0, 40.0], rng.integers(1, 8))
     return (
         rng.random(n),
         rng.choice(values, n),
