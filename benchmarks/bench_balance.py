@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from benchmarks.common import default_buckets
+from suite.balance.registry import POLICIES
+
+PLANNER_STEPS = 4  # steps a planner benchmark plans: enough to amortise its per-epoch set-up
 
 
 def _policy(name: str):
@@ -63,6 +66,34 @@ class Simulator:
 
         cfg = SimConfig(ranks=ranks, steps=200)
         return simulate(self.buckets, self.policy, self.cost, cfg).metrics()["planner_ms"]
+
+    track_planner_ms.unit = "ms"
+
+
+class Planner:
+    """Planner time per step (ms, this machine, one core) of every registry policy at 16, 256 and
+    1024 ranks: one epoch planned on a corpus of the default mix sized for PLANNER_STEPS steps, as
+    `simulate` plans it (the cost model's budgets, so ~M_mem tokens a rank a step)."""
+
+    version = 1
+    params = ([16, 256, 1024], list(POLICIES))
+    param_names = ["ranks", "policy"]
+    timeout = 300
+
+    def setup(self, ranks, policy):
+        from suite.balance.simulator import draw_corpus, samples_per_rank_step
+
+        _, self.policy = _policy(policy)
+        buckets = default_buckets()
+        n = int(1.1 * PLANNER_STEPS * ranks * samples_per_rank_step(self.policy, buckets)) + 64
+        self.tokens = draw_corpus(buckets, n, seed=0)
+
+    def track_planner_ms(self, ranks, policy):
+        import time
+
+        t0 = time.perf_counter()
+        plan = self.policy.epoch_plan(self.tokens, ranks, 0, 0)
+        return 1e3 * (time.perf_counter() - t0) / max(1, plan.steps)
 
     track_planner_ms.unit = "ms"
 

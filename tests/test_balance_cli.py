@@ -323,3 +323,61 @@ def test_fit_cost_prices_micro_batches_without_the_optimizer_timed_apart(tmp_pat
     assert sim(apart) < sim(apart, "--optimizer-s", "0")
     # the power law prices whole steps: no optimizer on top, the same as without the column
     assert sim(apart, "--step-model", "power") == pytest.approx(sim(whole, "--step-model", "power"))
+
+
+def test_forecast_runs_the_policies_asked_for_and_shows_progress(tmp_path, capsys):
+    args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "8", "--steps", "40", "--json"]
+    assert forecast_main([*args, "--policies", "pack-kk-flops, global", "--jobs", "1"]) == 0
+    got = capsys.readouterr()
+    out = json.loads(got.out)
+    assert [r["policy"] for r in out["policies"]] == ["pack-kk-flops", "global"]
+    assert out["recommend"]["candidates"] == ["pack-kk-flops", "global"] and out["steps"] == 40
+    assert "forecast: 2 policies on 8 ranks x 40 steps" in got.err
+    assert "forecast: 1/2 pack-kk-flops" in got.err and "s left)" in got.err
+    assert "forecast: 2/2 global" in got.err
+
+
+def test_forecast_names_an_unknown_policy_and_the_accepted_ones(tmp_path, capsys):
+    args = ["--manifest", str(_manifest(tmp_path)), "--policies", "global,nope,pack-kk"]
+    assert forecast_main(args) == 2
+    err = capsys.readouterr().err
+    assert "--policies: unknown policy 'nope', 'pack-kk'; accepted: " + ", ".join(POLICIES) in err
+    assert forecast_main(["--manifest", str(_manifest(tmp_path)), "--policies", " ,"]) == 2
+    assert "unknown policy list (empty)" in capsys.readouterr().err
+    assert forecast_main(["--manifest", str(_manifest(tmp_path)), "--jobs", "0"]) == 2
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_forecast_in_two_processes_gives_the_same_table(tmp_path, capsys):
+    args = ["--manifest", str(_manifest(tmp_path)), "--gpus", "8", "--steps", "30", "--json"]
+    args += ["--policies", "equal-token,pack-kk-fitted,bucket-sync"]
+    tables = []
+    for jobs in ("1", "2"):
+        assert forecast_main([*args, "--jobs", jobs]) == 0
+        tables.append(json.loads(capsys.readouterr().out)["policies"])
+    assert [r["policy"] for r in tables[1]] == ["equal-token", "pack-kk-fitted", "bucket-sync"]
+    for one, two in zip(*tables):
+        assert {k: v for k, v in one.items() if k != "planner_ms"} == {
+            k: v for k, v in two.items() if k != "planner_ms"
+        }
+
+
+def test_forecast_steps_follow_the_corpus_a_step_needs():
+    """1000 steps while a corpus draw holds them; fewer at many ranks, never under the floor."""
+    from suite.balance.buckets import bucket_table
+    from suite.balance.simulator import AUTO_STEPS_MIN, CORPUS_CAP, auto_steps
+
+    video = bucket_table(pd.Series([32_760] * 5 + [1_560] * 5))  # mean S 17,160
+    m_mem = 712_000.0
+    assert auto_steps(video, m_mem, 16) == 1000
+    at_1024 = auto_steps(video, m_mem, 1024)
+    assert at_1024 == int(CORPUS_CAP / (1.1 * 1024 * m_mem / 17_160))
+    assert AUTO_STEPS_MIN < at_1024 < 1000
+    assert auto_steps(bucket_table(pd.Series([1_560] * 4)), m_mem, 1024) == AUTO_STEPS_MIN
+
+
+def test_simulate_prints_an_estimate_on_long_work(capsys, monkeypatch):
+    monkeypatch.setattr("suite.balance.cli.LONG_S", 0.0)
+    assert simulate_main(["--policy", "pack-kk-flops", "--gpus", "8", "--steps", "20"]) == 0
+    err = capsys.readouterr().err
+    assert "simulate: pack-kk-flops on 8 ranks x 20 steps, about" in err and "done in" in err

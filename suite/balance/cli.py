@@ -9,7 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
+import os
 import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 
 import pandas as pd
@@ -20,8 +24,17 @@ from suite.balance.costmodel import (
     default_cost_model,
 )
 from suite.balance.registry import OWN, PEERS, POLICIES, PolicyInputs, budgets, make_policy
-from suite.balance.simulator import SimConfig, simulate
+from suite.balance.simulator import (
+    CORPUS_CAP,
+    SimConfig,
+    auto_steps,
+    estimate_seconds,
+    simulate,
+)
+from suite.progress import Progress
 from suite.rundir import read_csv
+
+LONG_S = 5.0  # simulate prints its estimate on stderr when the work looks longer than this
 
 METRIC_LABELS = {
     "rank_cv": "rank CV",
@@ -51,6 +64,43 @@ def _load_cost(path: str | None, step_model: str = "auto") -> CostModel:
     return cost
 
 
+def _forecast_one(name: str, cost: CostModel, buckets: pd.DataFrame, cfg: SimConfig):
+    """(name, its table row), or (name, why it does not apply to this data)."""
+    try:
+        pol = make_policy(name, PolicyInputs.from_cost(cost, buckets))
+    except ValueError as e:
+        return name, str(e)
+    return name, {
+        "policy": name,
+        **budgets(pol),
+        **simulate(buckets, pol, cost.step_model(), cfg).metrics(),
+    }
+
+
+def _forecast_all(names: list[str], jobs: int, *args):
+    """(name, row or why not) for every policy, as each finishes; `jobs` processes at once."""
+    if jobs == 1:
+        yield from (_forecast_one(n, *args) for n in names)
+        return
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        for fut in as_completed([pool.submit(_forecast_one, n, *args) for n in names]):
+            yield fut.result()
+
+
+def _policy_names(arg: str | None) -> list[str]:
+    """The --policies list, each checked against the registry; None: every policy."""
+    if arg is None:
+        return list(POLICIES)
+    names = [s.strip() for s in arg.split(",") if s.strip()]
+    unknown = [s for s in names if s not in POLICIES]
+    if unknown or not names:
+        raise ValueError(
+            f"--policies: unknown policy {', '.join(map(repr, unknown)) or 'list (empty)'}; "
+            f"accepted: {', '.join(POLICIES)}"
+        )
+    return list(dict.fromkeys(names))
+
+
 def _step_name(cost: CostModel) -> str:
     return "quadratic a + c*B + b*B*S + d*B*S^2" if cost.quadratic else "power law a + b*B*S^p"
 
@@ -64,9 +114,11 @@ def _buckets(manifest: str | None, mix: str, seed: int) -> tuple[pd.DataFrame, s
     return bucket_table(sample_corpus(100_000, mix, seed=seed)["tokens"]), f"{mix} mix"
 
 
-def _sim_args(p: argparse.ArgumentParser) -> None:
+def _sim_args(
+    p: argparse.ArgumentParser, steps_help: str = "simulated steps N (default 1000)"
+) -> None:
     p.add_argument("--gpus", type=int, default=16, help="number of data-parallel ranks R")
-    p.add_argument("--steps", type=int, default=1000, help="simulated steps N (default 1000)")
+    p.add_argument("--steps", type=int, default=None, help=steps_help)
     p.add_argument("--cost", help="cost JSON from `fit-cost` (default: analytic Wan-14B on H200)")
     p.add_argument(
         "--step-model",
@@ -99,10 +151,10 @@ def _sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def _config(a, cost: CostModel) -> SimConfig:
+def _config(a, cost: CostModel, steps: int | None = None) -> SimConfig:
     return SimConfig(
         ranks=a.gpus,
-        steps=a.steps,
+        steps=next(s for s in (steps, a.steps, 1000) if s is not None),
         noise_cv=a.noise,
         collective_s=a.collective_s,
         optimizer_s=cost.optimizer_s if a.optimizer_s is None else a.optimizer_s,
@@ -148,13 +200,23 @@ def simulate_main(argv: list[str]) -> int:
             from suite.balance.simulator import LatencyTable
 
             timing = LatencyTable(read_csv(a.latency), fallback=timing)
-        m = simulate(buckets, pol, timing, _config(a, cost)).metrics()
+        cfg = _config(a, cost)
+        t0 = time.perf_counter()
+        if (eta := estimate_seconds(buckets, pol, cfg)) > LONG_S:
+            print(
+                f"simulate: {a.policy} on {cfg.ranks} ranks x {cfg.steps} steps, about {eta:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        m = simulate(buckets, pol, timing, cfg).metrics()
+        if eta > LONG_S:
+            print(f"simulate: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     except (ValueError, OSError, KeyError) as e:
         return _fail(str(e))
     out = {
         "policy": a.policy,
         "gpus": a.gpus,
-        "steps": a.steps,
+        "steps": cfg.steps,
         "data": data,
         "m_mem": cost.m_mem,
         "m_comp": getattr(pol, "m_comp", None),
@@ -166,7 +228,7 @@ def simulate_main(argv: list[str]) -> int:
         print(json.dumps(out, default=float))
     else:
         print(
-            f"{a.policy} on {a.gpus} ranks x {a.steps} steps, {data}, p = {cost.p:.3f}, "
+            f"{a.policy} on {a.gpus} ranks x {cfg.steps} steps, {data}, p = {cost.p:.3f}, "
             f"steps costed by the {out['step_model']}"
         )
         for k, label in METRIC_LABELS.items():
@@ -192,20 +254,52 @@ def forecast_main(argv: list[str]) -> int:
         "bad file, row or value stops with an error naming the file and line",
     )
     p.add_argument("--plot", help="write a bar chart of the metrics to this PNG/SVG path")
-    _sim_args(p)
+    p.add_argument(
+        "--policies",
+        help="comma-separated policies to simulate (default: every one of the registry: "
+        + ", ".join(POLICIES)
+        + ")",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="policies simulated at once, one process each (default: the machine's cores)",
+    )
+    _sim_args(
+        p,
+        "simulated steps N (default: as many as one drawn corpus of "
+        f"{CORPUS_CAP:,} samples holds, at most 1000 and at least 20: 1000 up to ~90 ranks "
+        "for a video mix, fewer beyond, where each step averages over more ranks)",
+    )
     a = p.parse_args(argv)
     try:
+        names = _policy_names(a.policies)
         cost = _load_cost(a.cost, a.step_model)
         buckets, data = _buckets(a.manifest, "default", a.seed)
-        rows, skipped = [], []
-        for name in POLICIES:
-            try:
-                pol = make_policy(name, PolicyInputs.from_cost(cost, buckets))
-            except ValueError as e:
-                skipped.append(f"{name} ({e})")  # a policy that does not apply to this data
-                continue
-            m = simulate(buckets, pol, cost.step_model(), _config(a, cost)).metrics()
-            rows.append({"policy": name, **budgets(pol), **m})
+        steps = a.steps if a.steps is not None else auto_steps(buckets, cost.m_mem, a.gpus)
+        cfg = _config(a, cost, steps)
+        if a.jobs is not None and a.jobs < 1:
+            raise ValueError(f"--jobs must be >= 1, got {a.jobs}")
+        jobs = a.jobs or min(os.cpu_count() or 1, len(names))
+        progress = Progress(sys.stderr, force_plain=True)  # lines, no display thread to fork
+        progress.log(
+            f"forecast: {len(names)} policies on {cfg.ranks} ranks x {cfg.steps} steps"
+            + ("" if a.steps is not None else " (auto; --steps to choose)")
+            + f", {jobs} at a time"
+        )
+        t0, done = time.perf_counter(), {}
+        for name, row in _forecast_all(names, jobs, cost, buckets, cfg):
+            done[name] = row
+            took = time.perf_counter() - t0
+            left = took / len(done) * (len(names) - len(done))
+            progress.log(
+                f"forecast: {len(done)}/{len(names)} {name} ({took:.1f} s so far"
+                + (f", about {left:.0f} s left)" if len(done) < len(names) else ")")
+            )
+        rows = [done[n] for n in names if isinstance(done[n], dict)]
+        skipped = [f"{n} ({done[n]})" for n in names if isinstance(done[n], str)]
+        progress.close()
         if not rows:
             raise ValueError(f"no policy applies: {'; '.join(skipped)}")
     except (ValueError, OSError, KeyError) as e:
@@ -227,7 +321,7 @@ def forecast_main(argv: list[str]) -> int:
         "m_mem": cost.m_mem,
         "m_comp": None if pd.isna(best.get("m_comp")) else float(best["m_comp"]),
         "p": cost.p,
-        "candidates": list(POLICIES),  # every registry row: simulated, or skipped with the reason
+        "candidates": names,  # every policy asked for: simulated, or skipped with the reason
         "skipped": skipped,
     }
     if a.json:
@@ -236,6 +330,7 @@ def forecast_main(argv: list[str]) -> int:
                 {
                     "data": data,
                     "gpus": a.gpus,
+                    "steps": cfg.steps,
                     "step_model": _step_name(cost),
                     "policies": rows,
                     "recommend": rec,
@@ -246,7 +341,8 @@ def forecast_main(argv: list[str]) -> int:
     else:
         print(
             f"forecast for {data} ({int(buckets['count'].sum())} samples, "
-            f"{len(buckets)} sequence lengths) on {a.gpus} ranks; steps costed by the "
+            f"{len(buckets)} sequence lengths) on {a.gpus} ranks x {cfg.steps} steps; steps "
+            "costed by the "
             f"{_step_name(cost)}"
         )
         show = table[["policy", *METRIC_LABELS]].copy()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,36 +44,200 @@ def lpt_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray
 
 
 def kk_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rank of each item, load of each rank) by Karmarkar-Karp largest differencing.
+    """(rank of each item, load of each rank) by Karmarkar-Karp largest differencing (verl's
+    `karmarkar_karp`, equal_size=False): every item starts as a state of `ranks` sums (its cost
+    and zeros); the two states of largest spread (max - min; on a tie the older state) merge,
+    the largest sums of one meeting the smallest of the other, until one state is left; rank r
+    gets the items of the r-th smallest sum. Better than LPT with few items per rank.
 
-    Better than LPT with few items per rank, but O(n R log n): use it for small R.
+    The same merges, in the same order, without that form's n x R arrays: a state whose items
+    each sit alone in a sum (every state until it fills up) is its item list, and merging two
+    such is a union; a single item met by a full state joins its smallest sum (one insertion);
+    only merges of two full states cost O(R). Singletons are read off one sorted array rather
+    than the heap. Which rank holds which item is resolved once at the end: a full state's sums
+    carry bin ids, and a merge links the bins it pairs. About n steps of O(1) Python plus O(R)
+    per full-state merge: tens of ms for 40,000 items on 1,024 ranks, where the n x R form took
+    minutes. Costs must be >= 0 (a state's empty sums are its smallest).
     """
-    costs = np.asarray(costs, float)
-    heap = []
-    for i, c in enumerate(costs):
-        sums = np.zeros(ranks)
-        sums[-1] = c
-        members = [[] for _ in range(ranks)]
-        members[-1] = [i]
-        heap.append((-c, i, sums, members))
-    heapq.heapify(heap)
-    tie = len(costs)
-    while len(heap) > 1:
-        _, _, s1, m1 = heapq.heappop(heap)
-        _, _, s2, m2 = heapq.heappop(heap)
-        s = s1 + s2[::-1]  # the largest sums of one meet the smallest of the other
-        m = [x + y for x, y in zip(m1, m2[::-1])]
-        order = np.argsort(s, kind="stable")
-        s, m = s[order], [m[j] for j in order]
-        heapq.heappush(heap, (-(s[-1] - s[0]), tie, s, m))
+    c = np.asarray(costs, float)
+    n, R = len(c), int(ranks)
+    if R < 1:
+        raise ValueError(f"ranks must be >= 1, got {ranks}")
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(R)
+    if c.min() < 0:
+        raise ValueError(f"costs must be >= 0, got a minimum of {c.min()}")
+    if R == 1:
+        return np.zeros(n, np.int64), np.array([c.sum()])
+    order = np.argsort(-c, kind="stable")  # singletons in heap order: key (-cost, index)
+    cs, ids = c[order].tolist(), order.tolist()
+    item_bin = np.zeros(n, np.int64)
+    absorbed: list[tuple[int, int]] = []  # (item, bin) of single items joining a full state
+    links: list[tuple[np.ndarray, np.ndarray]] = []  # (bins, the bins they merged into)
+    n_bins = 0
+
+    def full(x):  # any state as R ascending sums and their bin ids
+        nonlocal n_bins
+        if type(x) is tuple:
+            return x
+        items = np.asarray([ids[x]] if type(x) is int else x[0], np.int64)
+        items = items[np.argsort(c[items], kind="stable")]
+        sums = np.zeros(R)
+        sums[R - len(items) :] = c[items]
+        bins = np.arange(n_bins, n_bins + R)
+        item_bin[items] = bins[R - len(items) :]
+        n_bins += R
+        return sums, bins
+
+    def merge(a, b):  # (state, spread) of two states; a state is a singleton's position p,
+        # [items, top, low] while each item has a sum of its own, else (sums, bins)
+        if type(a) is int and type(b) is int:
+            return [[ids[a], ids[b]], cs[a], cs[b]], cs[a] - (cs[b] if R == 2 else 0.0)
+        if type(a) is int or type(b) is int:
+            i, x = (a, b) if type(a) is int else (b, a)
+            if type(x) is list and len(x[0]) < R:  # a sum of its own
+                x[0].append(ids[i])
+                x[2] = cs[i]  # singletons come in descending cost: the lowest yet
+                return x, x[1] - (x[2] if len(x[0]) == R else 0.0)
+            sums, bins = x = full(x)  # the item joins the smallest sum
+            v, b0 = sums[0] + cs[i], bins[0]
+            k = int(sums[1:].searchsorted(v, "left"))  # a stable sort: before equals
+            sums[:k], bins[:k] = sums[1 : k + 1], bins[1 : k + 1]
+            sums[k], bins[k] = v, b0
+            absorbed.append((ids[i], b0))
+            return x, sums[-1] - sums[0]
+        if type(a) is list and type(b) is list and len(a[0]) + len(b[0]) <= R:  # a union
+            big, small = (a, b) if len(a[0]) >= len(b[0]) else (b, a)
+            big[0].extend(small[0])
+            x = [big[0], max(a[1], b[1]), min(a[2], b[2])]
+            return x, x[1] - (x[2] if len(x[0]) == R else 0.0)
+        (s1, b1), (s2, b2) = full(a), full(b)
+        s = s1 + s2[::-1]
+        o = np.argsort(s, kind="stable")
+        links.append((b2[::-1], b1))  # paired sums belong to one rank from here on
+        return (s[o], b1[o]), s[o[-1]] - s[o[0]]
+
+    heap: list = []  # merged states: (-spread, tie, state); tie >= n > any singleton's index
+    neg = -c[order]
+    p, tie = 0, n
+    while (n - p) + len(heap) > 1:
+        v = cs[p] if p < n else -1.0
+        if p + 1 < n and cs[p + 1] == v > 0 and (not heap or v > -heap[0][0]):
+            # a run of equal singletons above every state: they and what they merge into
+            # (spread v, or 0 once level) pop first-in first-out, so merge them off a queue
+            end = int(np.searchsorted(neg, -v, side="right"))
+            queue, tie = _equal_run(order[p:end], p, v, R, tie, heap)
+            p = end
+            while len(queue) > 1:
+                (a, _), (b, _) = queue.popleft(), queue.popleft()
+                x, spread = merge(a, b)
+                if spread >= v:  # spread <= max of the two: still v, still first
+                    queue.append((x, tie))
+                else:
+                    heapq.heappush(heap, (-spread, tie, x))
+                tie += 1
+            for x, t in queue:
+                heapq.heappush(heap, (-v, t, x))
+            continue
+        pair = []
+        for _ in range(2):  # the two largest spreads; a singleton wins a tie
+            if p < n and (not heap or cs[p] >= -heap[0][0]):
+                pair.append(p)
+                p += 1
+            else:
+                pair.append(heapq.heappop(heap)[2])
+        x, spread = merge(*pair)
+        # a full state takes the next singleton for as long as the two are the largest: it
+        # above the other states and the singleton after (the older wins a tie), the singleton
+        # at or above the other states; no heap round trip for each
+        h = -heap[0][0] if heap else -1.0
+        while (
+            type(x) is tuple
+            and p < n
+            and spread > h <= cs[p]
+            and (p + 1 == n or spread > cs[p + 1])
+        ):
+            tie += 1
+            x, spread = merge(p, x)
+            p += 1
+        heapq.heappush(heap, (-spread, tie, x))
         tie += 1
-    owner = np.zeros(len(costs), np.int64)
-    loads = np.zeros(ranks)
-    if heap:
-        _, _, loads, members = heap[0]
-        for r, items in enumerate(members):
-            owner[items] = r
-    return owner, np.asarray(loads, float)
+    loads, bins = full(heap[0][2] if heap else p)
+    for i, bn in absorbed:
+        item_bin[i] = bn
+    root = np.arange(n_bins)
+    for child, into in links:
+        root[child] = into
+    while True:  # follow links to the bins the last state holds
+        nxt = root[root]
+        if np.array_equal(nxt, root):
+            break
+        root = nxt
+    rank_of = np.empty(n_bins, np.int64)
+    rank_of[bins] = np.arange(R)
+    return rank_of[root[item_bin]], np.asarray(loads, float).copy()
+
+
+def _equal_run(items: np.ndarray, first: int, v: float, R: int, tie: int, heap: list):
+    """The first-in first-out merging of g equal singletons (positions first, first + 1, ...
+    of the sorted costs; `items` their indices) while every state holds at most R items, on
+    state sizes alone: states of k items (k < R: spread v) merge in pairs, a state that reaches
+    R items is level (spread 0) and goes to `heap` as [items, v, v]. The queue's states always
+    cover the run's items in order, cyclically, so a state is an arc of them. Returns the
+    states left, as (state, tie) for the item-by-item merging (an item's position, or
+    [items, v, v]), and the next tie."""
+    g = len(items)
+    runs = deque([[1, g, first]])  # [size, count, tie of the first]: the queue, run-length coded
+    off = 0  # where the front state's arc starts in the run's cyclic order
+    states = g
+
+    def arc(start: int, k: int) -> list:
+        return items[(start + np.arange(k)) % g].tolist()
+
+    while states > 1:
+        k, m, _ = runs[0]
+        if m >= 2:
+            if 2 * k > R:
+                break
+            q = m // 2
+            runs[0][1] -= 2 * q
+            runs[0][2] += 2 * q
+            if runs[0][1] == 0:
+                runs.popleft()
+            states -= q if 2 * k < R else 2 * q
+            if 2 * k == R:  # level states
+                for j in range(q):
+                    heapq.heappush(heap, (-0.0, tie + j, [arc(off + 2 * k * j, R), v, v]))
+            else:
+                runs.append([2 * k, q, tie])
+            off += 2 * k * q
+            tie += q
+        else:
+            k2 = runs[1][0]
+            if k + k2 > R:
+                break
+            runs.popleft()
+            runs[0][1] -= 1
+            runs[0][2] += 1
+            if runs[0][1] == 0:
+                runs.popleft()
+            states -= 1 if k + k2 < R else 2
+            if k + k2 == R:
+                heapq.heappush(heap, (-0.0, tie, [arc(off, R), v, v]))
+            else:
+                runs.append([k + k2, 1, tie])
+            off += k + k2
+            tie += 1
+    queue = deque()
+    for k, m, t in runs:
+        for j in range(m):
+            queue.append(
+                (first + int((off + j * k) % g), t + j)
+                if k == 1
+                else ([arc(off + j * k, k), v, v], t + j)
+            )
+        off += k * m
+    return queue, tie
 
 
 PARTITIONERS = {"lpt": lpt_partition, "kk": kk_partition}
@@ -146,7 +311,7 @@ class GlobalPolicy:
     max_defer: int = 1
     defer_above: float = 1.0
     planner_error: float = 1.0  # planner's b = the fitted b x this (to study miscalibration)
-    method: str = "lpt"  # "lpt" (vectorised rounds) or "kk" (Karmarkar-Karp, small R)
+    method: str = "lpt"  # "lpt" (vectorised rounds) or "kk" (Karmarkar-Karp)
     name: str = "global"
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int):

@@ -25,9 +25,9 @@ Sources (the projects' code, read for this; the code here is ours):
 
 Variants (PACKING_VARIANTS) are named after what they do: the cost (flops: c*L + L^2; fitted: the
 cost model's b*S^p plus its per-batch fixed cost spread over M_mem tokens, as GlobalPolicy) and
-the partitioner (kk: global_policy.kk_partition, for few ranks: O(n R) memory; kkeq: verl's
-equal-size KK, n / R states of R items, cheap at any R; lpt: global_policy's vectorised rounds;
-trim-5pct: LPT then Megatron's 5% trim).
+the partitioner (kk: global_policy.kk_partition, verl's KK, ~0.1 s for 40,000 items on 1,024
+ranks; kkeq: verl's equal-size KK, n / R states of R items; lpt: global_policy's vectorised
+rounds; trim-5pct: LPT then Megatron's 5% trim).
 """
 
 from __future__ import annotations
@@ -115,9 +115,17 @@ def trim_overload(costs, owner, loads, pinned, stop_slack: float) -> tuple[np.nd
 
 @dataclass(frozen=True)
 class PackedStep:
-    ranks: list  # per rank: its sample indices
+    samples: np.ndarray  # the step's sample indices, in queue order
+    owner: np.ndarray  # the rank of each
     loads: np.ndarray  # per rank: summed partition cost
     converged: bool  # the stop rule held (always True without one)
+
+    @property
+    def ranks(self) -> list[np.ndarray]:
+        """Per rank: its sample indices, in queue order."""
+        by_rank = np.argsort(self.owner, kind="stable")
+        cuts = np.cumsum(np.bincount(self.owner, minlength=len(self.loads)))[:-1]
+        return np.split(self.samples[by_rank], cuts)
 
 
 @dataclass(frozen=True)
@@ -189,10 +197,7 @@ class CostAwarePacking:
                     keep, converged = trim_overload(c, owner, loads, pin, self.stop_slack)
                 else:  # the epoch's last step defers nothing
                     converged = bool(loads.max() - loads.min() <= self.stop_slack * loads.max())
-            own = owner[keep]
-            by_rank = np.argsort(own, kind="stable")  # a rank's samples keep their queue order
-            ranks = np.split(idx[keep][by_rank], np.cumsum(np.bincount(own, minlength=world))[:-1])
-            steps.append(PackedStep(ranks, loads, converged))
+            steps.append(PackedStep(idx[keep], owner[keep], loads, converged))
             pos += max(0, take - len(front))
             front = np.concatenate([idx[~keep], front[take:]])
         return steps
@@ -200,19 +205,17 @@ class CostAwarePacking:
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
         tokens = np.asarray(tokens, np.int64)
         steps = self.epoch_steps(tokens, world, seed, epoch)
-        sample, step, rank = [], [], []
-        for k, st in enumerate(steps):
-            for r, idx in enumerate(st.ranks):
-                sample.append(idx)
-                step.append(np.full(len(idx), k))
-                rank.append(np.full(len(idx), r))
-        cat = (
-            (lambda a: np.concatenate(a).astype(np.int64))
-            if sample
-            else (lambda a: np.zeros(0, np.int64))
-        )
+        none = np.zeros(0, np.int64)
+        cat = (lambda parts: np.concatenate(parts).astype(np.int64)) if steps else lambda _: none
         return Plan.from_assignment(
-            world, len(steps), cat(sample), cat(step), cat(rank), tokens, self.m_mem, self.name
+            world,
+            len(steps),
+            cat([st.samples for st in steps]),
+            cat([np.full(len(st.samples), k) for k, st in enumerate(steps)]),
+            cat([st.owner for st in steps]),
+            tokens,
+            self.m_mem,
+            self.name,
         )
 
 

@@ -223,6 +223,36 @@ def corpus_size(buckets: pd.DataFrame, cfg: SimConfig, per_rank_step: float) -> 
     return int(max(min(need, CORPUS_CAP), 8 * cfg.ranks * per_rank_step, 64))
 
 
+def auto_steps(buckets: pd.DataFrame, m_mem: float, ranks: int) -> int:
+    """Steps for a forecast: as many as one corpus draw (CORPUS_CAP samples) holds when every
+    rank packs M_mem tokens a step, within [AUTO_STEPS_MIN, AUTO_STEPS_MAX]. Up to ~90 ranks of a
+    video mix that is 1000; beyond, fewer steps of more ranks each (every metric but step CV is
+    a mean over steps of a statistic over ranks, or a ratio of sums over steps and ranks), and
+    the planning work stays about that of one corpus instead of growing with R."""
+    S, share = buckets["S"].to_numpy(float), buckets["share"].to_numpy(float)
+    per_rank = m_mem / float(np.dot(share / share.sum(), S))
+    fit = CORPUS_CAP / (1.1 * ranks * per_rank)  # corpus_size's margin
+    return int(np.clip(np.floor(fit), AUTO_STEPS_MIN, AUTO_STEPS_MAX))
+
+
+AUTO_STEPS_MIN, AUTO_STEPS_MAX = 20, 1000
+
+
+def estimate_seconds(buckets: pd.DataFrame, policy, cfg: SimConfig, probe_steps: int = 2) -> float:
+    """About how long `simulate` will take: `probe_steps` steps planned on a corpus of their
+    size (the plan is most of the work), scaled to cfg.steps; 0 where the probe cannot plan."""
+    from suite.balance.plan import plan_steps
+
+    n = int(max(1.1 * probe_steps * cfg.ranks * samples_per_rank_step(policy, buckets), 64))
+    tokens = draw_corpus(buckets, n, cfg.seed + 1)
+    t0 = time.perf_counter()
+    try:
+        plan = plan_steps(policy, tokens, cfg.ranks, probe_steps, cfg.seed)
+    except ValueError:
+        return 0.0
+    return (time.perf_counter() - t0) / plan.steps * cfg.steps
+
+
 def samples_per_rank_step(policy, buckets: pd.DataFrame) -> float:
     """Expected samples per rank and step: a bucket policy's mean batch size over its batches
     (1 / sum(share / B)); otherwise M_mem / mean S (a packer filling M_mem tokens per rank)."""
