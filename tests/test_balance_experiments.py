@@ -182,7 +182,7 @@ def test_the_comparison_holds_every_registry_policy_on_common_runs(run_dir):
         assert ran[list(COMPARE_METRICS)].notna().all().all()
         assert (ran["maxmean_p99"] >= ran["maxmean"]).all() and (ran["maxmean"] >= 1).all()
         gone = d[d["steps"] == 0]
-        assert gone["note"].str.startswith("not run: ").all()
+        assert all(str(n).startswith("not run: ") for n in gone["note"])  # may be none
         assert set(skip) <= set(gone.index) and not set(OWN) & set(gone.index)
     assert set(run_dir.tables()["balance_steps"]["policy"]) == set(OWN)
 

@@ -118,6 +118,3 @@ def test_old_names_are_this_sampler():
         BucketBatchSampler(tokens, DUAL, drop_last=False)
     with pytest.raises(ValueError, match="rank must be in"):
         PlanBatchSampler(tokens, DUAL, rank=2, world_size=2)
-    from suite.balance.global_policy import GlobalBatchSampler as old_home
-
-    assert old_home is GlobalBatchSampler

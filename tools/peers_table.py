@@ -12,8 +12,7 @@ whole plan / its steps, one core). Default mix, default_cost_model(), seed 0. No
 collectives: the spread the plans themselves give. --price analytic prices the same plans (the
 policies still decide with the fit) by the analytic Wan-14B model the fit approximates
 (costmodel.analytic_seconds: 0.3 s fixed per batch where the power-law fit has a = 6.2 s), to
-show how much of a packer's spread is the fit's per-batch fixed cost. Karmarkar-Karp packers are not run at > 64
-ranks (global_policy.kk_partition keeps an R-vector per item: O(n R) memory).
+show how much of a packer's spread is the fit's per-batch fixed cost.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ from suite.balance.peers import predicted_rank_loads, videosys_imbalance
 from suite.balance.plan import plan_steps
 from suite.balance.registry import POLICIES, Budgets, PolicyInputs, make_policy
 from suite.data.corpus import sample_corpus
-
-KK_MAX_RANKS = 64
 
 
 def policies(cost, tokens):
@@ -103,10 +100,6 @@ def main(argv=None) -> pd.DataFrame:
         pols = policies(cost, tokens)
         for i, (name, pol) in enumerate(pols.items(), 1):
             print(f"[{R} ranks] {i}/{len(pols)} {name}", flush=True)
-            if getattr(pol, "method", "") == "kk" and R > KK_MAX_RANKS:
-                note = "not run: KK is O(n R) memory"
-                rows.append({"price": args.price, "policy": name, "ranks": R, "note": note})
-                continue
             row = measure(name, pol, tokens, cost, price, R, n)
             rows.append({"price": args.price, "samples": size} | row)
     df = pd.DataFrame(rows)

@@ -307,7 +307,7 @@ def forecast_main(argv: list[str]) -> int:
     table = pd.DataFrame(rows)
     best = table.loc[table["throughput"].idxmax()]
     runner_up = table.drop(index=best.name).sort_values("throughput").iloc[-1:]
-    kind = "the suite's own" if best["policy"] in OWN else "a peer's"
+    kind = "the suite's own" if POLICIES[best["policy"]].own else "a peer's"
     why = (
         f"highest simulated throughput among {len(table)} policies ({kind}; "
         f"{best['throughput']:.4g} tokens/s, next {runner_up['policy'].iloc[0]} "

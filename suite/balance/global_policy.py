@@ -396,11 +396,3 @@ def time_planner(ranks: int = 1024, repeats: int = 50, seed: int = 0) -> float:
         plan_step(S, np.zeros(n, np.int64), ranks, cost.a, cost.b, cost.p, cost.m_mem)
         times.append(time.perf_counter() - t0)
     return 1e3 * float(np.median(times))
-
-
-def __getattr__(name: str):  # the sampler's old home: suite.balance.sampler has it now
-    if name == "GlobalBatchSampler":
-        from suite.balance.sampler import GlobalBatchSampler
-
-        return GlobalBatchSampler
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

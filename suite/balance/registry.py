@@ -205,14 +205,13 @@ class PolicySpec:
     slow_planner: bool = False
 
 
-_KK_CAP = "Karmarkar-Karp keeps an R-vector per item"
-_PACKING = {  # name -> (description, colour, max_ranks, slow planner)
-    "pack-kk-flops": ("Karmarkar-Karp on slime's c*L + L^2 FLOPs", "#884ea0", 64, True),
-    "pack-kkeq-flops": ("verl's equal-size Karmarkar-Karp on c*L + L^2", "#5b2c6f", None, False),
-    "pack-lpt-flops": ("LPT on c*L + L^2 FLOPs", "#af7ac5", None, False),
-    "pack-kk-fitted": ("Karmarkar-Karp on the fitted b*S^p + a/M_mem", "#117864", 64, True),
-    "pack-lpt-fitted": ("LPT on the fitted b*S^p + a/M_mem", "#48c9b0", None, False),
-    "pack-trim-5pct": ("LPT then Megatron-LM's 5% trim_overload", "#1f618d", None, False),
+_PACKING = {  # name -> (description, colour)
+    "pack-kk-flops": ("Karmarkar-Karp on slime's c*L + L^2 FLOPs", "#884ea0"),
+    "pack-kkeq-flops": ("verl's equal-size Karmarkar-Karp on c*L + L^2", "#5b2c6f"),
+    "pack-lpt-flops": ("LPT on c*L + L^2 FLOPs", "#af7ac5"),
+    "pack-kk-fitted": ("Karmarkar-Karp on the fitted b*S^p + a/M_mem", "#117864"),
+    "pack-lpt-fitted": ("LPT on the fitted b*S^p + a/M_mem", "#48c9b0"),
+    "pack-trim-5pct": ("LPT then Megatron-LM's 5% trim_overload", "#1f618d"),
 }
 
 # The table. A new policy: its module and one row here.
@@ -230,9 +229,8 @@ _ROWS = (
     PolicySpec("videosys-profiled", _videosys, "VideoSys DCP's profiled max batch rescaled to "
                "the median time", "#566573", needs_cost_model=True),
     *(
-        PolicySpec(n, _packing(n), d, c, needs_cost_model=True, micro_batched=True,
-                   max_ranks=cap, max_ranks_reason=_KK_CAP if cap else "", slow_planner=slow)
-        for n, (d, c, cap, slow) in _PACKING.items()
+        PolicySpec(n, _packing(n), d, c, needs_cost_model=True, micro_batched=True)
+        for n, (d, c) in _PACKING.items()
     ),
     PolicySpec("knapformer", _knapformer, "KnapFormer: 24*S*d^2 + gamma*4*S^2*d, greedy "
                "largest-first into per-rank compute bags", "#f1c40f", needs_cost_model=True,

@@ -33,9 +33,8 @@ steps at 16 / 1024 ranks, scaling-sweep rank-steps):
     scale_steps(R) steps (about `rank_steps` rank-steps: 50 steps at 1024 ranks in quick).
     comparison, every registry policy (own and peers), plan seed 0: the claim runs of the
     default and long-video mix at 16 ranks and the sweep's 1024-rank run, their first n steps
-    (a registry row's max_ranks caps it, e.g. the Karmarkar-Karp packers up to 64 ranks: they
-    keep an R-vector per item; the cpu profile leaves out the rows whose planner is slow, for
-    CI's time). Rank sweep, every registry policy, plan seed 0, default mix, at 8 ... 1024
+    (a registry row's max_ranks caps it, with its reason; the cpu profile leaves out the rows
+    whose planner is slow, for CI's time). Rank sweep, every registry policy, plan seed 0, default mix, at 8 ... 1024
     ranks: the comparison's 16-rank steps, fewer at many ranks (about `rank_steps`
     rank-steps: balance_runs.scale_steps; quick: 300 steps up to 64 ranks, 31 at 1024).
     cpu    1000 steps x 3 seeds; comparison 200 / 12 steps; sweep 8,000 rank-steps

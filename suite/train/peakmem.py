@@ -48,7 +48,8 @@ def memory_rows(ranks, summ, base, new, capacity: float, cond: str, paired: bool
             "metric": "peak_vram_util_gain_rankbatch",
             "value": 100 * (rb[new] / rb[base] - 1),
             "conditions": f"mean over rank-batches of peak allocated {rb[new] / 2**30:.1f} vs "
-            f"{rb[base] / 2**30:.1f} GiB (per rank-batch, not per step: an alternative reading); " + cond,
+            f"{rb[base] / 2**30:.1f} GiB (per rank-batch, not per step: an alternative reading); "
+            + cond,
         },
         row
         | {

@@ -33,6 +33,7 @@ import pandas as pd
 
 GROUP_TIMEOUT_S = 3600.0  # rank 0 runs the earlier experiments alone while the others wait
 
+
 def init_group(device_type: str, local_rank: int):
     """(device, rank, world) of the experiment's one process group (suite.train.distributed).
     Timeout 1 h: rank 0 runs the earlier experiments alone (quick: ~1.5 min, full: ~8 min) while
