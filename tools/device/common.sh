@@ -20,7 +20,7 @@ gpu_env() {
   python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
 'nvrtc', nvrtc.nvrtcVersion()[1:])"
-  echo "commit ${SUITE_GIT_SHA:-unknown (pass SUITE_GIT_SHA: the device copy's git history can be stale)}"
+  echo "commit ${SUITE_GIT_SHA:-unknown (pass SUITE_GIT_SHA: the device copy has no trustworthy git history)}"
 }
 
 gpu_prebuild() {
