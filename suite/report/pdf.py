@@ -165,7 +165,11 @@ def title_page(rows: list[dict], subtitle: str, summary: str) -> Figure:
                 f"{r['verdict']} ({r['kind']})" if r["kind"] else r["verdict"],
                 "; ".join(
                     x
-                    for x in (r.get("compile"), r.get("reading_note"), r["reason"] or r["conditions"])
+                    for x in (
+                        r.get("compile"),
+                        r.get("reading_note"),
+                        r["reason"] or r["conditions"],
+                    )
                     if x
                 ),
             ]
