@@ -2,22 +2,23 @@
 metric rows into verdicts. Nothing here is measured or typed in: a verdict exists only where an
 experiment of this run (or a committed raw table) produced the metric.
 
-Point rule (columns `rule`, `direction`, `tolerance`, `null` of claims.csv), `judge()`:
-- compare/higher: exceeded if value > paper_high + tol; reproduced if value >= paper_low - tol;
-  partial if it still beats the null (no-effect) value; otherwise not-reproduced.
-- compare/lower: the mirror image.  compare/match: reproduced if |value - paper| <= tol.
-- compare: a value that does not beat the null value is not-reproduced, whatever the paper says.
-- threshold/higher: reproduced if value > paper_value, else not-reproduced (qualitative claims);
-  threshold/lower: reproduced if value <= paper_value.
-`null` is a number, or "baseline" for the metric row's own measured before-value (taken as a point).
+The verdict rule of one value (judge, boundaries, assess: point and interval rules, the relative
+tolerance, "up to" claims) is suite.verdict_rule.
 
-Interval rule (`assess()`, what a verdict is): the point rule's verdict stands only when the whole
-95% interval [ci_low, ci_high] (widened to hold the value) gets that same verdict, i.e. no boundary
-of the rule (null, paper_low - tol, paper_high + tol, the threshold) lies inside it; otherwise the
-verdict is `inconclusive` and the reason names the boundary the interval straddles. A metric with
-no interval keeps its verdict only if the ledger lists it in `exact` (deterministic quantities:
-kernel counts, saved bytes, the longest sequence that fits, each the same in every run of a
-commit); any other metric without an interval is `inconclusive` ("no interval").
+Readings (columns `reading`, `also`, `readings`, `compile`, `absent`):
+- reading "reduction": the claim is a fall from a before-level to an after-level (C5, C6); every
+  metric row in % with a measured baseline is judged as its relative reduction 100 * (1 - value /
+  baseline) against the paper's own (39 -> 18.9: 51.5%), its interval from the value's ends (the
+  baseline as a point); the absolute levels are written in the conditions beside it.
+- also "key=X": a claim of two halves (C13: 61.9% and 4.8 GB; C15: kernel numerics and the
+  policies' convergence): the second metric is judged against X under the same rule, and the
+  claim's verdict is the weaker of the two (_WEAKEST_FIRST).
+- readings: other readings of the claim as stated (C1's designed sweep, C4's CV reduction); where
+  one's verdict differs from the primary's, the verdict's `reading_note` says so for the headline.
+- compile: the key of the same claim against torch.compile instead of the paper's eager baseline
+  (C11-C13), judged by the same rule and carried as `compile_verdict` beside the verdict.
+- absent: the reason stated when the claim's experiment ran but no primary metric exists (C10:
+  the testable reading needs a run the experiment does not train).
 
 Primary metric: `primary` lists keys separated by |, tried in order; a key may name the
 experiment that produces it as `experiment:key` (else it is the claim's `experiment`). When an
@@ -29,20 +30,21 @@ that ran but gave none of its keys, the next experiment's key stands in and the 
 says so ("training not run (needs a CUDA GPU); judged on cv_reduction_sim").
 
 C1 and C2 are one kind of claim (the strength of a correlation) with one rule type, mirrored:
-C1 "weak" is compare/lower (R <= 0.35 + 0.15), C2 "strong" compare/higher (R >= 0.92 - 0.05),
-both judged over the same population, the shape sweep across token counts (B 1-64, S 1560-75600).
-Over equal-token steps B*S is held near M_tok by construction, so R(latency, B*S) there measures
-the rounding of B = floor(M_tok / S), not the claim; those keys are shown as alternatives.
+C1 "weak" is compare/lower, C2 "strong" compare/higher. C1 is judged over the population the
+paper describes, the equal-token training batches (r_tokens_steps), with the designed shape sweep
+across token counts as a reading beside it (the verdict differs between the two: the note says so).
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import resources
 
 import pandas as pd
+
+from suite.verdict_rule import _num, assess, boundaries, judge  # noqa: F401 (boundaries: the API)
 
 _COLUMNS = (
     "claim",
@@ -82,10 +84,20 @@ class Claim:
     definition: str
     sources: tuple[str, ...] = ()  # the experiment producing each primary key
     exact: tuple[str, ...] = ()  # keys whose value is deterministic: judged without an interval
+    reading: str = ""  # "reduction": rows judged as 100 * (1 - value / baseline)
+    also: tuple[str, float] | None = None  # the second half: (key, paper value)
+    readings: tuple[str, ...] = ()  # alternatives that are other readings of the claim as stated
+    compile: str = ""  # the key against torch.compile instead of the eager baseline
+    absent: str = ""  # why no primary metric exists although the experiment ran
 
 
-def _num(text: str) -> float:
-    return float(text) if text.strip() else math.nan
+def _also(text: str, claim_id: str) -> tuple[str, float] | None:
+    if not text:
+        return None
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ValueError(f"claims.csv: claim {claim_id} has also {text!r}; accepted: key=value")
+    return key, float(value)
 
 
 def load_claims() -> list[Claim]:
@@ -120,98 +132,17 @@ def load_claims() -> list[Claim]:
                 definition=r["definition"],
                 sources=tuple(e for e, _ in qualified),
                 exact=tuple(k for k in r["exact"].split(";") if k),
+                reading=r["reading"],
+                also=_also(r["also"], r["id"]),
+                readings=tuple(k for k in r["readings"].split(";") if k),
+                compile=r["compile"],
+                absent=r["absent"],
             )
         )
     return claims
 
 
-def judge(claim: Claim, value: float, baseline: float = math.nan) -> str:
-    """The verdict for one measured value under the claim's rule."""
-    if value is None or not math.isfinite(value):
-        return "not-run"
-    p = claim.paper_value
-    tol = claim.tolerance + 1e-9 * max(1.0, abs(p))  # a value on the tolerance edge counts as in
-    lo = claim.paper_low if math.isfinite(claim.paper_low) else p
-    hi = claim.paper_high if math.isfinite(claim.paper_high) else p
-    if claim.rule == "threshold":
-        ok = value > p if claim.direction == "higher" else value <= p
-        return "reproduced" if ok else "not-reproduced"
-    if claim.direction == "match":
-        return "reproduced" if abs(value - p) <= tol else "not-reproduced"
-    if claim.direction not in ("higher", "lower"):
-        raise ValueError(f"claims.csv: claim {claim.id} has unknown direction {claim.direction!r}")
-    null = baseline if claim.null == "baseline" else _num(claim.null or "")
-    # a claim of improvement is never met by a value that does not beat the no-effect value,
-    # however close that value is to the paper's absolute number (e.g. CV 9.9% after vs 9.6% before)
-    if math.isfinite(null) and (value <= null if claim.direction == "higher" else value >= null):
-        return "not-reproduced"
-    if claim.direction == "higher":
-        if value > hi + tol:
-            return "exceeded"
-        if value >= lo - tol:
-            return "reproduced"
-        return "partial" if math.isfinite(null) and value > null else "not-reproduced"
-    if claim.direction == "lower":
-        if value < lo - tol:
-            return "exceeded"
-        if value <= hi + tol:
-            return "reproduced"
-        return "partial" if math.isfinite(null) and value < null else "not-reproduced"
-    raise ValueError(f"claims.csv: claim {claim.id} has unknown direction {claim.direction!r}")
-
-
-def boundaries(claim: Claim, baseline: float = math.nan) -> list[tuple[float, str]]:
-    """The values at which judge()'s verdict changes, each with its name."""
-    p, tol = claim.paper_value, claim.tolerance
-    lo = claim.paper_low if math.isfinite(claim.paper_low) else p
-    hi = claim.paper_high if math.isfinite(claim.paper_high) else p
-    if claim.rule == "threshold":
-        return [(p, f"the threshold {p:g}")]
-    if claim.direction == "match":
-        return [
-            (p - tol, f"paper - tolerance = {p - tol:g}"),
-            (p + tol, f"paper + tolerance = {p + tol:g}"),
-        ]
-    null = baseline if claim.null == "baseline" else _num(claim.null or "")
-    out = [(null, f"the no-effect value {null:g}")] if math.isfinite(null) else []
-    if claim.direction == "higher":
-        return out + [
-            (lo - tol, f"reproduced from {lo - tol:g}"),
-            (hi + tol, f"exceeded above {hi + tol:g}"),
-        ]
-    return out + [
-        (hi + tol, f"reproduced up to {hi + tol:g}"),
-        (lo - tol, f"exceeded below {lo - tol:g}"),
-    ]
-
-
-def assess(
-    claim: Claim,
-    value: float,
-    ci_low: float = math.nan,
-    ci_high: float = math.nan,
-    baseline: float = math.nan,
-    exact: bool = False,
-) -> tuple[str, str]:
-    """(verdict, reason) under the interval rule: judge()'s verdict where the whole interval gets
-    it (or the metric is exact and has none), else "inconclusive" with the boundary straddled."""
-    point = judge(claim, value, baseline)
-    if point == "not-run":
-        return point, "no finite value"
-    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        if exact:
-            return point, ""
-        return "inconclusive", f"no interval (the value {value:.4g} alone reads {point})"
-    lo, hi = min(ci_low, value), max(ci_high, value)
-    ends = {judge(claim, lo, baseline), judge(claim, hi, baseline)}
-    cuts = boundaries(claim, baseline)
-    if ends == {point} and not any(lo < x < hi for x, _ in cuts):
-        return point, ""
-    names = [name for x, name in cuts if lo <= x <= hi]
-    return "inconclusive", (
-        f"95% interval [{lo:.4g}, {hi:.4g}] straddles {' and '.join(names)} "
-        f"(the value {value:.4g} alone reads {point})"
-    )
+_READINGS = ("", "reduction")
 
 
 @dataclass
@@ -233,6 +164,10 @@ class Verdict:
     reason: str
     alternatives: list[dict] = field(default_factory=list)
     point_verdict: str = ""  # what the value alone would read (judge()), for the report
+    reading_note: str = ""  # where another reading of the claim (Claim.readings) reads otherwise
+    compile_metric: str = ""  # the same claim against torch.compile (Claim.compile)
+    compile_value: float = math.nan
+    compile_verdict: str = ""
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -246,12 +181,37 @@ class Verdict:
         return d
 
 
-def _row(metrics: pd.DataFrame, claim_id: str, key: str) -> pd.Series | None:
-    """The first row of (claim, metric) with a finite value; NaN/inf rows count as absent."""
-    hit = metrics[(metrics["claim"] == claim_id) & (metrics["metric"] == key)]
+def _row(metrics: pd.DataFrame, claim: Claim, key: str) -> pd.Series | None:
+    """The first row of (claim, metric) with a finite value, read as the claim reads it (a
+    reduction claim's rows as reductions); NaN/inf rows count as absent."""
+    hit = metrics[(metrics["claim"] == claim.id) & (metrics["metric"] == key)]
     values = pd.to_numeric(hit["value"], errors="coerce").astype(float)
     hit = hit[values.map(math.isfinite)]
-    return None if hit.empty else hit.iloc[0]
+    return None if hit.empty else _read(claim, hit.iloc[0])
+
+
+def _read(claim: Claim, r: pd.Series) -> pd.Series:
+    """A reduction claim's row as 100 * (1 - value / baseline), the levels in its conditions; a
+    row without a measured baseline, or not a level in %, comes back with unit "level" (shown,
+    not judged: see _alt_verdict)."""
+    if claim.reading not in _READINGS:
+        raise ValueError(
+            f"claims.csv: claim {claim.id} has reading {claim.reading!r}; accepted: {_READINGS}"
+        )
+    if claim.reading != "reduction":
+        return r
+    r = r.copy()
+    v, b = _f(r["value"]), _f(r["baseline"])
+    if _s(r["unit"]) != "%" or not (math.isfinite(b) and b > 0):
+        r["unit"] = f"level {_s(r['unit'])}".strip()
+        return r
+    ends = [100 * (1 - _f(r[k]) / b) for k in ("ci_high", "ci_low")]
+    levels = (
+        f"relative reduction 1 - {v:.4g}% / {b:.4g}% (the levels: after {v:.4g}%, before {b:.4g}%)"
+    )
+    r["value"], r["ci_low"], r["ci_high"], r["baseline"] = 100 * (1 - v / b), *ends, math.nan
+    r["conditions"] = "; ".join(x for x in (levels, _s(r["conditions"])) if x)
+    return r
 
 
 def _f(x) -> float:
@@ -266,7 +226,17 @@ def _s(x) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else str(x)
 
 
+# the weaker verdict first: a claim of two halves reads the weaker half's verdict
+_WEAKEST_FIRST = ("not-reproduced", "not-run", "inconclusive", "partial", "reproduced", "exceeded")
+
+
+def _weaker(a: str, b: str) -> str:
+    return min(a, b, key=_WEAKEST_FIRST.index)
+
+
 def _assess_row(claim: Claim, key: str, r: pd.Series) -> tuple[str, str]:
+    if claim.reading and _s(r["unit"]).startswith("level"):
+        return "not-run", f"{key} has no measured baseline to read a {claim.reading} from"
     v = (_f(r["value"]), _f(r["ci_low"]), _f(r["ci_high"]), _f(r["baseline"]))
     return assess(claim, *v, exact=key in claim.exact)
 
@@ -291,7 +261,7 @@ def _pick(
     gave none of its keys, the next experiment's key does, and the note says so."""
     notes = []
     for i, (exp, key) in enumerate(zip(c.sources, c.primary)):
-        r = _row(metrics, c.id, key)
+        r = _row(metrics, c, key)
         if r is not None:
             return key, r, "; ".join([*notes, f"judged on {key}"] if notes else [])
         if i + 1 < len(c.primary) and c.sources[i + 1] == exp:
@@ -308,7 +278,38 @@ def _pick(
             notes.append(f"{exp} not run ({reason})")
     if len(notes) == 1 and notes[0].startswith(f"{c.sources[-1]} not run ("):
         return None, None, not_run[c.sources[-1]]  # one experiment, deliberately not run
+    if c.absent and notes[-1].startswith(f"{c.sources[-1]} ran but"):
+        notes[-1] = f"{c.absent} ({notes[-1]})"
     return None, None, "; ".join(notes)
+
+
+def _second_half(
+    metrics: pd.DataFrame, c: Claim, verdict: str, point: str, key: str
+) -> tuple[str, str, str]:
+    """(verdict, point verdict, reason) of a claim of two halves (Claim.also): the weaker half."""
+    key2, paper2 = c.also
+    r = _row(metrics, c, key2)
+    if r is None:
+        return verdict, point, f"the second half, {key2} (paper {paper2:g}), was not measured"
+    half = replace(c, paper_value=paper2, paper_low=math.nan, paper_high=math.nan)
+    v2, why2 = _assess_row(half, key2, r)
+    p2 = judge(half, _f(r["value"]), _f(r["baseline"]))
+    reason = (
+        f"both halves judged: {key} reads {verdict}; {key2} = {_f(r['value']):.4g} "
+        f"{_s(r['unit'])} against the paper's {paper2:g} reads {v2}"
+        + (f" ({why2})" if why2 else "")
+    )
+    return _weaker(verdict, v2), _weaker(point, p2), reason
+
+
+def _reading_note(c: Claim, verdict: str, alts: list[dict]) -> str:
+    """Where another reading of the claim as stated reads otherwise, the words that say so."""
+    differ = [
+        f"{a['metric']} reads {a['verdict']}"
+        for a in alts
+        if a["metric"] in c.readings and a["verdict"] and a["verdict"] != verdict
+    ]
+    return f"the verdict depends on the reading: {'; '.join(differ)}" if differ else ""
 
 
 def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> list[Verdict]:
@@ -325,7 +326,7 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
         key, r, reason = _pick(metrics, c, not_run)
         alts = []
         for alt in dict.fromkeys(c.alternatives + c.primary):
-            a = _row(metrics, c.id, alt)
+            a = _row(metrics, c, alt)
             if a is None or alt == key:
                 continue
             alts.append(
@@ -342,21 +343,38 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
             )
         nan = math.nan
         if r is None:
-            out.append(
-                Verdict(
-                    c.id, c.statement, c.paper_value, c.paper_text, nan, nan, nan, nan, c.unit,
-                    "not-run", "", c.definition, "", "", reason, alts,
-                )
+            missing = Verdict(
+                c.id, c.statement, c.paper_value, c.paper_text, nan, nan, nan, nan, c.unit,
+                "not-run", "", c.definition, "", "", reason, alts,
             )  # fmt: skip
+            out.append(_with_compile(metrics, c, missing))
             continue
         value, baseline = _f(r["value"]), _f(r["baseline"])
         verdict, why = _assess_row(c, key, r)
+        point = judge(c, value, baseline)
+        if c.also:
+            verdict, point, halves = _second_half(metrics, c, verdict, point, key)
+            why = "; ".join(x for x in (why, halves) if x)
         why = "; ".join(x for x in (reason, why) if x)  # reason: another experiment's key stands in
-        out.append(
-            Verdict(
-                c.id, c.statement, c.paper_value, c.paper_text, value, _f(r["ci_low"]),
-                _f(r["ci_high"]), baseline, _s(r["unit"]) or c.unit, verdict, key, c.definition,
-                _s(r["conditions"]), _s(r["evidence"]), why, alts, judge(c, value, baseline),
-            )
+        v = Verdict(
+            c.id, c.statement, c.paper_value, c.paper_text, value, _f(r["ci_low"]),
+            _f(r["ci_high"]), baseline, _s(r["unit"]) or c.unit, verdict, key, c.definition,
+            _s(r["conditions"]), _s(r["evidence"]), why, alts, point,
+            _reading_note(c, verdict, alts),
         )  # fmt: skip
+        out.append(_with_compile(metrics, c, v))
     return out
+
+
+def _with_compile(metrics: pd.DataFrame, c: Claim, v: Verdict) -> Verdict:
+    """The verdict with the claim's torch.compile reading beside it (Claim.compile)."""
+    if not c.compile:
+        return v
+    v.compile_metric = c.compile
+    r = _row(metrics, c, c.compile)
+    if r is None:
+        v.compile_verdict = "not-run"
+        return v
+    v.compile_value = _f(r["value"])
+    v.compile_verdict = _assess_row(c, c.compile, r)[0]
+    return v

@@ -110,9 +110,12 @@ def rule_text(c: Claim) -> str:
     """The verdict rule in a few words, e.g. "higher is better, ±5 %"."""
     if c.rule == "threshold":
         return f"{'above' if c.direction == 'higher' else 'at most'} {fmt_num(c.paper_value)}"
+    band = f"±{100 * c.tolerance:g}% of the paper's value"
     if c.direction == "match":
-        return f"within ±{fmt_num(c.tolerance)} {c.unit}"
-    return f"{c.direction} is better, ±{fmt_num(c.tolerance)} {c.unit}"
+        return f"within {band}"
+    if c.rule == "upto":
+        return f"an upper bound: reaching it, {band}"
+    return f"{c.direction} is better, {band}"
 
 
 def claim_rows(
@@ -185,9 +188,22 @@ def claim_rows(
                 "rule_text": rule_text(c),
                 "ranks": ranks.get(v.id, ""),
                 "depends": len({a["verdict"] for a in alts if a["verdict"]} | {v.verdict}) > 1,
+                "reading_note": v.reading_note,
+                # the ledger's verdict against torch.compile instead of the eager baseline
+                "compile": compile_text(v),
             }
         )
     return rows
+
+
+def compile_text(v: Verdict) -> str:
+    """The headline's torch.compile marker of a claim, e.g. "vs torch.compile: partial (1.53)";
+    empty where the ledger names no torch.compile reading."""
+    if not v.compile_metric:
+        return ""
+    if v.compile_verdict == "not-run":
+        return f"vs torch.compile: not measured ({v.compile_metric})"
+    return f"vs torch.compile: {v.compile_verdict} ({fmt_num(v.compile_value)})"
 
 
 def badge_css(verdict: str) -> str:

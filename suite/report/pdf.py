@@ -163,7 +163,15 @@ def title_page(rows: list[dict], subtitle: str, summary: str) -> Figure:
                 r["ours"] + r["ci"],
                 r["unit"],
                 f"{r['verdict']} ({r['kind']})" if r["kind"] else r["verdict"],
-                r["reason"] or r["conditions"],
+                "; ".join(
+                    x
+                    for x in (
+                        r.get("compile"),
+                        r.get("reading_note"),
+                        r["reason"] or r["conditions"],
+                    )
+                    if x
+                ),
             ]
         )
         colours.append(["white"] * 5 + [verdicts.style(r["verdict"]).fill] + ["white"])

@@ -1,0 +1,100 @@
+"""asv `track_` benchmarks of the claim values CPU can recompute from a committed reference's raw
+tables, read by today's ledger (suite.claims), so asv's history shows the commit that moved a
+verdict's value, and CI fails when one leaves the reference's interval.
+
+- C1-C3: the cost fits refitted from the reference's shape sweep by the current fitting code
+  (suite.experiments.costmodel, M_mem from the reference's GPU memory), C1's equal-token training
+  batches summarised from its training tables.
+- C4-C9: the balance experiment re-simulated by the current code on that refit with the
+  reference's own profile (quick: 1000 steps x 5 plan seeds, ~15 s on 2 cores); at the commit
+  that added these benchmarks it reproduces the reference's metrics.csv to 6 digits.
+
+Each claim's primary metric row must lie within the reference's committed 95% interval (its
+metrics.csv); the value tracked is the ledger's reading (C5/C6: the relative reduction), the
+interval's ends beside it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = ROOT / "reports" / "reference" / "h200" / "quick-5753865"
+CLAIMS = [f"C{i}" for i in range(1, 10)]
+
+
+def recompute(reference: Path = REFERENCE, profile: str = "quick"):
+    """The metric rows of C1-C9 recomputed from `reference`'s raw tables by the current code."""
+    import pandas as pd
+
+    from suite.experiments import balance, balance_summary, costmodel, training
+    from suite.rundir import RunContext, RunDir
+
+    ref = RunDir(reference)
+    # M_mem follows the GPU memory the reference ran on: this machine has none to read
+    capacity = float(ref.read_table("costmodel_fit")["capacity_bytes"].iloc[0])
+    with tempfile.TemporaryDirectory(prefix="claims-") as tmp:
+        (Path(tmp) / "results").mkdir()
+        for f in (reference / "results").glob("shapes_sweep.*"):
+            shutil.copy2(f, Path(tmp) / "results" / f.name)
+        run = RunDir(tmp)
+        ctx = RunContext(run, profile, "cpu", options={"capacity_bytes": capacity})
+        for name, df in costmodel.run(ctx).items():
+            run.write_table(name, df)
+        fits = costmodel.summarize(run.tables())
+        simulated = balance_summary.summarize(balance.run(ctx))
+    trained = training.summarize(ref.tables())  # C1: the equal-token batches
+    rows = pd.concat([fits, simulated, trained], ignore_index=True)
+    return rows[rows["claim"].isin(CLAIMS)].reset_index(drop=True)
+
+
+class ClaimValues:
+    """Each CPU claim's primary value, as today's ledger reads it, and its interval's ends."""
+
+    version = 1
+    timeout = 900
+    params = (CLAIMS,)
+    param_names = ["claim"]
+
+    def setup_cache(self):
+        import pandas as pd
+
+        from suite.claims import evaluate
+
+        rows = recompute()
+        committed = pd.read_csv(REFERENCE / "metrics.csv")
+        out = {}
+        for v in evaluate(rows):
+            if v.id not in CLAIMS:
+                continue
+            raw = rows[(rows.claim == v.id) & (rows.metric == v.metric)]
+            want = committed[(committed.claim == v.id) & (committed.metric == v.metric)]
+            out[v.id] = {
+                "metric": v.metric,
+                "value": v.measured,
+                "ci_low": v.ci_low,
+                "ci_high": v.ci_high,
+                "raw": float(raw.value.iloc[0]) if len(raw) else float("nan"),
+                "want": tuple(want[["ci_low", "ci_high"]].iloc[0]) if len(want) else None,
+            }
+        return out
+
+    def track_value(self, cache, claim):
+        c = cache[claim]
+        if c["want"] is None:
+            raise ValueError(f"{claim}: {c['metric']!r} has no committed row in {REFERENCE.name}")
+        lo, hi = c["want"]
+        if not lo <= c["raw"] <= hi:
+            raise ValueError(
+                f"{claim}: {c['metric']} = {c['raw']:.6g} left its committed interval "
+                f"[{lo:.6g}, {hi:.6g}] ({REFERENCE.name})"
+            )
+        return c["value"]
+
+    def track_ci_low(self, cache, claim):
+        return cache[claim]["ci_low"]
+
+    def track_ci_high(self, cache, claim):
+        return cache[claim]["ci_high"]
