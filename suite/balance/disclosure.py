@@ -13,15 +13,17 @@ import pandas as pd
 
 def extrapolation_factor(ranks: pd.DataFrame, sweep: pd.DataFrame) -> tuple[float, int, int]:
     """(factor, largest simulated micro-batch tokens, largest measured B*S): the factor is the
-    first over the second. `ranks`: the simulation's per-rank micro-batches (balance_ranks, a
-    `tokens` column); `sweep`: the measured shapes (shapes_sweep, `B` and `S` columns)."""
-    for name, table, cols in (("ranks", ranks, ["tokens"]), ("sweep", sweep, ["B", "S"])):
+    first over the second. `ranks`: the simulation's rank records (balance_ranks: B, S of a rank's
+    one micro-batch; B = 0 where a micro-batched policy gave the rank several, each packed under
+    M_mem, whose `tokens` is their sum, not a micro-batch: left out); `sweep`: the measured
+    shapes (shapes_sweep, `B` and `S` columns)."""
+    for name, table, cols in (("ranks", ranks, ["B", "S"]), ("sweep", sweep, ["B", "S"])):
         missing = [c for c in cols if c not in table]
         if missing or table.empty:
             raise ValueError(
                 f"{name}: needs a non-empty table with columns {cols}; got {list(table)}"
             )
-    simulated = int(ranks["tokens"].max())
+    simulated = int((ranks["B"] * ranks["S"]).max())
     measured = int((sweep["B"] * sweep["S"]).max())
     return simulated / measured, simulated, measured
 

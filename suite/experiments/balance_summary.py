@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from suite.balance.disclosure import extrapolation_text
 from suite.experiments import metric_rows
 
 NOISE_CV = 0.05  # per-sample compute CV assumed where no repeated measurement gives one
@@ -44,8 +45,14 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     planner = tables.get("balance_planner")
     if planner is not None and "draw" in planner.columns:
         planner = planner[planner["draw"] == 0]
+    ranks, sweep = tables.get("balance_ranks"), tables.get("shapes_sweep")
+    extrapolation = (
+        extrapolation_text(ranks, sweep)
+        if ranks is not None and sweep is not None and not (ranks.empty or sweep.empty)
+        else "extrapolation not known (no shape sweep in this run)"
+    )
     per_draw = [  # the planner's times are of seed 0's runs
-        _summarize_draw(steps[draw == d], setup, planner if d == 0 else None)
+        _summarize_draw(steps[draw == d], setup, planner if d == 0 else None, extrapolation)
         for d in sorted(set(draw))
     ]
     out = per_draw[0] if len(per_draw) == 1 else _across_draws(per_draw)
@@ -113,7 +120,9 @@ def _across_draws(per_draw: list[pd.DataFrame]) -> pd.DataFrame:
     return metric_rows(out).drop_duplicates(keys)
 
 
-def _summarize_draw(steps: pd.DataFrame, setup: pd.DataFrame, planner) -> pd.DataFrame:
+def _summarize_draw(
+    steps: pd.DataFrame, setup: pd.DataFrame, planner, extrapolation: str
+) -> pd.DataFrame:
     src = str(setup["cost_source"].iloc[0])
     p = float(setup["p"].iloc[0])
     if "step_model" in setup and str(setup["step_model"].iloc[0]) not in ("", "nan", src):
@@ -138,7 +147,7 @@ def _summarize_draw(steps: pd.DataFrame, setup: pd.DataFrame, planner) -> pd.Dat
         )
         return (
             f"simulated, {R} ranks, {mix} mix, {what}; cost model: {src} (p={p:.3f}); "
-            f"equal-token M_tok = M_mem"
+            f"equal-token M_tok = M_mem; {extrapolation}"
         )
 
     ev = "balance_steps, balance_ranks; figure balance_policies"
