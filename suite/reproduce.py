@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 
@@ -116,17 +117,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def _module_claims(name: str) -> tuple[str, ...]:
-    try:
-        return tuple(getattr(experiments.load(name), "CLAIMS", ()))
-    except Exception:
-        return ()
+    return tuple(getattr(experiments.load(name), "CLAIMS", ()))
 
 
 def _after(name: str) -> tuple[str, ...]:
-    try:
-        return tuple(getattr(experiments.load(name), "AFTER", DEPENDS.get(name, ())))
-    except Exception:
-        return DEPENDS.get(name, ())
+    return tuple(getattr(experiments.load(name), "AFTER", DEPENDS.get(name, ())))
 
 
 def select(only: str) -> list[str]:
@@ -166,7 +161,7 @@ def _clear_records(run: RunDir, name: str) -> None:
         (run.results / f"{name}{suffix}").unlink(missing_ok=True)
 
 
-def _defer_reason(name: str, ctx: RunContext, deferred: set[str]) -> str | None:
+def _defer_reason(name: str, module: ModuleType, ctx: RunContext, deferred: set[str]) -> str | None:
     """Why `name` waits for the next invocation (--budget), or None. One process only: under
     torchrun every rank must take the same decision, and a clock cannot promise that."""
     deadline = ctx.options.get("deadline")
@@ -174,19 +169,19 @@ def _defer_reason(name: str, ctx: RunContext, deferred: set[str]) -> str | None:
         return None
     if waiting := [up for up in _after(name) if up in deferred]:
         return f"its input {', '.join(waiting)} was deferred"
-    try:
-        need = getattr(experiments.load(name), "SECONDS", {}).get(ctx.profile)
-    except Exception:
-        return None  # run_one reports the import error
+    need = getattr(module, "SECONDS", {}).get(ctx.profile)
     left = deadline - time.time()
     if need is not None and need > left:
         return f"needs ~{need:.0f} s, {max(left, 0):.0f} s left"
     return None
 
 
-def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int) -> str:
+def run_one(
+    name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int, deferred: set[str]
+) -> str:
     """Run one experiment; returns its status: done | cached | not-run | failed | deferred |
-    skipped-rank."""
+    skipped-rank. A module that does not import is a failure like one whose run() raises: its
+    traceback is recorded and its claims read "<name> failed (...)"."""
     run, progress = ctx.run, ctx.progress
     if run.is_done(name) and not force:
         progress.log(f"{name}: done already, reusing its tables (--force reruns)")
@@ -194,6 +189,9 @@ def run_one(name: str, ctx: RunContext, force: bool, have_cuda: bool, rank: int)
     writer = rank == 0
     try:
         module = experiments.load(name)
+        if why := _defer_reason(name, module, ctx, deferred):
+            progress.log(f"{name}: deferred to the next invocation ({why})")
+            return "deferred"
         needs = getattr(module, "NEEDS", "cpu")
         if rank > 0 and not getattr(module, "DISTRIBUTED", False):
             return "skipped-rank"
@@ -332,15 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with progress.task("experiments", total=len(names)) as bar:
             for name in names:
-                if (args.force or not run.is_done(name)) and (
-                    why := _defer_reason(
-                        name, ctx, {n for n, s in statuses.items() if s == "deferred"}
-                    )
-                ):
-                    progress.log(f"{name}: deferred to the next invocation ({why})")
-                    statuses[name] = "deferred"
-                else:
-                    statuses[name] = run_one(name, ctx, args.force, have_cuda, rank)
+                deferred = {n for n, s in statuses.items() if s == "deferred"}
+                statuses[name] = run_one(name, ctx, args.force, have_cuda, rank, deferred)
                 bar.advance()
     except KeyboardInterrupt:
         progress.close()

@@ -201,6 +201,22 @@ def test_failures_and_not_run_are_recorded_and_others_run(fake, tmp_path):
     assert env["profile"] == "cpu" and "git" in env and "timestamp" in env
 
 
+@pytest.mark.parametrize("budget", [[], ["--budget", "500"]])
+def test_an_experiment_that_does_not_import_is_a_failure(fake, tmp_path, monkeypatch, budget):
+    """A SyntaxError (or ImportError) in an experiment module is not "no claims": the runner
+    records its traceback, the other experiments run, and its claims name the error."""
+    package = experiments.REGISTRY["opmemory"].rsplit(".", 1)[0]
+    broken = tmp_path / "pkgs" / package / "broken.py"
+    broken.write_text("NAME = 'opmemory'\ndef run(ctx:\n")
+    monkeypatch.setitem(experiments.REGISTRY, "opmemory", f"{package}.broken")
+    run = tmp_path / "run"
+    assert reproduce.main(["--out", str(run), *budget]) == 1
+    error = (run / "results" / "opmemory.error.txt").read_text()
+    assert "SyntaxError" in error and "broken.py" in error
+    assert runs(fake, "training") == 1 and (run / "results" / "balance.done.json").exists()
+    assert claims(run)["C13"]["reason"].startswith("opmemory failed (SyntaxError")
+
+
 def test_rerun_skips_done_and_force_redoes(fake, tmp_path, capsys):
     run = tmp_path / "run"
     reproduce.main(["--out", str(run)])
