@@ -21,7 +21,10 @@ Readings (columns `reading`, `also`, `readings`, `compile`, `absent`):
   the testable reading needs a run the experiment does not train).
 
 Primary metric: `primary` lists keys separated by |, tried in order; a key may name the
-experiment that produces it as `experiment:key` (else it is the claim's `experiment`). When an
+experiment that produces it as `experiment:key` (else it is the claim's `experiment`). An
+alternative may name its experiment the same way. The ledger is the one place that says which
+experiments feed a claim (Claim.producers: its experiment, its primary keys' and its prefixed
+alternatives'); `reproduce --only C4` runs them all. When an
 experiment failed (its error.txt, or its summarize raised) or is absent from the run directory
 (stopped before it ran), no later experiment's key stands in: the claim is `not-run` with
 "<experiment> failed (<error>)" (a failed training run never silently becomes a simulated
@@ -89,6 +92,7 @@ class Claim:
     readings: tuple[str, ...] = ()  # alternatives that are other readings of the claim as stated
     compile: str = ""  # the key against torch.compile instead of the eager baseline
     absent: str = ""  # why no primary metric exists although the experiment ran
+    producers: tuple[str, ...] = ()  # every experiment giving one of its metrics, ledger order
 
 
 def _also(text: str, claim_id: str) -> tuple[str, float] | None:
@@ -100,17 +104,19 @@ def _also(text: str, claim_id: str) -> tuple[str, float] | None:
     return key, float(value)
 
 
+def _qualified(keys: list[str], experiment: str) -> list[tuple[str, str]]:
+    """(experiment, key) of each `experiment:key` or bare key (the claim's experiment's)."""
+    return [tuple(k.split(":", 1)) if ":" in k else (experiment, k) for k in keys if k]
+
+
 def load_claims() -> list[Claim]:
     """The 18 claims, in ledger order."""
     text = resources.files("suite").joinpath("claims.csv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines()))
     claims = []
     for r in rows:
-        qualified = [
-            k.split(":", 1) if ":" in k else [r["experiment"], k]
-            for k in r["primary"].split("|")
-            if k
-        ]
+        qualified = _qualified(r["primary"].split("|"), r["experiment"])
+        alternatives = _qualified(r["alternatives"].split(";"), r["experiment"])
         claims.append(
             Claim(
                 id=r["id"],
@@ -126,7 +132,7 @@ def load_claims() -> list[Claim]:
                 tolerance=_num(r["tolerance"]) if r["tolerance"] else 0.0,
                 null=r["null"],
                 primary=tuple(k for _, k in qualified),
-                alternatives=tuple(k for k in r["alternatives"].split(";") if k),
+                alternatives=tuple(k for _, k in alternatives),
                 experiment=r["experiment"],
                 hardware=r["hardware"],
                 definition=r["definition"],
@@ -137,9 +143,18 @@ def load_claims() -> list[Claim]:
                 readings=tuple(k for k in r["readings"].split(";") if k),
                 compile=r["compile"],
                 absent=r["absent"],
+                producers=tuple(
+                    dict.fromkeys([r["experiment"], *(e for e, _ in qualified + alternatives)])
+                ),
             )
         )
     return claims
+
+
+def claims_of(experiment: str) -> tuple[str, ...]:
+    """The ids of the claims `experiment` gives a metric to (primary or alternative), per the
+    ledger."""
+    return tuple(c.id for c in load_claims() if experiment in c.producers)
 
 
 _READINGS = ("", "reduction")

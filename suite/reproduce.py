@@ -116,10 +116,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _module_claims(name: str) -> tuple[str, ...]:
-    return tuple(getattr(experiments.load(name), "CLAIMS", ()))
-
-
 def _after(name: str) -> tuple[str, ...]:
     return tuple(getattr(experiments.load(name), "AFTER", DEPENDS.get(name, ())))
 
@@ -129,17 +125,14 @@ def select(only: str) -> list[str]:
     names = list(experiments.REGISTRY)
     if not only.strip():
         return names
-    ledger = {c.id: c.experiment for c in load_claims()}
+    producers = {c.id: c.producers for c in load_claims()}
     chosen: set[str] = set()
     for token in (t.strip() for t in only.split(",") if t.strip()):
         if re.fullmatch(r"[Cc]\d+", token):
             cid = token.upper()
-            if cid not in ledger:
+            if cid not in producers:
                 raise SystemExit(f"error: --only: unknown claim {token!r}; claims are C1..C18")
-            hits = {n for n in names if cid in _module_claims(n)}
-            if ledger[cid] in names:
-                hits.add(ledger[cid])
-            chosen |= hits
+            chosen |= {n for n in producers[cid] if n in names}
         elif token in names:
             chosen.add(token)
         else:

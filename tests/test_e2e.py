@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from suite import experiments
+from suite.claims import claims_of
 from suite.experiments import e2e
 
 
@@ -89,7 +90,7 @@ def test_figures_from_tables():
 
 def test_registered_needs_cuda_and_plans_are_valid():
     assert experiments.REGISTRY["e2e"] == "suite.experiments.e2e"
-    assert e2e.NEEDS == "cuda" and e2e.CLAIMS == ("C17",)
+    assert e2e.NEEDS == "cuda" and claims_of("e2e") == ("C17",)
     full = e2e.PLANS["full"]
     assert set(full.shapes) == set(e2e.SHAPES) and set(full.variants) == set(e2e.VARIANTS)
     assert full.repeats >= 3

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 
 from suite import experiments, reproduce
+from suite.claims import claims_of, load_claims
 from suite.report import build, plots
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def _count(name):
 FAKES = {
     # shapes: fine, no claims of its own
     "shapes": """
-NAME, CLAIMS, NEEDS = "shapes", (), "cpu"
+NAME, NEEDS = "shapes", "cpu"
 def run(ctx):
     _count(NAME)
     ctx.log("sweeping")
@@ -48,7 +49,7 @@ def summarize(tables):
 """,
     # costmodel: raises inside run -> recorded, others continue
     "costmodel": """
-NAME, CLAIMS, NEEDS = "costmodel", ("C1", "C2", "C3"), "cpu"
+NAME, NEEDS = "costmodel", "cpu"
 def run(ctx):
     _count(NAME)
     raise RuntimeError("gamma broke")
@@ -57,7 +58,7 @@ def summarize(tables):
 """,
     # balance: C4 and C5 with a CI; interrupts the run once when STOP exists
     "balance": """
-NAME, CLAIMS, NEEDS = "balance", ("C4", "C5"), "cpu"
+NAME, NEEDS = "balance", "cpu"
 SECONDS = {"cpu": 100}  # only read under --budget
 def run(ctx):
     _count(NAME)
@@ -80,7 +81,7 @@ def summarize(tables):
 """,
     # kernels: needs CUDA -> not-run with the reason
     "kernels": """
-NAME, CLAIMS, NEEDS = "kernels", ("C11", "C12"), "cuda"
+NAME, NEEDS = "kernels", "cuda"
 def run(ctx):
     raise AssertionError("must not run without a GPU")
 def summarize(tables):
@@ -88,7 +89,7 @@ def summarize(tables):
 """,
     # opmemory: runs, but summarize raises -> recorded, not fatal; its plot module raises too
     "opmemory": """
-NAME, CLAIMS, NEEDS = "opmemory", ("C13", "C16"), "cpu"
+NAME, NEEDS = "opmemory", "cpu"
 def run(ctx):
     _count(NAME)
     return {"opmemory_bytes": pd.DataFrame({"impl": ["fused", "wan"], "bytes": [1, 3]})}
@@ -97,7 +98,7 @@ def summarize(tables):
 """,
     # training: distributed (other ranks run it too), fine, no tables
     "training": """
-NAME, CLAIMS, NEEDS, DISTRIBUTED = "training", ("C7",), "cpu", True
+NAME, NEEDS, DISTRIBUTED = "training", "cpu", True
 def run(ctx):
     _count(NAME)
     if (COUNTER / "DEFER").exists():  # work left for the next invocation (--budget)
@@ -336,12 +337,34 @@ def test_report_on_a_folder_that_is_not_a_run(tmp_path, capsys):
 def test_only_selects_claims_experiments_and_upstream(fake):
     assert reproduce.select("") == list(FAKES)
     assert reproduce.select("C11") == ["kernels"]
-    assert reproduce.select("C4") == ["shapes", "costmodel", "balance"]
+    # the ledger: C4's primary is balance's, an alternative training's; both read costmodel
+    assert reproduce.select("C4") == ["shapes", "costmodel", "balance", "training"]
     assert reproduce.select("kernels,C13") == ["kernels", "opmemory"]
     with pytest.raises(SystemExit, match="C99"):
         reproduce.select("C99")
     with pytest.raises(SystemExit, match="neither a claim id"):
         reproduce.select("nope")
+
+
+def test_the_ledger_says_which_claims_each_experiment_feeds():
+    """The ledger (claims.csv) alone links claims to experiments: the claim's experiment, its
+    primary keys' `experiment:` prefixes and its alternatives'. No module restates it."""
+    assert {n: claims_of(n) for n in experiments.REGISTRY} == {
+        "shapes": (),
+        "costmodel": ("C1", "C2", "C3"),
+        "balance": ("C4", "C5", "C6", "C7", "C8", "C9"),
+        "kernels": ("C11", "C12"),
+        "opmemory": ("C13", "C16"),
+        "training": tuple(f"C{i}" for i in (1, 2, 4, 5, 6, 7, 8, 9, 10, 14, 15, 17, 18)),
+        "e2e": ("C17",),
+    }
+    for claim in load_claims():
+        assert set(claim.producers) <= set(experiments.REGISTRY), claim.id
+        assert not any(":" in k for k in claim.primary + claim.alternatives), claim.id
+    c4 = {c.id: c for c in load_claims()}["C4"]
+    assert c4.producers == ("balance", "training") and "cv_reduction_emulated" in c4.alternatives
+    for name in experiments.REGISTRY:
+        assert not hasattr(experiments.load(name), "CLAIMS"), name
 
 
 def test_only_runs_just_the_selection(fake, tmp_path):

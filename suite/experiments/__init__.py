@@ -2,7 +2,6 @@
 
 Each module defines
     NAME: str                      experiment name (also its tables' prefix)
-    CLAIMS: tuple[str, ...]         the claim ids it produces metrics for
     NEEDS: str                     "cpu" (runs anywhere) or "cuda" (needs a CUDA GPU)
     def run(ctx: RunContext) -> dict[str, pd.DataFrame]
         measure; return raw tidy tables (name -> DataFrame). Table names are prefixed with NAME,
@@ -11,7 +10,8 @@ Each module defines
         pure: raw tables -> metric rows (schema METRIC_COLUMNS, suite/metrics.py). Used both by `reproduce`
         and by `report RUN_DIR`, so verdicts are always recomputed from the raw tables alone.
 
-A metric row is one number for one claim under one definition (suite/metrics.py).
+A metric row is one number for one claim under one definition (suite/metrics.py). Which claims an
+experiment feeds is said once, in the ledger (suite/claims.csv; suite.claims.claims_of).
 """
 
 from __future__ import annotations

@@ -74,7 +74,6 @@ from suite.experiments.balance_summary import NOISE_CV, step_metrics, summarize
 from suite.rundir import RunContext
 
 NAME = "balance"
-CLAIMS = ("C4", "C5", "C6", "C7", "C8", "C9")
 NEEDS = "cpu"
 # seconds on one H200 (reproduce --budget defers it when they do not fit): measured, 16 cores
 SECONDS = {"quick": 10, "full": 95}

@@ -65,7 +65,6 @@ from suite.experiments.costmodel_rows import (  # noqa: F401 (summarize: this ex
 from suite.rundir import RunContext
 
 NAME = "costmodel"
-CLAIMS = ("C1", "C2", "C3")
 NEEDS = "cpu"
 
 # what the sweep was measured on (shapes_sweep's columns; "" where an older sweep lacks one)

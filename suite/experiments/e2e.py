@@ -44,7 +44,6 @@ import pandas as pd
 from suite.experiments import metric_rows
 
 NAME = "e2e"
-CLAIMS = ("C17",)
 NEEDS = "cuda"
 # seconds on one H200 (reproduce --budget defers it when they do not fit): quick measured 40 s;
 # full 5 variants x 5 steps per shape, ~11 s a step at 75,600 tokens, compiles: ~415 s

@@ -17,7 +17,6 @@ import pandas as pd
 from suite.experiments import metric_rows
 
 NAME = "opmemory"
-CLAIMS = ("C13", "C16")
 NEEDS = "cuda"
 CLAIM_N, CLAIM_D = 64000, 5120
 IMPLS = ("eager", "wan-eager", "fused")

@@ -51,7 +51,6 @@ from suite.experiments import metric_rows
 from suite.rundir import RunContext
 
 NAME = "shapes"
-CLAIMS: tuple[str, ...] = ()
 NEEDS = "cpu"
 # seconds on one H200 (reproduce --budget defers the experiment when they do not fit): measured
 # in the references (quick-5753865: 162 s; full: 438 s)

@@ -65,7 +65,6 @@ from suite.experiments.training_probes import _loss_runs, _maxseq
 from suite.rundir import RunContext, read_csv
 
 NAME = "training"
-CLAIMS = ("C1", "C2", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C14", "C15", "C17", "C18")
 # SUITE_TRAINING_DEVICE=cpu (tests only): run on CPU with the tiny model (the cpu profile) so the
 # real-rank path can be tested with `torchrun --nproc-per-node 2 -m suite reproduce` on gloo.
 NEEDS = "cpu" if os.environ.get("SUITE_TRAINING_DEVICE") == "cpu" else "cuda"

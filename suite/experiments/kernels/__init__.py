@@ -31,7 +31,6 @@ from suite.experiments import metric_rows
 from suite.stats import median_ratio_ci
 
 NAME = "kernels"
-CLAIMS = ("C11", "C12")
 NEEDS = "cuda"
 # seconds on one H200 (reproduce --budget defers it when they do not fit): measured
 SECONDS = {"quick": 25, "full": 230}
