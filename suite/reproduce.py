@@ -37,16 +37,6 @@ PROFILES = ("cpu", "quick", "full")
 EXIT_DEFERRED = 3  # --budget left work for the next invocation: rerun the same command
 
 
-# Which experiments read another's tables (see docs/architecture.md, "Order"). `--only` adds these
-# upstream experiments so a selected one never runs without its inputs. A module may override its
-# entry with an `AFTER = ("name", ...)` attribute.
-DEPENDS: dict[str, tuple[str, ...]] = {
-    "costmodel": ("shapes",),
-    "balance": ("costmodel",),
-    "training": ("costmodel",),
-}
-
-
 def cuda_available() -> bool:
     try:
         import torch
@@ -116,12 +106,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _after(name: str) -> tuple[str, ...]:
-    return tuple(getattr(experiments.load(name), "AFTER", DEPENDS.get(name, ())))
-
-
 def select(only: str) -> list[str]:
     """Experiment names for `--only` (claim ids and/or names), upstream added, in REGISTRY order."""
+    experiments.check_order()
     names = list(experiments.REGISTRY)
     if not only.strip():
         return names
@@ -142,8 +129,8 @@ def select(only: str) -> list[str]:
             )
     todo = list(chosen)
     while todo:
-        for up in _after(todo.pop()):
-            if up in names and up not in chosen:
+        for up in experiments.DEPENDS.get(todo.pop(), ()):
+            if up not in chosen:
                 chosen.add(up)
                 todo.append(up)
     return [n for n in names if n in chosen]
@@ -160,7 +147,7 @@ def _defer_reason(name: str, module: ModuleType, ctx: RunContext, deferred: set[
     deadline = ctx.options.get("deadline")
     if deadline is None or ctx.world_size > 1:
         return None
-    if waiting := [up for up in _after(name) if up in deferred]:
+    if waiting := [up for up in experiments.DEPENDS.get(name, ()) if up in deferred]:
         return f"its input {', '.join(waiting)} was deferred"
     need = getattr(module, "SECONDS", {}).get(ctx.profile)
     left = deadline - time.time()

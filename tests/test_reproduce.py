@@ -251,7 +251,7 @@ def test_budget_defers_what_does_not_fit_and_the_report_waits(fake, tmp_path, mo
     """--budget: an experiment whose estimate (SECONDS) does not fit is not started, nor one that
     reads its tables; later ones that fit run; an experiment that raises WorkDeferred is not a
     failure; no report until the invocation that finishes the work (exit 3 until then)."""
-    monkeypatch.setitem(reproduce.DEPENDS, "opmemory", ("balance",))
+    monkeypatch.setitem(experiments.DEPENDS, "opmemory", ("balance",))
     run, res = tmp_path / "run", tmp_path / "run" / "results"
     fake.mkdir(parents=True, exist_ok=True)
     (fake / "DEFER").write_text("")
@@ -365,6 +365,21 @@ def test_the_ledger_says_which_claims_each_experiment_feeds():
     assert c4.producers == ("balance", "training") and "cv_reduction_emulated" in c4.alternatives
     for name in experiments.REGISTRY:
         assert not hasattr(experiments.load(name), "CLAIMS"), name
+
+
+def test_registry_order_runs_every_experiment_after_its_inputs(monkeypatch):
+    """DEPENDS is the one statement of which experiment reads which: REGISTRY's order must be a
+    topological order of it, and a name that is not an experiment is an error naming it."""
+    order = list(experiments.REGISTRY)
+    for name, inputs in experiments.DEPENDS.items():
+        assert all(order.index(n) < order.index(name) for n in inputs), name
+    experiments.check_order()
+    monkeypatch.setitem(experiments.DEPENDS, "balance", ("costmodel", "costmodl"))
+    with pytest.raises(ValueError, match="'costmodl' .in the entry of 'balance'. is not an exp"):
+        reproduce.select("C4")
+    monkeypatch.setitem(experiments.DEPENDS, "balance", ("training",))
+    with pytest.raises(ValueError, match="'balance' reads training, which REGISTRY runs after"):
+        reproduce.select("")
 
 
 def test_only_runs_just_the_selection(fake, tmp_path):

@@ -33,6 +33,33 @@ REGISTRY: dict[str, str] = {
 }
 
 
+# Which experiments read another's tables (docs/architecture.md, "Order"): REGISTRY runs each
+# after its inputs, and `reproduce --only` adds them so a selected one never runs without them.
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "costmodel": ("shapes",),
+    "balance": ("costmodel",),
+    "training": ("costmodel",),
+}
+
+
+def check_order() -> None:
+    """Raise ValueError unless DEPENDS names registered experiments and REGISTRY's order runs
+    each one after every experiment it reads."""
+    order = list(REGISTRY)
+    for name, inputs in DEPENDS.items():
+        for n in (name, *inputs):
+            if n not in REGISTRY:
+                raise ValueError(
+                    f"DEPENDS: {n!r} (in the entry of {name!r}) is not an experiment; "
+                    f"experiments: {', '.join(order)}"
+                )
+        if late := [n for n in inputs if order.index(n) > order.index(name)]:
+            raise ValueError(
+                f"DEPENDS: {name!r} reads {', '.join(late)}, which REGISTRY runs after it; "
+                f"REGISTRY order: {', '.join(order)}"
+            )
+
+
 def load(name: str) -> ModuleType:
     return importlib.import_module(REGISTRY[name])
 
