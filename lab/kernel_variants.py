@@ -7,7 +7,7 @@ from __future__ import annotations
 
 # Benchmark-only kernel variants (docs/lab-log.md, rounds 1 and 2). The op uses "default"
 # unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
-# same function (tests/test_adaln_gpu.py runs the suite on each). Kept: the designs that win
+# same function (tests/test_adaln.py runs the suite on each). Kept: the designs that win
 # somewhere, and the first reference kernels to measure the defaults against. Measured and
 # dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
 # sums with the prefetch alone (round 3; with the multiplier beside them and a 3-CTA cap they are

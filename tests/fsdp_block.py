@@ -1,5 +1,5 @@
 """A Wan-style block around the fused op, and a one-process torch.distributed group, for the FSDP2
-tests of tests/test_adaln_cpu.py (gloo) and tests/test_adaln_gpu.py (NCCL)."""
+tests of tests/test_adaln.py (gloo on the CPU, NCCL on the GPU)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ import torch
 from lab.kernel_variants import VARIANTS
 from lab.variants import set_variant
 from suite.ops import adaln
-from tests.test_adaln_gpu import TOL, check, poison, rand, ref64, rel
+from tests.test_adaln import TOL, check, poison, rand, ref64, rel
 
 pytestmark = [
     pytest.mark.gpu,
