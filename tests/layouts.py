@@ -23,6 +23,13 @@ DEVICES = [
         marks=[pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")],
     ),
 ]
+
+
+def gpu_only(test):
+    """A test of the CUDA kernels or host path alone (DEVICES' cuda marks, without a device)."""
+    return pytest.mark.gpu(pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")(test))
+
+
 EXAMPLES = int(os.environ.get("SUITE_FUZZ_EXAMPLES", "25"))
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -34,7 +41,7 @@ MAX_D = 8192  # both ops' register-resident row (OpKernels.max_d of suite/cuda/b
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1.5e-2, torch.float16: 3e-3}
 GRAD_TOL = {torch.float32: 1e-4, torch.bfloat16: 1.5e-2, torch.float16: 3e-3}
 # residual_norm's backward recomputes the norm from x_new rounded to x's dtype, the float64 chain
-# from the exact sum: in bf16 that rounding reaches the gradients (tests/test_epilogue_cpu.py)
+# from the exact sum: in bf16 that rounding reaches the gradients (tests/test_epilogue.py)
 EPI_GRAD = 4
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 

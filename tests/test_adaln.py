@@ -17,16 +17,11 @@ import torch.nn.functional as F
 
 from suite.ops import AdaLN, FusedLayerNorm, adaln, layer_norm_affine
 from suite.ops.fused_adaln.args import slice_gradients
-from tests.layouts import CUDA, DEVICES
+from tests.layouts import DEVICES, gpu_only
 
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2, torch.float16: 2e-3}  # relative L2 (METHOD.md)
 GTOL = {torch.float32: 1e-4, torch.bfloat16: 1e-2, torch.float16: 2e-3}
 _seed = [1000]
-
-
-def gpu_only(test):
-    """A test of the CUDA kernels or host path alone."""
-    return pytest.mark.gpu(pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")(test))
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

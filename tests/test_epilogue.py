@@ -1,6 +1,13 @@
-"""CPU tests of the fused epilogue ops (suite/ops/epilogue/op.py): the eager reference against a
-float64 autograd chain and against diffusers' own ops, argument validation, the registered
-custom ops (torch.library.opcheck) and torch.compile without graph breaks."""
+"""Tests of the fused epilogue ops (suite/ops/epilogue/op.py), on each device where a test means
+the same on both: residual_norm's forward and gradients against a float64 autograd chain.
+CPU only: the eager reference against diffusers' own ops, rms_norm equal to torch's, argument
+validation, the registered custom ops (torch.library.opcheck), torch.compile (aot_eager).
+CUDA only: the kernels against float64 over widths, strided, non-contiguous and misaligned
+operands, bitwise determinism, torch.compile (inductor), a host operand beside a CUDA x. The
+kernels' NVRTC builds: tests/test_epilogue_kernels_cpu.py.
+
+Every GPU check draws fresh random inputs and poisons the allocator with NaN first, so an output
+element a kernel forgot to write shows up as NaN."""
 
 from __future__ import annotations
 
@@ -10,9 +17,11 @@ import torch.nn.functional as F
 
 from suite.ops.epilogue import reference as ref
 from suite.ops.epilogue.op import residual_norm, residual_norm_op, rms_norm, rms_norm_op
+from tests.layouts import DEVICES, gpu_only
 
 TOL = {torch.float32: 2e-5, torch.bfloat16: 1.5e-2}
 B, N, D = 2, 7, 48
+_seed = [0]
 
 
 def rel(a, b) -> float:
@@ -20,11 +29,12 @@ def rel(a, b) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def _inputs(dtype, gate, mod, affine, seed=0):
+def _inputs(dtype, gate, mod, affine, seed=0, device="cpu"):
+    """x, y and operands [B, N, D] drawn on the host (the same numbers on every device), moved."""
     g = torch.Generator().manual_seed(seed)
 
     def r(*shape, dt=torch.float32, s=1.0):
-        return (torch.randn(*shape, generator=g) * s).to(dt).requires_grad_()
+        return (torch.randn(*shape, generator=g) * s).to(device, dt).requires_grad_()
 
     shape = {"none": None, "sample": (B, 1, D), "token": (B, N, D)}
     x, y = r(B, N, D, dt=dtype), r(B, N, D, dt=dtype)
@@ -38,12 +48,12 @@ def _inputs(dtype, gate, mod, affine, seed=0):
     return x, y, ops
 
 
-def _chain64(x, y, ops, eps=1e-6):
+def chain64(x, y, ops, eps=1e-6):
     """The block's arithmetic in float64 (rounding of x_new treated as identity, as autograd
     treats a cast)."""
     d = {k: (v.double() if v is not None else None) for k, v in ops.items()}
     xn = x.double() + y.double() * (d["gate"] if d["gate"] is not None else 1.0)
-    n = F.layer_norm(xn, (D,), d["weight"], d["bias"], eps)
+    n = F.layer_norm(xn, (x.shape[-1],), d["weight"], d["bias"], eps)
     if d["scale"] is not None:
         n = n * (1 + d["scale"]) + d["shift"]
     return xn, n
@@ -55,18 +65,20 @@ CASES = [
     ("none", "sample", False),  # attn2 residual into norm3 + modulation
     ("token", "token", False),  # Wan 2.2's per-token modulation
     ("none", "none", False),
-    ("sample", "sample", True),
+    ("sample", "sample", True),  # every operand (the GPU fuzz: test_every_operand_at_once...)
 ]
 
 
+# ----------------------------------------------------------------------------- both devices
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("gate,mod,affine", CASES)
-def test_residual_norm_matches_float64(dtype, gate, mod, affine):
-    x, y, ops = _inputs(dtype, gate, mod, affine)
+def test_residual_norm_matches_float64(dtype, gate, mod, affine, device):
+    x, y, ops = _inputs(dtype, gate, mod, affine, device=device)
     x_new, normed = residual_norm(
         x, y, ops["gate"], **{k: v for k, v in ops.items() if k != "gate"}
     )
-    xn64, n64 = _chain64(x, y, ops)
+    xn64, n64 = chain64(x, y, ops)
     assert x_new.dtype == dtype and normed.dtype == dtype
     assert rel(x_new, xn64) < TOL[dtype] / 3 and rel(normed, n64) < TOL[dtype]
     gx, gn = torch.randn_like(xn64), torch.randn_like(n64)
@@ -78,6 +90,17 @@ def test_residual_norm_matches_float64(dtype, gate, mod, affine):
         assert rel(t.grad, w) < 4 * TOL[dtype], (name, rel(t.grad, w))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_dtype_float32_from_bf16(device):
+    x, y, ops = _inputs(torch.bfloat16, "sample", "sample", False, device=device)
+    x_new, n = residual_norm(x, y, ops["gate"], scale=ops["scale"], shift=ops["shift"],
+                             out_dtype=torch.float32)  # fmt: skip
+    assert x_new.dtype == torch.bfloat16 and n.dtype == torch.float32
+    _, n64 = chain64(x, y, ops)
+    assert rel(n, n64) < 5e-3  # only x_new's rounding left
+
+
+# ----------------------------------------------------------------------------- CPU only
 def test_residual_norm_matches_diffusers_block_ops():
     """Against WanTransformerBlock's own expressions in bf16 (diffusers' rounding points)."""
     x, y, ops = _inputs(torch.bfloat16, "sample", "sample", False, seed=3)
@@ -97,7 +120,7 @@ def test_strided_rows_of_one_modulation_table():
     (x_new.sum() + (n * r).sum()).backward()
     assert e.grad[:, 3:].abs().max() == 0 and e.grad[:, :3].abs().min() > 0
     e2 = e.detach().clone().requires_grad_()
-    xn64, n64 = _chain64(x, y, {"gate": e2[:, 2:3], "scale": e2[:, 1:2], "shift": e2[:, 0:1],
+    xn64, n64 = chain64(x, y, {"gate": e2[:, 2:3], "scale": e2[:, 1:2], "shift": e2[:, 0:1],
                                 "weight": None, "bias": None})  # fmt: skip
     (xn64.sum() + (n64 * r).sum()).backward()
     assert rel(e.grad, e2.grad) < 1e-5
@@ -110,19 +133,10 @@ def test_batch_one_operand_broadcasts_and_sums_its_gradient():
     r = torch.randn(B, N, D)  # sum(n^2) would be ~constant: no gradient to compare
     (n * r).sum().backward()
     g64 = gate.detach().double().requires_grad_()
-    _, n64 = _chain64(x, y, {"gate": g64, "scale": None, "shift": None, "weight": None,
+    _, n64 = chain64(x, y, {"gate": g64, "scale": None, "shift": None, "weight": None,
                              "bias": None})  # fmt: skip
     (n64 * r).sum().backward()
     assert gate.grad.shape == (1, 1, D) and rel(gate.grad, g64.grad) < 1e-5
-
-
-def test_out_dtype_float32_from_bf16():
-    x, y, ops = _inputs(torch.bfloat16, "sample", "sample", False)
-    x_new, n = residual_norm(x, y, ops["gate"], scale=ops["scale"], shift=ops["shift"],
-                             out_dtype=torch.float32)  # fmt: skip
-    assert x_new.dtype == torch.bfloat16 and n.dtype == torch.float32
-    _, n64 = _chain64(x, y, ops)
-    assert rel(n, n64) < 5e-3  # only x_new's rounding left
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -237,3 +251,168 @@ def test_torch_compile_fullgraph_forward_and_backward():
     ge = torch.autograd.grad(sum(o.square().sum() for o in outs_e), leaves)
     for a, b in zip(gc, ge):
         assert torch.allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- CUDA only
+def poison(nbytes: int) -> None:
+    """Fill freed allocator blocks with 0xFF (NaN in bf16 and fp32)."""
+    buf = torch.full((nbytes + 4096,), 255, dtype=torch.uint8, device="cuda")
+    del buf
+
+
+def rand(*shape, dtype=torch.float32, s=1.0):
+    _seed[0] += 1
+    g = torch.Generator(device="cuda").manual_seed(_seed[0])
+    return (torch.randn(*shape, device="cuda", generator=g) * s).to(dtype)
+
+
+def make(B, N, D, dtype, gate, mod, affine, table=False):
+    """x, y and operands; table: gate/scale/shift as strided rows of one [B, 6, D] tensor."""
+    x, y = rand(B, N, D, dtype=dtype), rand(B, N, D, dtype=dtype)
+    ops = dict.fromkeys(["gate", "scale", "shift", "weight", "bias"])
+    rows = {"sample": 1, "token": N}
+    if table:
+        e = rand(B, 6, D, s=0.4).requires_grad_()
+        ops.update(gate=e[:, 2:3], scale=e[:, 1:2], shift=e[:, 0:1])
+        leaves = {"x": x, "y": y, "e": e}
+    else:
+        if gate != "none":
+            ops["gate"] = rand(B, rows[gate], D, s=0.5)
+        if mod != "none":
+            ops["scale"], ops["shift"] = rand(B, rows[mod], D, s=0.3), rand(B, rows[mod], D, s=0.3)
+        if affine:
+            ops["weight"], ops["bias"] = rand(D, s=0.5) + 1, rand(D, s=0.5)
+        for v in ops.values():
+            if v is not None:
+                v.requires_grad_()
+        leaves = {"x": x, "y": y, **{k: v for k, v in ops.items() if v is not None}}
+    x.requires_grad_()
+    y.requires_grad_()
+    return x, y, ops, leaves
+
+
+def call(x, y, ops, **kw):
+    return residual_norm(x, y, ops["gate"], **{k: v for k, v in ops.items() if k != "gate"}, **kw)
+
+
+def check_against_float64(B, N, D, dtype, gate, mod, affine, table=False, xform=None):
+    x, y, ops, leaves = make(B, N, D, dtype, gate, mod, affine, table)
+    xi, yi = (xform(x), xform(y)) if xform else (x, y)
+    poison(8 * B * N * D * 4)
+    x_new, n = call(xi, yi, ops)
+    assert torch.isfinite(x_new).all() and torch.isfinite(n).all()
+    xn64, n64 = chain64(xi, yi, ops)
+    assert rel(x_new, xn64) < TOL[dtype] / 3, rel(x_new, xn64)
+    assert rel(n, n64) < TOL[dtype], rel(n, n64)
+    gx, gn = torch.randn_like(xn64), torch.randn_like(n64)
+    got = torch.autograd.grad((x_new.double() * gx + n.double() * gn).sum(), list(leaves.values()))
+    want = torch.autograd.grad((xn64 * gx + n64 * gn).sum(), list(leaves.values()))
+    for name, a, w in zip(leaves, got, want):
+        assert torch.isfinite(a).all(), name
+        assert rel(a, w) < 4 * TOL[dtype], (name, rel(a, w))
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("D", [1536, 3072, 5120, 1000, 1001])
+@pytest.mark.parametrize("gate,mod,affine", CASES[:5])  # the sixth: test_every_operand_at_once
+def test_residual_norm_fuzz(gate, mod, affine, D, dtype):
+    for B, N in [(1, 1), (3, 333)]:  # N not a multiple of any CTA's rows
+        check_against_float64(B, N, D, dtype, gate, mod, affine)
+
+
+@gpu_only
+@pytest.mark.parametrize("D", [1536, 5120, 1001])
+def test_strided_rows_of_the_modulation_table(D):
+    check_against_float64(2, 257, D, torch.bfloat16, "", "", False, table=True)
+
+
+@gpu_only
+def test_every_operand_at_once_and_fp32_output():
+    check_against_float64(2, 100, 3072, torch.bfloat16, "sample", "sample", True)
+    x, y, ops, _ = make(2, 50, 1536, torch.bfloat16, "sample", "sample", False)
+    x_new, n = call(x, y, ops, out_dtype=torch.float32)
+    assert n.dtype == torch.float32 and rel(n, chain64(x, y, ops)[1]) < 5e-3
+
+
+@gpu_only
+def test_non_contiguous_and_misaligned_x():
+    """A token-strided x (every other row; vector loads) and one starting 2 bytes past 16-byte
+    alignment (the scalar path) both match float64."""
+    check_against_float64(2, 64, 1536, torch.bfloat16, "sample", "sample", False,
+                          xform=lambda t: t.repeat(1, 2, 1)[:, ::2])  # fmt: skip
+    check_against_float64(1, 64, 1536, torch.bfloat16, "sample", "none", True,
+                          xform=lambda t: torch.cat([t.flatten()[:1], t.flatten()])[1:]
+                          .view(t.shape))  # fmt: skip
+
+
+@gpu_only
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("D", [128, 1536, 5120, 1001])
+def test_rms_norm_fuzz(D, dtype):
+    x = rand(2, 333, D, dtype=dtype).requires_grad_()
+    w = (rand(D, s=0.5) + 1).requires_grad_()
+    poison(8 * x.numel() * 4)
+    yv = rms_norm(x, w)
+    ref = F.rms_norm(x.detach().double(), (D,), w.detach().double(), 1e-6)
+    assert yv.dtype == dtype and rel(yv, ref) < TOL[dtype]
+    assert rel(yv, F.rms_norm(x.detach(), (D,), w.detach(), 1e-6)) < TOL[dtype]
+    gy = torch.randn_like(ref)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    got = torch.autograd.grad((yv.double() * gy).sum(), [x, w])
+    want = torch.autograd.grad((F.rms_norm(x64, (D,), w64, 1e-6) * gy).sum(), [x64, w64])
+    for a, b in zip(got, want):
+        assert rel(a, b) < 4 * TOL[dtype]
+
+
+@gpu_only
+def test_bitwise_deterministic_over_repeats():
+    x, y, ops, leaves = make(2, 4096, 1536, torch.bfloat16, "sample", "sample", False)
+    q, wq = rand(2, 4096, 1536, dtype=torch.bfloat16).requires_grad_(), rand(1536).requires_grad_()
+    runs = []
+    for _ in range(5):
+        x_new, n = call(x, y, ops)
+        k = rms_norm(q, wq)
+        loss = (x_new.float().sum() + n.float().square().sum()) + k.float().square().sum()
+        grads = torch.autograd.grad(loss, [*leaves.values(), q, wq])
+        runs.append([x_new, n, k, *grads])
+    for r in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], r))
+
+
+@gpu_only
+def test_torch_compile_fullgraph_matches_eager():
+    torch._dynamo.reset()
+    x, y, ops, leaves = make(2, 300, 1536, torch.bfloat16, "sample", "sample", False)
+    q, wq = rand(2, 300, 1536, dtype=torch.bfloat16).requires_grad_(), rand(1536).requires_grad_()
+
+    def block(x, y, gate, scale, shift, q, wq):
+        x1, n1 = residual_norm(x, y, gate, scale=scale, shift=shift)
+        return x1, n1, rms_norm(q, wq)
+
+    args = (x, y, ops["gate"], ops["scale"], ops["shift"], q, wq)
+    compiled = torch.compile(block, fullgraph=True)
+    outs_c, outs_e = compiled(*args), block(*args)
+    for a, b in zip(outs_c, outs_e):
+        assert torch.equal(a, b)
+    inputs = [*leaves.values(), q, wq]
+    gc = torch.autograd.grad(sum(o.float().square().sum() for o in outs_c), inputs)
+    ge = torch.autograd.grad(sum(o.float().square().sum() for o in outs_e), inputs)
+    for a, b in zip(gc, ge):
+        assert rel(a, b) < 1e-6
+
+
+@gpu_only
+@pytest.mark.parametrize("name", ["y", "gate", "scale", "weight"])
+def test_cpu_operand_with_cuda_x_is_a_clear_error(name):
+    x = rand(1, 8, 64, dtype=torch.bfloat16)
+    args = dict(y=rand(1, 8, 64, dtype=torch.bfloat16))
+    cpu = {"y": args["y"].cpu(), "gate": torch.randn(1, 1, 64), "scale": torch.randn(1, 1, 64),
+           "weight": torch.randn(64)}  # fmt: skip
+    args[name] = cpu[name]
+    if name == "scale":
+        args["shift"] = rand(1, 1, 64)
+    y = args.pop("y")
+    with pytest.raises(ValueError, match=rf"{name} is on cpu but x is on cuda:0"):
+        residual_norm(x, y, **args)
+    torch.cuda.synchronize()  # nothing was launched with a host pointer
