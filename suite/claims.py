@@ -24,9 +24,10 @@ Primary metric: `primary` lists keys separated by |, tried in order; a key may n
 experiment that produces it as `experiment:key` (else it is the claim's `experiment`). An
 alternative may name its experiment the same way. The ledger is the one place that says which
 experiments feed a claim (Claim.producers: its experiment, its primary keys' and its prefixed
-alternatives'); `reproduce --only C4` runs them all. When an
-experiment failed (its error.txt, or its summarize raised) or is absent from the run directory
-(stopped before it ran), no later experiment's key stands in: the claim is `not-run` with
+alternatives'); `reproduce --only C4` runs them all.
+
+When an experiment failed (its error.txt, or its summarize raised) or is absent from the run
+directory (stopped before it ran), no later experiment's key stands in: the claim is `not-run` with
 "<experiment> failed (<error>)" (a failed training run never silently becomes a simulated
 verdict). Past an experiment deliberately not run ("needs a CUDA GPU": the CPU profile), or one
 that ran but gave none of its keys, the next experiment's key stands in and the verdict's reason
