@@ -1,5 +1,7 @@
-"""benchmarks/bench_balance_claims.py: the CPU claims recomputed from a committed reference's raw
-tables by the current code stay within their committed intervals, and a moved value fails."""
+"""benchmarks/bench_balance_claims.py: how a claim's value is read and checked against the committed
+interval, and that a moved value fails. The recomputation itself (C1-C9 from the quick reference's
+raw tables by the current code, ~1-2 min) is asv's run in CI (.ci/run: bench_balance_claims), which
+fails where a value leaves its interval; here the committed metric rows stand in for it."""
 
 from __future__ import annotations
 
@@ -12,10 +14,12 @@ from benchmarks import bench_balance_claims as bench
 
 @pytest.fixture(scope="module")
 def cache():
-    return bench.ClaimValues().setup_cache()
+    import pandas as pd
+
+    return bench.claim_values(pd.read_csv(bench.REFERENCE / "metrics.csv"))
 
 
-def test_every_cpu_claim_is_tracked_within_its_committed_interval(cache):
+def test_every_cpu_claim_is_read_and_checked_against_its_committed_interval(cache):
     for claim in bench.CLAIMS:
         b = bench.ClaimValues()
         value = b.track_value(cache, claim)  # raises if it left its committed interval
