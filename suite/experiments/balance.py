@@ -60,8 +60,8 @@ Tables:
                      rank sweep (mix default)
     balance_bootstrap  replicate, claim, metric, value, p, m_mem, s_cross, noise_cv: the
                      hierarchical bootstrap of the claim metrics (suite.experiments.
-                     balance_bootstrap; REPLICATES per profile: cpu 8, quick 60, full 100; the
-                     profile's steps, one plan seed each), whose percentile intervals the claim
+                     balance_bootstrap; REPLICATES per profile: cpu 8 of 200 steps, quick 60 and
+                     full 100 of the profile's steps, one plan seed each), whose percentile intervals the claim
                      rows carry; with a fitted sweep and its quadratic step model only
     balance_s_cross  s_cross, throughput, rank_cv, gain_pct, chosen, p: dual's fine tuning grid
                      on the default mix (16 ranks, the tuner's seed) with the gain over equal-token
@@ -188,7 +188,9 @@ def uncertainty_tables(ctx: RunContext, cost: CostModel, steps: int) -> dict[str
 
     sweep, fit = _sweep(ctx.run), ctx.run.read_table("costmodel_fit")
     fit_row = fit[fit["variant"] == "free"].iloc[0].to_dict()
-    n = int(ctx.options.get("balance_replicates", REPLICATES.get(ctx.profile, 60)))
+    n, short = REPLICATES.get(ctx.profile, REPLICATES["quick"])
+    n = int(ctx.options.get("balance_replicates", n))
+    steps = short or steps
     mixes = _mixes(ctx.seed)
     t0 = time.perf_counter()
     boot = bootstrap_table(sweep, fit_row, mixes, steps, ctx.seed, n, workers(ctx))
