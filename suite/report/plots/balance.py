@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from suite.balance.registry import POLICIES, baseline, trait  # noqa: E402
 
@@ -140,6 +141,7 @@ def uncertainty_figure(grid: pd.DataFrame, boot: pd.DataFrame | None) -> Figure:
     ax1.plot(pick["s_cross"], pick["gain_pct"], "o", mfc="none", mec="#c0392b", ms=9,
              label="tuned s_cross")  # fmt: skip
     ax1.set(xscale="log", xlabel="dual's s_cross (tokens)", ylabel="gain over equal-token (%)")
+    ax1.xaxis.set_minor_formatter(NullFormatter())  # the log axis's minor labels overlap
     ax1.legend(frameon=False, fontsize=7)
     ax1.set_title(
         f"Tuning grid: {len(g)} points, 16 ranks, default mix, p = {g['p'].iloc[0]:.3f}",
