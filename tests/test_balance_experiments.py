@@ -91,8 +91,9 @@ def test_balance_reads_fit_and_emits_ledger_keys(run_dir):
 
 
 def test_repeated_draws_give_the_interval_across_draws(run_dir):
-    """Old: one plan draw, and C4, C6, C9 without an interval."""
-    tables = run_dir.tables()
+    """Old: one plan draw, and C4, C6, C9 without an interval. (Without the bootstrap table:
+    with it, its intervals replace these: test_the_bootstrap_gives_the_simulated_intervals.)"""
+    tables = {k: t for k, t in run_dir.tables().items() if k != "balance_bootstrap"}
     steps = tables["balance_steps"]
     assert sorted(steps["draw"].unique()) == [0, 1, 2]  # the cpu profile's 3 draws
     assert set(steps[steps["draw"] > 0]["ranks"]) == {8, 16}  # the scaling sweep: draw 0 only
@@ -106,6 +107,24 @@ def test_repeated_draws_give_the_interval_across_draws(run_dir):
         assert row.ci_high - row.value == pytest.approx(half, rel=1e-5), key
         assert "mean of 3 plan draws" in row.conditions
     assert np.isnan(m.loc["maxmean_global_sim_1024", "ci_low"])  # one draw: no interval
+
+
+def test_the_bootstrap_gives_the_simulated_intervals(run_dir):
+    """The cpu profile's 8 hierarchical bootstrap replicates: each refits p, re-tunes s_cross and
+    gives every claim metric of the own policies; the summary's interval is their percentile
+    interval, the value the full-data mean over plan draws."""
+    tables = run_dir.tables()
+    boot, grid = tables["balance_bootstrap"], tables["balance_s_cross"]
+    assert sorted(boot["replicate"].unique()) == list(range(8))
+    assert boot.groupby("replicate")["p"].first().nunique() > 1  # each replicate refits p
+    assert len(grid) == 60 and grid["chosen"].sum() >= 1
+    m = bal.summarize(tables).set_index("metric")
+    for key in ("imbalance_rate_reduction_sim", "rank_cv_sim", "throughput_gain_16_sim"):
+        v = boot.loc[boot["metric"] == key, "value"]
+        lo, hi = np.quantile(v, [0.025, 0.975])
+        assert (m.loc[key, "ci_low"], m.loc[key, "ci_high"]) == pytest.approx((lo, hi))
+        assert "8 hierarchical bootstrap replicates" in m.loc[key, "conditions"]
+    assert "bootstrap" not in m.loc["rank_cv_global_sim", "conditions"]
 
 
 def test_summaries_are_pure(run_dir):
@@ -134,6 +153,7 @@ def test_figures(run_dir):
         "balance_policies",
         "balance_scaling",
         "balance_sweep_compare",
+        "balance_s_cross",
     ]
     assert all(isinstance(f[2], Figure) and f[1] for f in figs)
     assert pb.figures({}, None) == [] and pc.figures({}, None) == []

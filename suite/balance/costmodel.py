@@ -194,11 +194,12 @@ def median_per_shape(B, S, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def fit_cost(
-    B, S, t, p: float | None = None, source: str = "", aggregate: bool = True
+    B, S, t, p: float | None = None, source: str = "", aggregate: bool = True, loo: bool = True
 ) -> CostModel:
     """Fit step_time ~ a + b * B * S^p (p free unless given). Needs >= 4 shapes over >= 3 distinct S.
 
     aggregate=True fits (and reports R^2 and n over) the per-shape medians of repeated timings.
+    loo=False leaves loo_err NaN (a bootstrap refit needs only the parameters).
     """
     B, S, t = (np.asarray(x, dtype=float) for x in (B, S, t))
     if not (B.shape == S.shape == t.shape) or B.ndim != 1:
@@ -237,7 +238,7 @@ def fit_cost(
     )
     pred = model.predict(B, S)
     r2 = 1 - np.sum((t - pred) ** 2) / np.sum((t - t.mean()) ** 2)
-    return replace(model, r2=float(r2), loo_err=loo_error(B, S, t, p))
+    return replace(model, r2=float(r2), loo_err=loo_error(B, S, t, p) if loo else math.nan)
 
 
 def _leave_one_bucket_out(B, S, t, fit_predict, aggregate: bool) -> float:

@@ -4,15 +4,17 @@ The primary evidence for claims C4-C9 and the policy comparison of the report's 
 paper" section. Policies are planned (plan_steps: the Plan the trainer
 runs) and costed (simulate_plan) on the same corpus draws with the same plan seeds (common random
 numbers), repeated over independent plan seeds; a claim's value is the mean over seeds of its
-per-seed value (a gain compares the same seed's runs: paired), its interval the 95% t-interval
-across seeds (a re-measured sweep moves them further: see
-reports/reference/h200/stability-5753865). Step cost: the run's shape sweep of the real model
+per-seed value (a gain compares the same seed's runs: paired), its interval the 95% percentile
+interval of a hierarchical bootstrap that also resamples the sweep, refits the cost and re-tunes
+dual (table balance_bootstrap; where the run has no fitted sweep, the 95% t-interval across
+seeds, which a re-measured sweep moves beyond: reports/reference/h200/stability-5753865). Step cost: the run's shape sweep of the real model
 (table shapes_sweep) in the physical form a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's
 costmodel_quadratic; fitted here from shapes_sweep where that table is absent; where the sweep
 timed the optimizer apart, fitted here to step_s - optimizer_s, with the optimizer charged once a
 step: a policy that runs several micro-batches a rank pays it once, as a real step does:
 sweep_step_model); the policies' budgets (M_mem, the power law's p) come from costmodel_fit and
-dual's s_cross is tuned on the step model per mix (its seed differs from the evaluation seeds).
+dual's s_cross is tuned on the step model per mix on a 60-point geometric grid
+(balance_runs.tune_dual; its seed differs from the evaluation seeds).
 Per-sample noise: the CV of the sweep's repeats around each shape's median, scaled to one sample
 (validate.noise_cv_from_sweep;
 0.25-0.83% in three H200 quick runs of the 30-block model: one GPU's repeat jitter, not
@@ -56,6 +58,13 @@ Tables:
     balance_sweep_compare  the balance_compare columns and gain_pct (throughput gain over
                      the registry's baseline, equal-token, at the same ranks; %) for the
                      rank sweep (mix default)
+    balance_bootstrap  replicate, claim, metric, value, p, m_mem, s_cross, noise_cv: the
+                     hierarchical bootstrap of the claim metrics (suite.experiments.
+                     balance_bootstrap; REPLICATES per profile: cpu 8 of 200 steps, quick 60 and
+                     full 100 of the profile's steps, one plan seed each), whose percentile intervals the claim
+                     rows carry; with a fitted sweep and its quadratic step model only
+    balance_s_cross  s_cross, throughput, rank_cv, gain_pct, chosen, p: dual's fine tuning grid
+                     on the default mix (16 ranks, the tuner's seed) with the gain over equal-token
 In balance_ranks a rank of several lengths has S = 0.
 Time on the 2-core CPU machine with the H200 reference tables: see docs/perf-notes.md.
 """
@@ -69,7 +78,7 @@ import pandas as pd
 
 from suite.balance.costmodel import CostModel, default_cost_model
 from suite.balance.registry import POLICIES, names
-from suite.experiments.balance_runs import CORPUS_SIZE, SCALES, simulate_tables
+from suite.experiments.balance_runs import CORPUS_SIZE, SCALES, _mixes, simulate_tables
 from suite.experiments.balance_summary import NOISE_CV, step_metrics, summarize
 from suite.rundir import RunContext
 
@@ -158,12 +167,36 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     def progress(i, n):
         ctx.log(f"balance: run {i}/{n} simulated")
 
-    return simulate_tables(
+    tables = simulate_tables(
         cost, source, steps=steps, seed=ctx.seed, draws=draws, progress=progress,
         compare_steps=compare, rank_steps=rank_steps, skip=skip, skip_reason=KK_REASON,
         noise_cv=noise_cv, noise_source=noise_source, workers=workers(ctx),
         optimizer_s=optimizer_s,
     )  # fmt: skip
+    if cost.quadratic and "costmodel_fit" in source:
+        tables |= uncertainty_tables(ctx, cost, steps)
+    return tables
+
+
+def uncertainty_tables(ctx: RunContext, cost: CostModel, steps: int) -> dict[str, pd.DataFrame]:
+    """balance_bootstrap (the hierarchical bootstrap's replicates: balance_bootstrap module) and
+    balance_s_cross (C8's gain against dual's s_cross on the full-data fit's fine grid)."""
+    import time
+
+    from suite.experiments.balance_bootstrap import REPLICATES, bootstrap_table, gain_by_s_cross
+
+    sweep, fit = _sweep(ctx.run), ctx.run.read_table("costmodel_fit")
+    fit_row = fit[fit["variant"] == "free"].iloc[0].to_dict()
+    n, short = REPLICATES.get(ctx.profile, REPLICATES["quick"])
+    n = int(ctx.options.get("balance_replicates", n))
+    steps = short or steps
+    mixes = _mixes(ctx.seed)
+    t0 = time.perf_counter()
+    boot = bootstrap_table(sweep, fit_row, mixes, steps, ctx.seed, n, workers(ctx))
+    ctx.log(
+        f"balance: {n} bootstrap replicates of {steps} steps in {time.perf_counter() - t0:.1f} s"
+    )
+    return {"balance_bootstrap": boot, "balance_s_cross": gain_by_s_cross(cost, mixes["default"])}
 
 
 def workers(ctx: RunContext) -> int:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import CostModel
-from suite.balance.policies import crossover_for_m_comp
+from suite.balance.policies import crossover_for_m_comp, m_comp_for_crossover
 from suite.balance.registry import PolicyInputs, baseline, make_policy, names, trait
 from suite.balance.simulator import (
     SimConfig,
@@ -29,6 +29,7 @@ from suite.balance.simulator import (
     draw_corpus,
     samples_per_rank_step,
     simulate,
+    tune_s_cross,
 )
 from suite.data.corpus import sample_corpus
 from suite.experiments.balance_summary import NOISE_CV
@@ -67,18 +68,36 @@ def scale_steps(ranks: int, steps: int, rank_steps: int = 32_000) -> int:
     return int(min(steps, max(steps // 20, rank_steps // ranks)))
 
 
+S_CROSS_GRID = 60  # dual's s_cross: points of the fine geometric grid it is tuned on
+
+
+def tune_dual(cost: CostModel, buckets: pd.DataFrame) -> tuple[float, pd.DataFrame]:
+    """dual's s_cross on `buckets`, tuned by simulated throughput on the cost's step model over a
+    fine geometric grid (S_CROSS_GRID points: the gain is a sawtooth in s_cross, one tooth per
+    floor() step of a bucket's batch size, which a coarse grid samples at one tooth), keeping the
+    power law's p; (s_cross, the grid's table)."""
+    step = cost.step_model()
+    return tune_s_cross(
+        buckets, step, cost.m_mem, p=cost.p, candidates=S_CROSS_GRID, spacing="geometric"
+    )
+
+
 def policies(cost: CostModel, buckets: pd.DataFrame, wanted=None) -> dict:
     """The registry policies `wanted` (default: the suite's own) that apply to `buckets`, under
     one memory cap M_mem. Where the cost carries the sweep's quadratic fit, dual's s_cross is
-    tuned on it for these buckets (keeping the power law's p), as training does; otherwise the
-    fit's own M_comp (tuned on the power law where the fit has none)."""
+    tuned on it for these buckets (tune_dual, keeping the power law's p), as training does;
+    otherwise the fit's own M_comp (tuned on the power law where the fit has none)."""
     inputs = PolicyInputs.from_cost(cost, buckets)
+    dual_inputs = inputs
     if cost.quadratic:
         inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=math.inf))
+        if "dual" in (names(own=True) if wanted is None else wanted):
+            m_comp = m_comp_for_crossover(cost.m_mem, cost.p, tune_dual(cost, buckets)[0])
+            dual_inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=m_comp))
     out = {}
     for name in names(own=True) if wanted is None else wanted:
         try:
-            out[name] = make_policy(name, inputs)
+            out[name] = make_policy(name, dual_inputs if name == "dual" else inputs)
         except ValueError:
             continue  # e.g. a sample longer than the global policy's cap
     return out

@@ -13,6 +13,7 @@ from scipy import stats
 from suite.balance.disclosure import extrapolation_text
 from suite.experiments import metric_rows
 
+T_WORDS = ", 95% t-interval across draws"  # replaced where the bootstrap gives the interval
 NOISE_CV = 0.05  # per-sample compute CV assumed where no repeated measurement gives one
 
 
@@ -37,7 +38,9 @@ def step_metrics(steps: pd.DataFrame) -> dict[str, float]:
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Metric rows; with several plan draws (balance_steps.draw), each metric is the mean over the
     draws of its per-draw value with the 95% t-interval of that mean across draws (this interval
-    replaces any within-draw one); tables of one draw keep the within-draw rows as they are."""
+    replaces any within-draw one); tables of one draw keep the within-draw rows as they are.
+    Where the tables hold the hierarchical bootstrap (balance_bootstrap), its percentile
+    intervals replace those of the metrics it has (with_bootstrap)."""
     steps, setup = tables.get("balance_steps"), tables.get("balance_setup")
     if steps is None or setup is None:
         return metric_rows([])
@@ -52,12 +55,41 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         else "extrapolation not known (no shape sweep in this run)"
     )
     per_draw = [  # the planner's times are of seed 0's runs
-        _summarize_draw(steps[draw == d], setup, planner if d == 0 else None, extrapolation)
+        summarize_draw(steps[draw == d], setup, planner if d == 0 else None, extrapolation)
         for d in sorted(set(draw))
     ]
     out = per_draw[0] if len(per_draw) == 1 else _across_draws(per_draw)
+    boot = tables.get("balance_bootstrap")
+    if boot is not None and not boot.empty:
+        out = with_bootstrap(out, boot)
     val = _validation_rows(tables)
     return pd.concat([out, val], ignore_index=True) if len(val) else out
+
+
+def with_bootstrap(rows: pd.DataFrame, boot: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with the interval of every metric the bootstrap table (balance_bootstrap) has
+    replaced by its 95% percentile interval over the replicates (balance_bootstrap.intervals);
+    the value stays the full-data one. Metrics it lacks keep their interval."""
+    from suite.experiments.balance_bootstrap import intervals
+
+    ci = intervals(boot).set_index(["claim", "metric"])
+    p_lo, p_hi = boot["p"].min(), boot["p"].max()
+    out = []
+    for row in rows.to_dict("records"):
+        key = (row["claim"], row["metric"])
+        if key in ci.index and ci.loc[key, "n"] >= 2:
+            c = ci.loc[key]
+            row |= {
+                "ci_low": float(c["ci_low"]),
+                "ci_high": float(c["ci_high"]),
+                "conditions": f"{row['conditions'].replace(T_WORDS, '')}; 95% interval: "
+                f"percentile over "
+                f"{int(c['n'])} hierarchical bootstrap replicates (sweep shapes and repeats "
+                f"resampled; p (here {p_lo:.3f}-{p_hi:.3f}), M_mem and step model refitted; "
+                "s_cross re-tuned on a 60-point grid; new plan seed and noise draw)",
+            }
+        out.append(row)
+    return metric_rows(out)
 
 
 def _validation_rows(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -113,14 +145,13 @@ def _across_draws(per_draw: list[pd.DataFrame]) -> pd.DataFrame:
                 "ci_low": v.mean() - half,
                 "ci_high": v.mean() + half,
                 "baseline": got["baseline"].astype(float).mean(),
-                "conditions": f"{row.conditions}; mean of {len(v)} plan draws, 95% t-interval "
-                f"across draws",
+                "conditions": f"{row.conditions}; mean of {len(v)} plan draws{T_WORDS}",
             }
         )
     return metric_rows(out).drop_duplicates(keys)
 
 
-def _summarize_draw(
+def summarize_draw(
     steps: pd.DataFrame, setup: pd.DataFrame, planner, extrapolation: str
 ) -> pd.DataFrame:
     src = str(setup["cost_source"].iloc[0])

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 from suite.balance.registry import POLICIES, baseline, trait  # noqa: E402
 
@@ -127,6 +128,37 @@ def rank_sweep_figure(sweep: pd.DataFrame) -> Figure:
     return fig
 
 
+def uncertainty_figure(grid: pd.DataFrame, boot: pd.DataFrame | None) -> Figure:
+    """C8's simulated gain against dual's s_cross on the full-data fit's fine grid
+    (balance_s_cross; the tuner's pick marked) and against the power law's p over the hierarchical
+    bootstrap's refits (balance_bootstrap; the replicates' own re-tuned s_cross as colour)."""
+    fig = Figure(figsize=(11, 4))
+    ax1, ax2 = fig.subplots(1, 2)
+    g = grid.sort_values("s_cross")
+    ax1.step(g["s_cross"], g["gain_pct"], where="mid", color="#2c7fb8", lw=1.2)
+    ax1.plot(g["s_cross"], g["gain_pct"], ".", color="#2c7fb8", ms=3)
+    pick = g[g["chosen"].astype(bool)]
+    ax1.plot(pick["s_cross"], pick["gain_pct"], "o", mfc="none", mec="#c0392b", ms=9,
+             label="tuned s_cross")  # fmt: skip
+    ax1.set(xscale="log", xlabel="dual's s_cross (tokens)", ylabel="gain over equal-token (%)")
+    ax1.xaxis.set_minor_formatter(NullFormatter())  # the log axis's minor labels overlap
+    ax1.legend(frameon=False, fontsize=7)
+    ax1.set_title(
+        f"Tuning grid: {len(g)} points, 16 ranks, default mix, p = {g['p'].iloc[0]:.3f}",
+        fontsize=8,
+    )
+    if boot is not None and not boot.empty:
+        c8 = boot[boot["metric"] == "throughput_gain_16_sim"]
+        sc = ax2.scatter(c8["p"], c8["value"], c=np.log10(c8["s_cross"]), cmap="viridis", s=14)
+        fig.colorbar(sc, ax=ax2, label="log10 re-tuned s_cross")
+        ax2.set(xlabel="refitted p", ylabel="C8: simulated gain at 16 ranks (%)")
+        ax2.set_title(f"Hierarchical bootstrap: {len(c8)} refits of the sweep", fontsize=8)
+    else:
+        ax2.set_axis_off()
+    fig.tight_layout()
+    return fig
+
+
 def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None):
     out = []
     steps = tables.get("balance_steps")
@@ -154,6 +186,19 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
                 "against the rank count, 8 to 1024 simulated ranks: where each policy starts to "
                 "pay (the suite's own policies solid, the peers dashed).",
                 rank_sweep_figure(sweep),
+            )
+        )
+    grid = tables.get("balance_s_cross")
+    if grid is not None and not grid.empty:
+        out.append(
+            (
+                "balance_s_cross",
+                "C8's simulated throughput gain of dual over equal-token against dual's s_cross "
+                "(the fine tuning grid of the full-data fit: a sawtooth, one tooth per floor() "
+                "step of a bucket's batch size) and against the power law's p across the "
+                "hierarchical bootstrap's refits of the shape sweep (the spread C8's interval "
+                "carries).",
+                uncertainty_figure(grid, tables.get("balance_bootstrap")),
             )
         )
     return out

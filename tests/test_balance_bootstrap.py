@@ -1,0 +1,120 @@
+"""The balance experiment's hierarchical bootstrap (suite.experiments.balance_bootstrap) and the
+fine s_cross tuner."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.balance.costmodel import QuadraticCost
+from suite.balance.simulator import tune_s_cross
+from suite.experiments import balance_bootstrap as bb
+from suite.experiments import balance_summary as bs
+
+P_TRUE = 1.6
+FIT_ROW = {"m_mem": 2e5, "s_cross": 4000.0, "budget_source": "default", "capacity_bytes": np.nan}
+
+
+def synthetic_sweep(rng, shapes=10, repeats=2) -> pd.DataFrame:
+    """t = a + b*B*S^P_TRUE with a shape-level error (what a re-measured sweep moves: 8%) and a
+    repeat-level one (1%), on shapes of B*S = 16384."""
+    S = np.geomspace(256, 16384, shapes).round()
+    B = np.maximum(1, (16384 // S)).astype(int)
+    rows = []
+    for b, s in zip(B, S):
+        shape_err = rng.normal(0, 0.08)
+        for r in range(repeats):
+            t = (0.01 + 2e-8 * b * s**P_TRUE) * (1 + shape_err + rng.normal(0, 0.01))
+            rows.append({"B": b, "S": s, "repeat": r, "step_s": t})
+    return pd.DataFrame(rows)
+
+
+def test_resample_draws_shapes_then_their_repeats():
+    sw = synthetic_sweep(np.random.default_rng(0))
+    out = bb.resample_sweep(sw, np.random.default_rng(1))
+    assert len(out) == len(sw) and out["copy"].nunique() == sw.groupby(["B", "S"]).ngroups
+    for _, g in out.groupby("copy"):  # a copy holds the repeats of one shape only
+        assert g[["B", "S"]].drop_duplicates().shape[0] == 1
+        assert set(g["step_s"]) <= set(
+            sw.loc[(sw.B == g.B.iloc[0]) & (sw.S == g.S.iloc[0]), "step_s"]
+        )
+
+
+def test_the_refitted_p_interval_covers_the_true_p_at_about_the_nominal_rate():
+    """Over repeated synthetic sweeps (each with its own shape-level errors), the 95% percentile
+    interval of the refitted p holds the true p about 95% of the time (here >= 13 of 16)."""
+    held = 0
+    for k in range(16):
+        rng = np.random.default_rng(100 + k)
+        sw = synthetic_sweep(rng)
+        ps = [bb.draw_fit(sw, FIT_ROW, rng)[0].p for _ in range(25)]
+        lo, hi = np.quantile(ps, [0.025, 0.975])
+        held += lo <= P_TRUE <= hi
+    assert held >= 13
+
+
+def test_refit_keeps_the_budget_without_a_memory_fit_and_measures_the_repeats():
+    sw = synthetic_sweep(np.random.default_rng(3))
+    cost, opt, noise = bb.draw_fit(sw, FIT_ROW, np.random.default_rng(4))
+    assert cost.m_mem == FIT_ROW["m_mem"] and opt == 0.0 and cost.quadratic
+    assert 0 < noise < 0.1 and abs(cost.p - P_TRUE) < 0.3
+
+
+def test_the_fine_tuner_finds_the_top_of_the_sawtooth():
+    """The gain against s_cross is a sawtooth (each bucket's floor(M_comp / S^p) steps); the
+    60-point geometric grid finds the best batch table that a 400-point grid finds, and simulates
+    each distinct table once (equal tables: equal throughput)."""
+    buckets = pd.DataFrame({"S": [1000, 2500, 6000, 14000], "share": [0.4, 0.3, 0.2, 0.1]})
+    quad = QuadraticCost(a=0.05, c=0.002, b=1e-7, d=2e-11)
+    kw = dict(p=1.5, steps=150, ranks=8)
+    best, fine = tune_s_cross(buckets, quad, 6e4, candidates=60, spacing="geometric", **kw)
+    _, dense = tune_s_cross(buckets, quad, 6e4, candidates=400, spacing="geometric", **kw)
+    assert len(fine) == 60 and fine["throughput"].max() == pytest.approx(dense["throughput"].max())
+    assert fine["throughput"].nunique() < 60  # teeth: runs of equal tables
+    assert fine.loc[fine["s_cross"] == best, "throughput"].iloc[0] == fine["throughput"].max()
+    with pytest.raises(ValueError, match="spacing"):
+        tune_s_cross(buckets, quad, 6e4, spacing="linear", p=1.5)
+
+
+def test_percentile_intervals_per_metric():
+    boot = pd.DataFrame(
+        {"claim": "C8", "metric": "throughput_gain_16_sim", "value": np.arange(101.0)}
+    )
+    ci = bb.intervals(boot).iloc[0]
+    assert (ci.ci_low, ci.ci_high) == pytest.approx((2.5, 97.5)) and ci.n == 101
+    with pytest.raises(ValueError, match="level"):
+        bb.intervals(boot, level=95)
+
+
+def test_the_summary_takes_intervals_from_the_bootstrap_table():
+    """Metrics the bootstrap has get its percentile interval (the value stays the full-data
+    one, the t-interval's words go); the others keep theirs."""
+    rows = pd.DataFrame(
+        [
+            {"claim": "C8", "metric": "throughput_gain_16_sim", "value": 30.0, "ci_low": 29.9,
+             "ci_high": 30.1, "conditions": "simulated; mean of 3 plan draws" + bs.T_WORDS},
+            {"claim": "C5", "metric": "rank_cv_global_sim", "value": 2.0, "ci_low": 1.9,
+             "ci_high": 2.1, "conditions": "global" + bs.T_WORDS},
+        ]
+    )  # fmt: skip
+    boot = pd.DataFrame(
+        {"claim": "C8", "metric": "throughput_gain_16_sim", "value": np.linspace(20, 40, 41),
+         "p": np.linspace(1.3, 1.5, 41)}
+    )  # fmt: skip
+    out = bs.with_bootstrap(bs.metric_rows(rows.to_dict("records")), boot).set_index("metric")
+    c8 = out.loc["throughput_gain_16_sim"]
+    assert c8.value == 30.0 and (c8.ci_low, c8.ci_high) == pytest.approx((20.5, 39.5))
+    assert "41 hierarchical bootstrap replicates" in c8.conditions
+    assert bs.T_WORDS not in c8.conditions and "mean of 3 plan draws" in c8.conditions
+    assert out.loc["rank_cv_global_sim", "ci_low"] == 1.9
+
+
+def test_a_replicate_gives_every_claim_metric_of_the_own_policies():
+    from suite.experiments.balance_runs import _mixes
+
+    sw = synthetic_sweep(np.random.default_rng(5), shapes=8).assign(S=lambda d: d.S * 4)
+    row = FIT_ROW | {"m_mem": 3e5}
+    got = bb.replicate(sw, row, _mixes(0), steps=60, seed=0, r=0)
+    assert {"imbalance_rate_reduction_sim", "rank_cv_sim", "step_cv_sim", "throughput_gain_8_sim",
+            "throughput_gain_16_sim", "floor_gain_sim"} <= set(got["metric"])  # fmt: skip
+    assert np.isfinite(got["value"]).all() and (got["replicate"] == 0).all()
+    assert got["s_cross"].nunique() == 1 and got["p"].iloc[0] > 1
