@@ -1,4 +1,4 @@
-"""Coordinated global balancing (issue 7): each step's samples are partitioned across all ranks.
+"""Coordinated global balancing: each step's samples are partitioned across all ranks.
 
 Every rank knows the step's candidate samples and their predicted costs (the sampler's seeded order
 is identical on every rank, so no extra communication is needed) and runs the same deterministic

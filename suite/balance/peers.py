@@ -1,4 +1,4 @@
-"""The balancing policies public training stacks ship, as Plan policies (issue 33).
+"""The balancing policies public training stacks ship, as Plan policies.
 
 Each is described from the project's own code; the code here is ours.
 
@@ -15,7 +15,7 @@ Each is described from the project's own code; the code here is ours.
   the ranks of a step run *different* buckets; balance comes from the equal step times alone
   (report_02.md: "the local batches on different GPUs have different sizes", "balance the GPU
   load by search a good batch size for each bucket"). That is `SearchedBucketBatches`.
-  `BucketSynchronous` is the variant issue 33 describes (every rank draws the same bucket in a
+  `BucketSynchronous` is the bucket-synchronous reading (every rank draws the same bucket in a
   step): same searched B, ranks identical within a step, the imbalance moved across steps.
 - VideoSys DCP, baseline profile (NUS-HPC-AI-Lab/VideoSys `videosys/core/dcp/profiler.py`,
   `videosys/training/datasets/open_sora/sampler.py`, `docs/dcp.md`): each bucket's batch is
@@ -181,8 +181,8 @@ def synchronous_bucket_plan(
 
 @dataclass(frozen=True)
 class BucketSynchronous:
-    """Open-Sora's searched B with every rank on the same bucket in a step (issue 33's reading of
-    Open-Sora; its sampler deals different buckets per rank): rank compute equal within a step,
+    """Open-Sora's searched B with every rank on the same bucket in a step (a bucket-synchronous
+    reading of Open-Sora, whose sampler deals different buckets per rank): rank compute equal within a step,
     step times differ across steps."""
 
     cost: object

@@ -1,4 +1,4 @@
-"""Cost-aware packing as verl, slime and Megatron-LM ship it, as a Plan policy (issue 33).
+"""Cost-aware packing as verl, slime and Megatron-LM ship it, as a Plan policy.
 
 Each step takes a budget of samples from the epoch's shuffled stream (as GlobalPolicy does: about
 M_mem tokens per rank, cut at equal predicted cost), partitions them across ranks by a per-sample

@@ -1,4 +1,4 @@
-"""Trace-driven validation of the cluster simulator against a measured run (issue 7).
+"""Trace-driven validation of the cluster simulator against a measured run.
 
 Input: a run's `training_ranks` table (one row per step and rank: B, S, measured compute_s of that
 rank's batch, optimizer_s, collective_s, the composed step_s = max rank compute + collective +
