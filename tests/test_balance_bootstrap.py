@@ -79,10 +79,10 @@ def test_percentile_intervals_per_metric():
     boot = pd.DataFrame(
         {"claim": "C8", "metric": "throughput_gain_16_sim", "value": np.arange(101.0)}
     )
-    ci = bb.intervals(boot).iloc[0]
+    ci = bs.intervals(boot).iloc[0]
     assert (ci.ci_low, ci.ci_high) == pytest.approx((2.5, 97.5)) and ci.n == 101
     with pytest.raises(ValueError, match="level"):
-        bb.intervals(boot, level=95)
+        bs.intervals(boot, level=95)
 
 
 def test_the_summary_takes_intervals_from_the_bootstrap_table():

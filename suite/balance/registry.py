@@ -186,6 +186,8 @@ class PolicySpec:
                       rank rows in a trace carry no single length)
     baseline          the policy gains are measured against (one row)
     real_runs         trained on real data-parallel ranks by the training experiment
+    tunes_s_cross     its M_comp comes from a crossover length tuned on the buckets (the dual
+                      constraint): experiments tune it on the run's step model before building it
     max_ranks         the most ranks it is simulated at (None: any), with the reason
     slow_planner      left out of the cpu profile's comparison (its planner is too slow for CI)
     colour            its colour in every figure
@@ -200,6 +202,7 @@ class PolicySpec:
     micro_batched: bool = False
     baseline: bool = False
     real_runs: bool = False
+    tunes_s_cross: bool = False
     max_ranks: int | None = None
     max_ranks_reason: str = ""
     slow_planner: bool = False
@@ -219,7 +222,7 @@ _ROWS = (
     PolicySpec("equal-token", _equal_token, "B = floor(M_tok / S) per bucket (the baseline)",
                "#c0392b", own=True, baseline=True, real_runs=True),
     PolicySpec("dual", _dual, "AdaptiveLoad: B*S <= M_mem and B*S^p <= M_comp per bucket",
-               "#2e86c1", own=True, real_runs=True),
+               "#2e86c1", own=True, real_runs=True, tunes_s_cross=True),
     PolicySpec("global", _global, "per-step global LPT on the cost model, packed under M_mem",
                "#1b7f3b", own=True, needs_cost_model=True, micro_batched=True, real_runs=True),
     PolicySpec("opensora-searched", _opensora, "Open-Sora's searched B per bucket, dealt "

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+NOISE_CV = 0.05  # per-sample compute CV assumed where no repeated measurement gives one
+
 
 @dataclass(frozen=True)
 class SimConfig:

@@ -78,8 +78,9 @@ import pandas as pd
 
 from suite.balance.costmodel import CostModel, default_cost_model
 from suite.balance.registry import POLICIES, names
+from suite.balance.simulator import NOISE_CV
 from suite.experiments.balance_runs import CORPUS_SIZE, SCALES, _mixes, simulate_tables
-from suite.experiments.balance_summary import NOISE_CV, step_metrics, summarize
+from suite.experiments.balance_summary import step_metrics, summarize
 from suite.rundir import RunContext
 
 NAME = "balance"

@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 
 from suite.balance.costmodel import fit_cost, fit_memory, fit_quadratic_cost, memory_budget
+from suite.balance.registry import names
+from suite.balance.simulator import NOISE_CV
 from suite.balance.validate import noise_cv_from_sweep
 
 # profile -> (replicates, simulated steps per replicate; None: the profile's claim steps). The
@@ -41,7 +43,6 @@ from suite.balance.validate import noise_cv_from_sweep
 REPLICATES = {"cpu": (8, 200), "quick": (60, None), "full": (100, None)}
 SEED_OFFSET = 100_000  # replicate r plans with seed + SEED_OFFSET + r: apart from the claim seeds
 POLICIES = ("equal-token", "dual")
-LEVEL = 0.95
 
 
 def resample_sweep(sweep: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -100,7 +101,6 @@ def draw_fit(sweep: pd.DataFrame, fit_row: dict, rng: np.random.Generator, tries
     is one observation of the noise, and resampling its few repeats would bias it to 0 (a
     resample of two repeats is one repeat twice half the time); NOISE_CV (assumed) where no
     shape has repeats, as the experiment does."""
-    from suite.experiments.balance_summary import NOISE_CV
 
     cvs = shape_noise(sweep)
     for k in range(tries):
@@ -136,7 +136,7 @@ def replicate(sweep: pd.DataFrame, fit_row: dict, mixes: dict, steps: int, seed:
         )[0]
     setup = _setup(cost, "bootstrap", truth, by_mix, noise_cv, "bootstrap", opt_s)
     rows = summarize_draw(pd.concat(frames, ignore_index=True), setup, None, "")
-    dual = setup[(setup["policy"] == "dual") & (setup["mix"] == "default")]
+    dual = setup[setup["policy"].isin(names(tunes_s_cross=True)) & (setup["mix"] == "default")]
     return rows[["claim", "metric", "value"]].assign(
         replicate=r,
         p=cost.p,
@@ -161,21 +161,6 @@ def bootstrap_table(
 
     jobs = [(replicate, (sweep, fit_row, mixes, steps, seed, r)) for r in range(replicates)]
     return pd.concat(_map(jobs, workers, None), ignore_index=True)
-
-
-def intervals(boot: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
-    """Per (claim, metric): the percentile interval (ci_low, ci_high) over the replicates and
-    their number n (finite values only)."""
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    q = [(1 - level) / 2, (1 + level) / 2]
-    rows = []
-    for (claim, metric), g in boot.groupby(["claim", "metric"], sort=False):
-        v = g["value"].to_numpy(float)
-        v = v[np.isfinite(v)]
-        lo, hi = np.quantile(v, q) if len(v) >= 2 else (math.nan, math.nan)
-        rows.append({"claim": claim, "metric": metric, "ci_low": lo, "ci_high": hi, "n": len(v)})
-    return pd.DataFrame(rows, columns=["claim", "metric", "ci_low", "ci_high", "n"])
 
 
 def gain_by_s_cross(cost, buckets: pd.DataFrame) -> pd.DataFrame:

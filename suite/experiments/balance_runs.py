@@ -24,6 +24,7 @@ from suite.balance.costmodel import CostModel
 from suite.balance.policies import crossover_for_m_comp, m_comp_for_crossover
 from suite.balance.registry import PolicyInputs, baseline, make_policy, names, trait
 from suite.balance.simulator import (
+    NOISE_CV,
     SimConfig,
     corpus_size,
     draw_corpus,
@@ -32,7 +33,6 @@ from suite.balance.simulator import (
     tune_s_cross,
 )
 from suite.data.corpus import sample_corpus
-from suite.experiments.balance_summary import NOISE_CV
 
 SCALES = (8, 16, 32, 64, 128, 256, 512, 1024)
 PLANNER_COLUMNS = ["policy", "ranks", "mix", "noise", "draw", "planner_ms"]
@@ -91,13 +91,13 @@ def policies(cost: CostModel, buckets: pd.DataFrame, wanted=None) -> dict:
     dual_inputs = inputs
     if cost.quadratic:
         inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=math.inf))
-        if "dual" in (names(own=True) if wanted is None else wanted):
+        if any(trait(n, "tunes_s_cross") for n in (names(own=True) if wanted is None else wanted)):
             m_comp = m_comp_for_crossover(cost.m_mem, cost.p, tune_dual(cost, buckets)[0])
             dual_inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=m_comp))
     out = {}
     for name in names(own=True) if wanted is None else wanted:
         try:
-            out[name] = make_policy(name, dual_inputs if name == "dual" else inputs)
+            out[name] = make_policy(name, dual_inputs if trait(name, "tunes_s_cross") else inputs)
         except ValueError:
             continue  # e.g. a sample longer than the global policy's cap
     return out

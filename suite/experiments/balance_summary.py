@@ -6,15 +6,17 @@ peers (balance_compare) is read by the report's "Beyond the paper" section (suit
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from suite.balance.disclosure import extrapolation_text
+from suite.balance.simulator import NOISE_CV
 from suite.experiments import metric_rows
 
 T_WORDS = ", 95% t-interval across draws"  # replaced where the bootstrap gives the interval
-NOISE_CV = 0.05  # per-sample compute CV assumed where no repeated measurement gives one
 
 
 def step_metrics(steps: pd.DataFrame) -> dict[str, float]:
@@ -66,12 +68,25 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat([out, val], ignore_index=True) if len(val) else out
 
 
+def intervals(boot: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """Per (claim, metric): the percentile interval (ci_low, ci_high) over the replicates and
+    their number n (finite values only)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    q = [(1 - level) / 2, (1 + level) / 2]
+    rows = []
+    for (claim, metric), g in boot.groupby(["claim", "metric"], sort=False):
+        v = g["value"].to_numpy(float)
+        v = v[np.isfinite(v)]
+        lo, hi = np.quantile(v, q) if len(v) >= 2 else (math.nan, math.nan)
+        rows.append({"claim": claim, "metric": metric, "ci_low": lo, "ci_high": hi, "n": len(v)})
+    return pd.DataFrame(rows, columns=["claim", "metric", "ci_low", "ci_high", "n"])
+
+
 def with_bootstrap(rows: pd.DataFrame, boot: pd.DataFrame) -> pd.DataFrame:
     """`rows` with the interval of every metric the bootstrap table (balance_bootstrap) has
-    replaced by its 95% percentile interval over the replicates (balance_bootstrap.intervals);
+    replaced by its 95% percentile interval over the replicates (intervals);
     the value stays the full-data one. Metrics it lacks keep their interval."""
-    from suite.experiments.balance_bootstrap import intervals
-
     ci = intervals(boot).set_index(["claim", "metric"])
     p_lo, p_hi = boot["p"].min(), boot["p"].max()
     out = []
