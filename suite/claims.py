@@ -48,19 +48,9 @@ from importlib import resources
 
 import pandas as pd
 
+from suite.metrics import METRIC_COLUMNS
 from suite.verdict_rule import _num, assess, boundaries, judge  # noqa: F401 (boundaries: the API)
 
-_COLUMNS = (
-    "claim",
-    "metric",
-    "value",
-    "ci_low",
-    "ci_high",
-    "baseline",
-    "unit",
-    "conditions",
-    "evidence",
-)
 VERDICTS = ("exceeded", "reproduced", "partial", "not-reproduced", "inconclusive", "not-run")
 # not-run reasons (suite.report.build.experiment_states) of an experiment that should have given
 # its metrics and did not: a claim never falls back past such an experiment to another's key
@@ -336,7 +326,7 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
     gets its experiment's reason; see _pick for when another experiment's key stands in.
     """
     not_run = not_run or {}
-    metrics = metrics.reindex(columns=list(dict.fromkeys([*metrics.columns, *_COLUMNS])))
+    metrics = metrics.reindex(columns=list(dict.fromkeys([*metrics.columns, *METRIC_COLUMNS])))
     out = []
     for c in load_claims():
         key, r, reason = _pick(metrics, c, not_run)
