@@ -14,9 +14,7 @@ from benchmarks import bench_balance_claims as bench
 
 @pytest.fixture(scope="module")
 def cache():
-    import pandas as pd
-
-    return bench.claim_values(pd.read_csv(bench.REFERENCE / "metrics.csv"))
+    return bench.claim_values(bench.committed_rows())
 
 
 def test_every_cpu_claim_is_read_and_checked_against_its_committed_interval(cache):
