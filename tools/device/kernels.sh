@@ -13,8 +13,8 @@ stamp "NVRTC prebuild"
 gpu_prebuild suite.ops.fused_adaln.cuda all_configs
 
 stamp "GPU tests"
-timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_adaln_gpu.py \
-  tests/test_adaln_cpu.py -k "not nvrtc" 2>&1 | tail -25
+timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_adaln.py \
+  -k "not nvrtc" 2>&1 | tail -25
 
 stamp "benchmark ($PROFILE)"
 timeout 330 python3 -m suite.experiments.kernels --profile "$PROFILE" --out "$OUT" | tail -40

@@ -2,10 +2,9 @@
 # The shipped ops (fused AdaLN, block epilogues) on one H200, in one device call of at most 6
 # minutes: correctness on the GPU, host path, graph capture, bandwidth against a measured copy:
 #   1. NVRTC prebuild (AdaLN table, epilogues, the epilogue lab candidates), in parallel;
-#   2. GPU tests of the ops: tests/test_adaln_gpu.py, test_adaln_host_path_gpu.py (hold-out
-#      cases, CPU modulation refused), test_epilogue_gpu.py, test_diffusers_patch.py -m gpu,
-#      test_adaln_graph_gpu.py (fwd+bwd captured and replayed == eager; last: a failed capture
-#      breaks the CUDA state of the process);
+#   2. GPU tests of the ops (-m gpu): tests/test_adaln.py, test_epilogue.py, test_diffusers_patch.py,
+#      test_timing_gpu.py, test_adaln_graph_gpu.py (fwd+bwd captured and replayed == eager; last:
+#      a failed capture breaks the CUDA state of the process);
 #   3. host path: the burst benchmark (op / eager / compile / autograd floor; burst, host-only,
 #      CUDA-graph replay; fwd and fwd+bwd) and the breakdown with the real driver (each piece
 #      timed alone, fwd+bwd split at the autograd engine's seams beside the floor, profiler);
@@ -51,8 +50,8 @@ RC[prebuild]=$?
 
 stamp "GPU tests"
 timeout "$(slot 130 170)" python3 -m pytest -q -p no:cacheprovider -rfEs -m gpu \
-  --junitxml="$LOGS/junit.xml" tests/test_adaln_gpu.py tests/test_adaln_host_path_gpu.py \
-  tests/test_epilogue_gpu.py tests/test_diffusers_patch.py lab/tests/test_graph_check_gpu.py \
+  --junitxml="$LOGS/junit.xml" tests/test_adaln.py tests/test_epilogue.py \
+  tests/test_diffusers_patch.py tests/test_timing_gpu.py lab/tests/test_graph_check_gpu.py \
   tests/test_adaln_graph_gpu.py \
   > "$LOGS/tests.log" 2>&1
 RC[tests]=$?
