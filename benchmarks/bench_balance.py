@@ -123,7 +123,7 @@ class CostFit:
 
 
 class GlobalPlanner:
-    """One step of the coordinated planner at 1024 ranks (issue 7 target: <= 5 ms)."""
+    """One step of the coordinated planner at 1024 ranks (target: <= 5 ms)."""
 
     version = 1
     timeout = 120

@@ -46,7 +46,7 @@ def _measure_one(timer, D: int, dtype: str) -> dict:
         timer.time(lambda y: torch.autograd.grad(y, x, dy), setup=lambda: adaln(x, scale, shift))
     )
     # as in Wan training: the [B, 6, D] modulation needs a gradient too (its rows' gradients are
-    # written into it directly, docs/perf-notes.md round 22)
+    # written into it directly by the backward)
     e = mod.detach().requires_grad_(True)
     train_ms = statistics.median(
         timer.time(
