@@ -1,7 +1,7 @@
 """Candidate launch configurations and kernel variants of the fused block epilogues, timed side by
 side with the shipped kernels (lab only: the shipped op never runs a candidate).
 
-    python -m lab.epilogue_variants --out DIR [--reps 20] [--ns 75600] [--only shipped,lb2]
+    python -m lab.epilogue_variants --out DIR [--reps 20] [--ns 65536,75600] [--only bwd-pf-lb1]
     python -m lab.epilogue_variants --list
 
 Why these: at N = 75,600 the first shipped kernels reached 28-59% of a device copy (H200, ecec5fa)
@@ -21,8 +21,14 @@ one is the candidate fwd-unpacked-lb1. Each candidate changes one thing:
   bwd-early         backward: d_x_new and y loaded with x_new and d_out, before the reduction
   early+lb2         both of bwd-early and bwd-lb2
   onepass           forward: mean and mean of squares in one reduction (E[x^2] - mean^2, fp32)
+  bwd-smem-lb2      backward: per-sample operand rows in shared memory (EP_BWD_SMEM), 2 CTAs
+  bwd-pf-lb1 .. lb4 backward: the next row's tensors, mean and rstd loaded packed before this
+                    row's math (EP_BWD_PF: two rows of loads in flight per CTA), operand rows in
+                    shared memory, __launch_bounds__(RT, 1 .. 4); bitwise the shipped outputs
+                    (predictions per width: docs/perf-notes.md, "Block epilogues")
 
-Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
+A candidate is timed in the passes it changes (suite.ops.epilogue.cuda.Variant.passes) and runs
+the shipped kernels in the other. Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
 of `reps`, against a device copy of the same byte floor; the kernels are called through
 suite.ops.epilogue.cuda.forward / backward with `tune`, shipped and candidates alike, and each
 candidate's outputs are compared with the shipped kernels' (max abs difference). Ops: Wan's

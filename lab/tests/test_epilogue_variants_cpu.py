@@ -69,3 +69,29 @@ def test_kernel_facts_of_a_candidate():
     for f in facts.values():
         assert 0 < f["registers"] <= 65536 // (2 * cfg.threads) and f["ctas_per_sm"] == 2
         assert f["spill_bytes"] == 0 and f["smem_bytes"] > 0
+
+
+def test_run_writes_a_row_per_candidate_and_timed_pass(tmp_path, monkeypatch):
+    """The whole grid through the op's host path on CPU tensors (launches stubbed; timings and
+    the copy faked): one CSV row per (op, timed pass, D, N, candidate), none of them failed."""
+    import types
+
+    import torch
+
+    from lab.ops import epilogue_bench as eb
+    from lab.ops import host_bench
+
+    real_randn, real_gen = torch.randn, torch.Generator
+    monkeypatch.setattr(torch, "randn", lambda *a, device=None, **k: real_randn(*a, **k))
+    monkeypatch.setattr(torch, "Generator", lambda device=None: real_gen())
+    monkeypatch.setattr(eb, "timed", lambda fn, reps: [fn() and 1.0 for _ in range(3)])
+    monkeypatch.setattr(eb, "copy_ms", lambda nbytes, reps: 0.5)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(name="x")
+    )
+    with host_bench.stub_launches():
+        rows = ev.run(list(ev.CANDIDATES), [40], 20, tmp_path)
+    want = sum(len(ev.timed_passes(c)) for c in ev.CANDIDATES) * len(ev.OPS) * len(ev.WIDTHS)
+    assert len(rows) == want
+    assert all(r["note"] == "" and r["pct_copy"] == 50.0 for r in rows)
+    assert "bwd-pf-lb1" in ev.table(tmp_path / "epilogue_variants.csv")
