@@ -30,11 +30,14 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
   constexpr bool W = Has<F, EP_WEIGHT>::v, BIAS = Has<F, EP_BIAS>::v;
   constexpr bool RESID = Has<F, EP_RESID>::v, RMS = Has<F, EP_RMS>::v;
   using S = Slots<F>;
-  // EP_BWD_SMEM: the per-sample and [D] operand rows (gate, scale, weight, bias) parked in shared
-  // memory when all of them fit 48 KB; else (and by default) held in registers over the rows.
+  // EP_BWD_SUMS: the column sums in shared memory ([q][c][j][t]: a warp's words in distinct
+  // banks; thread t alone touches its own), not in registers, when they fit. EP_BWD_SMEM: the
+  // per-sample and [D] operand rows (gate, scale, weight, bias) there too, when they fit beside.
+  // Otherwise (and by default) both are held in registers over the rows.
   constexpr int PG = GATE && !GTOK, PS = MOD && !MTOK, PW = W, PB = BIAS && MOD;
-  constexpr int P = PG + PS + PW + PB;
-  constexpr bool PARK = EP_BWD_SMEM && P > 0 && P * NCH * RT * VEC * 4 <= 48 * 1024;
+  constexpr int P = PG + PS + PW + PB, ROW_BYTES = NCH * RT * VEC * 4, ROOM = 47 * 1024;
+  constexpr bool SUMS_SH = EP_BWD_SUMS && S::Q > 0 && S::Q * ROW_BYTES <= ROOM;
+  constexpr bool PARK = EP_BWD_SMEM && P > 0 && (P + (SUMS_SH ? S::Q : 0)) * ROW_BYTES <= ROOM;
   constexpr int IG = 0, IS = PG, IW = PG + PS, IB = PG + PS + PW;  // park slots
   __shared__ float red[Red<RT>::SLOTS];
   __shared__ Park<PARK ? P : 0, PARK ? RT : 1, PARK ? NCH : 1, VEC> park;
@@ -53,9 +56,23 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
     if constexpr (PW) park.put(IW, t, w);
     if constexpr (PB) park.put(IB, t, bb);
   }
-  float acc[S::Q > 0 ? S::Q : 1][NCH][VEC];
+  __shared__ float sums_sh[SUMS_SH ? S::Q : 1][SUMS_SH ? NCH : 1][VEC][SUMS_SH ? RT : 1];
+  float acc[S::Q > 0 && !SUMS_SH ? S::Q : 1][NCH][VEC];
+  const auto sum = [&](int q, int c, int j) -> float& {  // column sum q, chunk c, lane j
+    if constexpr (SUMS_SH) return sums_sh[q][c][j][t];
+    else return acc[q][c][j];
+  };
 #pragma unroll
-  for (int q = 0; q < S::Q; ++q) zero_row(acc[q]);
+  for (int q = 0; q < S::Q; ++q) {
+    if constexpr (SUMS_SH) {
+#pragma unroll
+      for (int c = 0; c < NCH; ++c)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) sum(q, c, j) = 0.f;
+    } else {
+      zero_row(acc[q]);
+    }
+  }
 
   // EP_BWD_PF (vector loads): row n + 1's tensors are loaded, packed, before row n's math, so a
   // CTA keeps two rows of loads in flight; EARLY: this row's d_x_new and y come with the others.
@@ -122,14 +139,14 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
         if constexpr (MOD) {
           dsc[c][j] = ga * a;
           if constexpr (!MTOK) {
-            acc[S::SCALE][c][j] += dsc[c][j];
-            acc[S::SHIFT][c][j] += ga;
+            sum(S::SCALE, c, j) += dsc[c][j];
+            sum(S::SHIFT, c, j) += ga;
           }
           ga *= 1.f + sc[c][j];
         }
-        if constexpr (BIAS) acc[S::BIAS][c][j] += ga;
+        if constexpr (BIAS) sum(S::BIAS, c, j) += ga;
         if constexpr (W) {
-          acc[S::WEIGHT][c][j] += ga * h;
+          sum(S::WEIGHT, c, j) += ga * h;
           ga *= w[c][j];
         }
         const bool in = (c * RT + t) * VEC + j < D;  // padded lanes hold -mu * rs, not 0
@@ -170,7 +187,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
           for (int j = 0; j < VEC; ++j) {
             const float dg = xh[c][j] * yv[c][j];
             if constexpr (GTOK) yv[c][j] = dg;
-            else acc[S::GATE][c][j] += dg;
+            else sum(S::GATE, c, j) += dg;
             xh[c][j] *= g[c][j];
           }
         if constexpr (GTOK) store_row<VECTOR, float, D, RT>(dgate_tok + row * D, t, yv);
@@ -181,7 +198,18 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
   if constexpr (S::Q > 0) {
     float* p = part + ((i64)s.b * gridDim.x + blockIdx.x) * S::Q * D;
 #pragma unroll
-    for (int q = 0; q < S::Q; ++q) store_row<VECTOR, float, D, RT>(p + q * D, t, acc[q]);
+    for (int q = 0; q < S::Q; ++q) {
+      if constexpr (SUMS_SH) {
+        float v[NCH][VEC];
+#pragma unroll
+        for (int c = 0; c < NCH; ++c)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[c][j] = sum(q, c, j);
+        store_row<VECTOR, float, D, RT>(p + q * D, t, v);
+      } else {
+        store_row<VECTOR, float, D, RT>(p + q * D, t, acc[q]);
+      }
+    }
   }
 }
 

@@ -24,6 +24,7 @@
 //                 loaded packed before this row's math (two rows of loads in flight per CTA)
 //   EP_BWD_SMEM   backward: per-sample / [D] operand rows in shared memory, read per row, not
 //                 held in registers (when they fit the 48 KB of static shared memory)
+//   EP_BWD_SUMS   backward: the per-column sums over rows in shared memory (when they fit)
 #pragma once
 #include "adaln_common.cuh"
 #ifndef EP_MINB
@@ -46,6 +47,9 @@
 #endif
 #ifndef EP_BWD_SMEM
 #define EP_BWD_SMEM 0
+#endif
+#ifndef EP_BWD_SUMS
+#define EP_BWD_SUMS 0
 #endif
 
 #define EP_GATE 1       // x_new = x + y * gate (else x + y)

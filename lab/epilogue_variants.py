@@ -26,6 +26,8 @@ one is the candidate fwd-unpacked-lb1. Each candidate changes one thing:
                     row's math (EP_BWD_PF: two rows of loads in flight per CTA), operand rows in
                     shared memory, __launch_bounds__(RT, 1 .. 4); bitwise the shipped outputs
                     (predictions per width: docs/perf-notes.md, "Block epilogues")
+  bwd-pfs-lb2, lb3  bwd-pf with the column sums in shared memory too (EP_BWD_SUMS), where they
+                    fit: residual_norm at D = 3072 then keeps 2 CTAs at 80 registers, no spills
 
 A candidate is timed in the passes it changes (suite.ops.epilogue.cuda.Variant.passes) and runs
 the shipped kernels in the other. Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median

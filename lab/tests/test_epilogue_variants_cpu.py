@@ -32,7 +32,7 @@ def test_default_switches_are_the_shipped_kernels():
     spelled = ec.EpilogueConfig(
         "bf16", "bf16", 1536, base.flags, True,
         defines=("EP_MINB=1", "EP_FWD_MINB=2", "EP_FWD_PACKED=1", "EP_ONEPASS=0", "EP_BWD_EARLY=0",
-                 "EP_BWD_PF=0", "EP_BWD_SMEM=0"),
+                 "EP_BWD_PF=0", "EP_BWD_SMEM=0", "EP_BWD_SUMS=0"),
     )  # fmt: skip
     assert ec.build(base, "sm_90").cubin == ec.build(spelled, "sm_90").cubin
 

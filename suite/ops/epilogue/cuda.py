@@ -111,10 +111,12 @@ class Variant:
         return replace(cfg, rt=rt, defines=self.defines)
 
 
-def _bwd_pf(minb: int) -> Variant:
+def _bwd_pf(minb: int, sums: bool = False) -> Variant:
     """The backward with the next row prefetched (packed) and the per-sample operand rows in
-    shared memory, __launch_bounds__ for `minb` CTAs per SM."""
-    return _bwd("EP_BWD_PF=1", "EP_BWD_SMEM=1", f"EP_MINB={minb}")
+    shared memory (sums: the column sums there too, first), __launch_bounds__ for `minb` CTAs
+    per SM; each parked set only where it fits 47 KB."""
+    parked = ("EP_BWD_SMEM=1", "EP_BWD_SUMS=1") if sums else ("EP_BWD_SMEM=1",)
+    return _bwd("EP_BWD_PF=1", *parked, f"EP_MINB={minb}")
 
 
 def _fwd(*defines: str) -> Variant:
@@ -137,6 +139,7 @@ VARIANTS = {
     "onepass": Variant(("EP_ONEPASS=1",), same_bits=False, passes=("fwd",)),  # E[x^2] - mean^2
     "bwd-smem-lb2": _bwd("EP_BWD_SMEM=1", "EP_MINB=2"),
     **{f"bwd-pf-lb{m}": _bwd_pf(m) for m in (1, 2, 3, 4)},
+    **{f"bwd-pfs-lb{m}": _bwd_pf(m, sums=True) for m in (2, 3)},
 }
 
 # The variant a call runs, by (x type, operand flags, pass, D); absent: the rule's kernels. A line
