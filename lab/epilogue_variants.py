@@ -22,9 +22,9 @@ one is the candidate fwd-unpacked-lb1. Each candidate changes one thing:
   early+lb2         both of bwd-early and bwd-lb2
   onepass           forward: mean and mean of squares in one reduction (E[x^2] - mean^2, fp32)
   bwd-smem-lb2      backward: per-sample operand rows in shared memory (EP_BWD_SMEM), 2 CTAs
-  bwd-pf-lb1 .. lb4 backward: the next row's tensors, mean and rstd loaded packed before this
+  bwd-pf-lb1 .. lb5 backward: the next row's tensors, mean and rstd loaded packed before this
                     row's math (EP_BWD_PF: two rows of loads in flight per CTA), operand rows in
-                    shared memory, __launch_bounds__(RT, 1 .. 4); bitwise the shipped outputs
+                    shared memory, __launch_bounds__(RT, 1 .. 5); bitwise the shipped outputs
                     (predictions per width: docs/perf-notes.md, "Block epilogues")
   bwd-pfs-lb2, lb3  bwd-pf with the column sums in shared memory too (EP_BWD_SUMS), where they
                     fit: residual_norm at D = 3072 then keeps 2 CTAs at 80 registers, no spills

@@ -138,7 +138,7 @@ VARIANTS = {
     "early+lb2": _bwd("EP_BWD_EARLY=1", "EP_MINB=2"),
     "onepass": Variant(("EP_ONEPASS=1",), same_bits=False, passes=("fwd",)),  # E[x^2] - mean^2
     "bwd-smem-lb2": _bwd("EP_BWD_SMEM=1", "EP_MINB=2"),
-    **{f"bwd-pf-lb{m}": _bwd_pf(m) for m in (1, 2, 3, 4)},
+    **{f"bwd-pf-lb{m}": _bwd_pf(m) for m in (1, 2, 3, 4, 5)},
     **{f"bwd-pfs-lb{m}": _bwd_pf(m, sums=True) for m in (2, 3)},
 }
 
