@@ -30,7 +30,17 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
   constexpr bool W = Has<F, EP_WEIGHT>::v, BIAS = Has<F, EP_BIAS>::v;
   constexpr bool RESID = Has<F, EP_RESID>::v, RMS = Has<F, EP_RMS>::v;
   using S = Slots<F>;
+  // EP_BWD_SUMS: the column sums in shared memory ([q][c][j][t]: a warp's words in distinct
+  // banks; thread t alone touches its own), not in registers, when they fit. EP_BWD_SMEM: the
+  // per-sample and [D] operand rows (gate, scale, weight, bias) there too, when they fit beside.
+  // Otherwise (and by default) both are held in registers over the rows.
+  constexpr int PG = GATE && !GTOK, PS = MOD && !MTOK, PW = W, PB = BIAS && MOD;
+  constexpr int P = PG + PS + PW + PB, ROW_BYTES = NCH * RT * VEC * 4, ROOM = 47 * 1024;
+  constexpr bool SUMS_SH = EP_BWD_SUMS && S::Q > 0 && S::Q * ROW_BYTES <= ROOM;
+  constexpr bool PARK = EP_BWD_SMEM && P > 0 && (P + (SUMS_SH ? S::Q : 0)) * ROW_BYTES <= ROOM;
+  constexpr int IG = 0, IS = PG, IW = PG + PS, IB = PG + PS + PW;  // park slots
   __shared__ float red[Red<RT>::SLOTS];
+  __shared__ Park<PARK ? P : 0, PARK ? RT : 1, PARK ? NCH : 1, VEC> park;
   const int t = threadIdx.x;
   const Span s = cta_span(N, rows_per_cta);
   int buf = 0;
@@ -40,21 +50,80 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
   if constexpr (MOD && !MTOK) load_row<VECTOR, float, D, RT>(scale + s.b * smb, t, sc);
   if constexpr (W) load_row<VECTOR, float, D, RT>(weight, t, w);
   if constexpr (BIAS && MOD) load_row<VECTOR, float, D, RT>(bias, t, bb);  // a, for dscale
-  float acc[S::Q > 0 ? S::Q : 1][NCH][VEC];
+  if constexpr (PARK) {
+    if constexpr (PG) park.put(IG, t, g);
+    if constexpr (PS) park.put(IS, t, sc);
+    if constexpr (PW) park.put(IW, t, w);
+    if constexpr (PB) park.put(IB, t, bb);
+  }
+  __shared__ float sums_sh[SUMS_SH ? S::Q : 1][SUMS_SH ? NCH : 1][VEC][SUMS_SH ? RT : 1];
+  float acc[S::Q > 0 && !SUMS_SH ? S::Q : 1][NCH][VEC];
+  const auto sum = [&](int q, int c, int j) -> float& {  // column sum q, chunk c, lane j
+    if constexpr (SUMS_SH) return sums_sh[q][c][j][t];
+    else return acc[q][c][j];
+  };
 #pragma unroll
-  for (int q = 0; q < S::Q; ++q) zero_row(acc[q]);
+  for (int q = 0; q < S::Q; ++q) {
+    if constexpr (SUMS_SH) {
+#pragma unroll
+      for (int c = 0; c < NCH; ++c)
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) sum(q, c, j) = 0.f;
+    } else {
+      zero_row(acc[q]);
+    }
+  }
+
+  // EP_BWD_PF (vector loads): row n + 1's tensors are loaded, packed, before row n's math, so a
+  // CTA keeps two rows of loads in flight; EARLY: this row's d_x_new and y come with the others.
+  constexpr bool PF = EP_BWD_PF && VECTOR, EARLY = EP_BWD_EARLY || PF;
+  Raw<TX, VEC> xr[NCH], dnr[NCH], yr[NCH];
+  Raw<TO, VEC> gr[NCH];
+  float mu_next = 0.f, rs_next = 0.f;
+  const auto fetch = [&](i64 n) {  // row n's packed words and statistics into the *_next slots
+    const i64 row = s.b * N + n;
+    if constexpr (!RMS) mu_next = mean[row];
+    rs_next = rstd[row];
+    load_row_raw<TX, D, RT>(xs + row * D, t, xr);
+    load_row_raw<TO, D, RT>(d_out + row * D, t, gr);
+    if constexpr (PF && RESID) load_row_raw<TX, D, RT>(d_xnew + row * D, t, dnr);
+    if constexpr (PF && RESID && GATE) load_row_raw<TX, D, RT>(y + s.b * syb + n * syn, t, yr);
+  };
+  if constexpr (PF) {
+    if (s.n0 < s.n1) fetch(s.n0);  // uniform across the CTA
+  }
 
   for (i64 n = s.n0; n < s.n1; ++n) {  // no rows (a CTA past N) still writes zero partials
     const i64 row = s.b * N + n;
-    const float mu = RMS ? 0.f : mean[row], rs = rstd[row];
+    float mu, rs;
     float xh[NCH][VEC], go[NCH][VEC];
-    load_row<VECTOR, TX, D, RT>(xs + row * D, t, xh);
-    load_row<VECTOR, TO, D, RT>(d_out + row * D, t, go);
     float dn[NCH][VEC], yv[NCH][VEC];  // d_x_new and y (EP_RESID; y with EP_GATE)
-#if EP_BWD_EARLY
-    if constexpr (RESID) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
-    if constexpr (RESID && GATE) load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
-#endif
+    if constexpr (PF) {
+      mu = mu_next;
+      rs = rs_next;
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        unpack(xr[c], xh[c]);
+        unpack(gr[c], go[c]);
+        if constexpr (RESID) unpack(dnr[c], dn[c]);
+        if constexpr (RESID && GATE) unpack(yr[c], yv[c]);
+      }
+      if (n + 1 < s.n1) fetch(n + 1);  // uniform across the CTA
+    } else {
+      mu = RMS ? 0.f : mean[row];
+      rs = rstd[row];
+      load_row<VECTOR, TX, D, RT>(xs + row * D, t, xh);
+      load_row<VECTOR, TO, D, RT>(d_out + row * D, t, go);
+    }
+    if constexpr (EARLY && !PF && RESID) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
+    if constexpr (EARLY && !PF && RESID && GATE)
+      load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
+    if constexpr (PARK) {
+      if constexpr (PG) park.get(IG, t, g);
+      if constexpr (PS) park.get(IS, t, sc);
+      if constexpr (PW) park.get(IW, t, w);
+      if constexpr (PB) park.get(IB, t, bb);
+    }
     if constexpr (MOD && MTOK) load_row<VECTOR, float, D, RT>(scale + s.b * smb + n * smn, t, sc);
     float dsc[NCH][VEC];
     float r[2] = {0.f, 0.f};  // sum(g_x), sum(g_x * xh) over the row
@@ -70,14 +139,14 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
         if constexpr (MOD) {
           dsc[c][j] = ga * a;
           if constexpr (!MTOK) {
-            acc[S::SCALE][c][j] += dsc[c][j];
-            acc[S::SHIFT][c][j] += ga;
+            sum(S::SCALE, c, j) += dsc[c][j];
+            sum(S::SHIFT, c, j) += ga;
           }
           ga *= 1.f + sc[c][j];
         }
-        if constexpr (BIAS) acc[S::BIAS][c][j] += ga;
+        if constexpr (BIAS) sum(S::BIAS, c, j) += ga;
         if constexpr (W) {
-          acc[S::WEIGHT][c][j] += ga * h;
+          sum(S::WEIGHT, c, j) += ga * h;
           ga *= w[c][j];
         }
         const bool in = (c * RT + t) * VEC + j < D;  // padded lanes hold -mu * rs, not 0
@@ -101,9 +170,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
 #pragma unroll
       for (int j = 0; j < VEC; ++j) xh[c][j] = rs * (go[c][j] - m1 - xh[c][j] * m2);
     if constexpr (RESID) {
-#if !EP_BWD_EARLY
-      load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
-#endif
+      if constexpr (!EARLY) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
 #pragma unroll
       for (int c = 0; c < NCH; ++c)
 #pragma unroll
@@ -112,9 +179,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
     store_row<VECTOR, TX, D, RT>(dx + row * D, t, xh);
     if constexpr (RESID) {
       if constexpr (GATE) {
-#if !EP_BWD_EARLY
-        load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
-#endif
+        if constexpr (!EARLY) load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
         if constexpr (GTOK) load_row<VECTOR, float, D, RT>(gate + s.b * sgb + n * sgn, t, g);
 #pragma unroll
         for (int c = 0; c < NCH; ++c)
@@ -122,7 +187,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
           for (int j = 0; j < VEC; ++j) {
             const float dg = xh[c][j] * yv[c][j];
             if constexpr (GTOK) yv[c][j] = dg;
-            else acc[S::GATE][c][j] += dg;
+            else sum(S::GATE, c, j) += dg;
             xh[c][j] *= g[c][j];
           }
         if constexpr (GTOK) store_row<VECTOR, float, D, RT>(dgate_tok + row * D, t, yv);
@@ -133,7 +198,18 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
   if constexpr (S::Q > 0) {
     float* p = part + ((i64)s.b * gridDim.x + blockIdx.x) * S::Q * D;
 #pragma unroll
-    for (int q = 0; q < S::Q; ++q) store_row<VECTOR, float, D, RT>(p + q * D, t, acc[q]);
+    for (int q = 0; q < S::Q; ++q) {
+      if constexpr (SUMS_SH) {
+        float v[NCH][VEC];
+#pragma unroll
+        for (int c = 0; c < NCH; ++c)
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) v[c][j] = sum(q, c, j);
+        store_row<VECTOR, float, D, RT>(p + q * D, t, v);
+      } else {
+        store_row<VECTOR, float, D, RT>(p + q * D, t, acc[q]);
+      }
+    }
   }
 }
 

@@ -20,6 +20,11 @@
 //   EP_ONEPASS    forward LayerNorm: sum and sum of squares in one reduction (one barrier)
 //   EP_BWD_EARLY  backward: d_x_new and y are loaded with x_new and d_out, before the reduction
 //   EP_FWD_PACKED forward (vector loads): the prefetched next row kept packed (Raw, unpack)
+//   EP_BWD_PF     backward (vector loads): the next row's x_new, d_out, d_x_new, y, mean and rstd
+//                 loaded packed before this row's math (two rows of loads in flight per CTA)
+//   EP_BWD_SMEM   backward: per-sample / [D] operand rows in shared memory, read per row, not
+//                 held in registers (when they fit the 48 KB of static shared memory)
+//   EP_BWD_SUMS   backward: the per-column sums over rows in shared memory (when they fit)
 #pragma once
 #include "adaln_common.cuh"
 #ifndef EP_MINB
@@ -36,6 +41,15 @@
 #endif
 #ifndef EP_FWD_PACKED
 #define EP_FWD_PACKED 1
+#endif
+#ifndef EP_BWD_PF
+#define EP_BWD_PF 0
+#endif
+#ifndef EP_BWD_SMEM
+#define EP_BWD_SMEM 0
+#endif
+#ifndef EP_BWD_SUMS
+#define EP_BWD_SUMS 0
 #endif
 
 #define EP_GATE 1       // x_new = x + y * gate (else x + y)
@@ -106,6 +120,31 @@ __device__ __forceinline__ void zero_row(float (&v)[NCH][VEC]) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[c][j] = 0.f;
 }
+
+// Operand rows parked in shared memory (P rows of D fp32, padded to NCH chunks): thread t owns
+// the words it writes and alone reads them back, so no barrier is needed. Layout [p][c][k][t] of
+// float4 (k: the 16-byte words of a chunk), so a warp's 16-byte reads hit distinct banks.
+template <int P, int RT, int NCH, int VEC>
+struct Park {
+  static constexpr int K = VEC / 4;  // VEC is 4 or 8 fp32 (16 bytes of the x type)
+  float4 w[P > 0 ? P : 1][NCH][K][RT];
+  __device__ __forceinline__ void put(int p, int t, const float (&v)[NCH][VEC]) {
+#pragma unroll
+    for (int c = 0; c < NCH; ++c)
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        w[p][c][k][t] = make_float4(v[c][4 * k], v[c][4 * k + 1], v[c][4 * k + 2], v[c][4 * k + 3]);
+  }
+  __device__ __forceinline__ void get(int p, int t, float (&v)[NCH][VEC]) const {
+#pragma unroll
+    for (int c = 0; c < NCH; ++c)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float4 f = w[p][c][k][t];
+        v[c][4 * k] = f.x; v[c][4 * k + 1] = f.y; v[c][4 * k + 2] = f.z; v[c][4 * k + 3] = f.w;
+      }
+  }
+};
 
 // Rows n0 .. n1 of sample blockIdx.y that this CTA walks (grid: chunks x B), rows_per_cta each.
 struct Span {

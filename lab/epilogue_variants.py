@@ -1,7 +1,7 @@
 """Candidate launch configurations and kernel variants of the fused block epilogues, timed side by
 side with the shipped kernels (lab only: the shipped op never runs a candidate).
 
-    python -m lab.epilogue_variants --out DIR [--reps 20] [--ns 75600] [--only shipped,lb2]
+    python -m lab.epilogue_variants --out DIR [--reps 20] [--ns 65536,75600] [--only bwd-pf-lb1]
     python -m lab.epilogue_variants --list
 
 Why these: at N = 75,600 the first shipped kernels reached 28-59% of a device copy (H200, ecec5fa)
@@ -21,8 +21,16 @@ one is the candidate fwd-unpacked-lb1. Each candidate changes one thing:
   bwd-early         backward: d_x_new and y loaded with x_new and d_out, before the reduction
   early+lb2         both of bwd-early and bwd-lb2
   onepass           forward: mean and mean of squares in one reduction (E[x^2] - mean^2, fp32)
+  bwd-smem-lb2      backward: per-sample operand rows in shared memory (EP_BWD_SMEM), 2 CTAs
+  bwd-pf-lb1 .. lb5 backward: the next row's tensors, mean and rstd loaded packed before this
+                    row's math (EP_BWD_PF: two rows of loads in flight per CTA), operand rows in
+                    shared memory, __launch_bounds__(RT, 1 .. 5); bitwise the shipped outputs
+                    (predictions per width: docs/perf-notes.md, "Block epilogues")
+  bwd-pfs-lb2, lb3  bwd-pf with the column sums in shared memory too (EP_BWD_SUMS), where they
+                    fit: residual_norm at D = 3072 then keeps 2 CTAs at 80 registers, no spills
 
-Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
+A candidate is timed in the passes it changes (suite.ops.epilogue.cuda.Variant.passes) and runs
+the shipped kernels in the other. Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
 of `reps`, against a device copy of the same byte floor; the kernels are called through
 suite.ops.epilogue.cuda.forward / backward with `tune`, shipped and candidates alike, and each
 candidate's outputs are compared with the shipped kernels' (max abs difference). Ops: Wan's
@@ -36,7 +44,6 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from suite.ops.epilogue import cuda as ec
@@ -45,31 +52,32 @@ WIDTHS = (1536, 3072, 5120)
 OPS = {"residual_norm": ec.RESID | ec.GATE | ec.MOD, "rms_norm": ec.RMS | ec.WEIGHT}
 
 
-def _half_rt(cfg: ec.EpilogueConfig) -> int:
-    return max(32, 32 * -(-cfg.threads // 64))
+def _variant(v: ec.Variant):
+    """The variant on its own passes, the shipped kernels on the others."""
+    return lambda cfg, pass_: v.apply(cfg) if pass_ in v.passes else ec.tuned(cfg, pass_)
 
 
-CANDIDATES = {
-    "shipped": lambda c: c,  # forward packed, 2 CTAs per SM; backward 1 (since ops34)
-    "fwd-unpacked-lb1": lambda c: replace(c, defines=("EP_FWD_PACKED=0", "EP_FWD_MINB=1")),
-    "bwd-lb2": lambda c: replace(c, defines=("EP_MINB=2",)),
-    "bwd-lb3": lambda c: replace(c, defines=("EP_MINB=3",)),
-    "fwd-lb1": lambda c: replace(c, defines=("EP_FWD_MINB=1",)),
-    "fwd-lb3": lambda c: replace(c, defines=("EP_FWD_MINB=3",)),
-    "rt/2": lambda c: replace(c, rt=_half_rt(c)),
-    "bwd-early": lambda c: replace(c, defines=("EP_BWD_EARLY=1",)),
-    "early+lb2": lambda c: replace(c, defines=("EP_BWD_EARLY=1", "EP_MINB=2")),
-    "onepass": lambda c: replace(c, defines=("EP_ONEPASS=1",)),
-}
+# name -> (rule configuration, pass) -> the configuration that pass runs; the variants
+# themselves live in suite.ops.epilogue.cuda.VARIANTS, where shipping one is a SHIPPED line.
+CANDIDATES = {"shipped": ec.tuned, **{k: _variant(v) for k, v in ec.VARIANTS.items()}}
+PASSES = ("fwd", "bwd")
+
+
+def timed_passes(name: str) -> tuple[str, ...]:
+    """The passes a candidate is timed in: those its kernels change."""
+    return PASSES if name == "shipped" else ec.VARIANTS[name].passes
+
+
+def _base(op: str, D: int) -> ec.EpilogueConfig:
+    return ec.EpilogueConfig("bf16", "bf16", D, OPS[op], True)
 
 
 def configs(widths=WIDTHS, candidates=tuple(CANDIDATES)) -> list[ec.EpilogueConfig]:
     """Every kernel configuration the benchmark launches (bf16, vector loads), for prebuilds."""
     out = []
-    for flags in OPS.values():
+    for op in OPS:
         for D in widths:
-            base = ec.EpilogueConfig("bf16", "bf16", D, flags, True)
-            out += [CANDIDATES[c](base) for c in candidates]
+            out += [CANDIDATES[c](_base(op, D), p) for c in candidates for p in timed_passes(c)]
     return list(dict.fromkeys(out))
 
 
@@ -116,16 +124,17 @@ def _calls(op: str, a: dict, tune):
     return fwd, bwd
 
 
-def _kernel_facts(cfg: ec.EpilogueConfig) -> dict[str, dict]:
-    """Per pass: ptxas registers and spill bytes of the kernel, and its resident CTAs per SM."""
+def _kernel_facts(cfgs: dict[str, ec.EpilogueConfig]) -> dict[str, dict]:
+    """Per pass (cfgs: pass -> its configuration): ptxas registers, spill bytes and static shared
+    memory of the kernel, and its resident CTAs per SM."""
     from suite.cuda.compile import resources
     from suite.cuda.launch import device_arch, max_blocks_per_sm
 
-    res = resources(ec.build(cfg, device_arch(0)))
     out = {}
-    for p, name in (("fwd", cfg.fwd()), ("bwd", cfg.bwd())):
-        r = res.get(name, {})
-        out[p] = dict(registers=r.get("registers"),
+    for p, cfg in cfgs.items():
+        name = cfg.fwd() if p == "fwd" else cfg.bwd()
+        r = resources(ec.build(cfg, device_arch(0))).get(name, {})
+        out[p] = dict(registers=r.get("registers"), smem_bytes=r.get("smem"),
                       spill_bytes=r.get("spill_stores", 0) + r.get("spill_loads", 0),
                       ctas_per_sm=max_blocks_per_sm(ec._fn(cfg, name, 0), cfg.threads))  # fmt: skip
     return out
@@ -156,24 +165,24 @@ def run(candidates, ns, reps: int, out: Path) -> list[dict]:
                 ref = {}
                 for name in candidates:
                     tune = CANDIDATES[name]
-                    cfg = tune(ec.EpilogueConfig("bf16", "bf16", D, OPS[op], True))
+                    cfgs = {p: tune(_base(op, D), p) for p in timed_passes(name)}
                     try:
-                        fwd, bwd = _calls(op, a, tune)
-                        outs = {"fwd": fwd(), "bwd": bwd()}
-                        res = {p: timed(f, reps) for p, f in (("fwd", fwd), ("bwd", bwd))}
+                        calls = dict(zip(PASSES, _calls(op, a, tune)))
+                        outs = {p: calls[p]() for p in PASSES}
+                        res = {p: timed(calls[p], reps) for p in cfgs}
                         note = ""
                     except Exception as err:  # noqa: BLE001 - recorded, the grid goes on
-                        outs, res = {}, {"fwd": [], "bwd": []}
+                        outs, res = {}, dict.fromkeys(cfgs, [])
                         note = f"not run: {type(err).__name__}: {str(err).splitlines()[0]}"
                     if name == "shipped":
                         ref = outs
-                    kern = _kernel_facts(cfg) if not note else {}
+                    kern = _kernel_facts(cfgs) if not note else {}
                     for p, samples in res.items():
                         med = statistics.median(samples) if samples else float("nan")
                         diff = _max_diff(outs[p], ref[p]) if p in outs and p in ref else None
                         rows.append(dict(
-                            op=op, pass_=p, candidate=name, N=N, D=D, threads=cfg.threads,
-                            defines=" ".join(cfg.defines), median_ms=med, reps=len(samples),
+                            op=op, pass_=p, candidate=name, N=N, D=D, threads=cfgs[p].threads,
+                            defines=" ".join(cfgs[p].defines), median_ms=med, reps=len(samples),
                             copy_ms=copies[p], pct_copy=100 * copies[p] / med,
                             max_abs_vs_shipped=diff, **kern.get(p, {}), gpu=gpu, note=note[:200],
                             samples_ms=" ".join(f"{v:.5f}" for v in samples),
@@ -222,8 +231,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.list:
         for name, tune in CANDIDATES.items():
-            c = tune(ec.EpilogueConfig("bf16", "bf16", 1536, OPS["residual_norm"], True))
-            print(f"{name:10s} threads at D=1536: {c.threads:4d}  defines: {c.defines}")
+            for p in PASSES:
+                c = tune(_base("residual_norm", 1536), p)
+                print(f"{name:16s} {p} threads at D=1536: {c.threads:4d}  defines: {c.defines}")
         return 0
     names = ["shipped"] + [c for c in (a.only or "").split(",") if c and c != "shipped"]
     names = names if a.only else list(CANDIDATES)

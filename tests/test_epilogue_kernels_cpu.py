@@ -88,3 +88,16 @@ def test_rows_per_cta_cover_every_row():
 def test_d_too_large_is_a_clear_error():
     with pytest.raises(ValueError, match="D <= 8192"):
         ec.build(ec.EpilogueConfig("bf16", "bf16", 8200, ec.WAN_FLAGS["rms"], True), "sm_90")
+
+
+def test_shipped_table_picks_a_variant_per_pass(monkeypatch):
+    """A SHIPPED line changes that pass's kernels alone, and the compile test then covers it."""
+    for (tx, flags, pass_, D), name in ec.SHIPPED.items():
+        assert name in ec.VARIANTS and pass_ in ec.VARIANTS[name].passes, (tx, flags, pass_, D)
+    gm = ec.WAN_FLAGS["gate+mod"]
+    monkeypatch.setitem(ec.SHIPPED, ("bf16", gm, "bwd", 3072), "bwd-pf-lb1")
+    cfg = ec.EpilogueConfig("bf16", "bf16", 3072, gm, True)
+    assert ec.tuned(cfg, "fwd") == cfg
+    assert ec.tuned(cfg, "bwd").defines == ("EP_BWD_PF=1", "EP_BWD_SMEM=1", "EP_MINB=1")
+    assert ec.tuned(cfg, "bwd") in ec.shipped_configs()
+    assert ec.tuned(ec.EpilogueConfig("float", "float", 3072, gm, True), "bwd").defines == ()

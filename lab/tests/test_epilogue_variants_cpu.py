@@ -31,7 +31,8 @@ def test_default_switches_are_the_shipped_kernels():
     base = ec.EpilogueConfig("bf16", "bf16", 1536, ev.OPS["residual_norm"], True)
     spelled = ec.EpilogueConfig(
         "bf16", "bf16", 1536, base.flags, True,
-        defines=("EP_MINB=1", "EP_FWD_MINB=2", "EP_FWD_PACKED=1", "EP_ONEPASS=0", "EP_BWD_EARLY=0"),
+        defines=("EP_MINB=1", "EP_FWD_MINB=2", "EP_FWD_PACKED=1", "EP_ONEPASS=0", "EP_BWD_EARLY=0",
+                 "EP_BWD_PF=0", "EP_BWD_SMEM=0", "EP_BWD_SUMS=0"),
     )  # fmt: skip
     assert ec.build(base, "sm_90").cubin == ec.build(spelled, "sm_90").cubin
 
@@ -39,10 +40,17 @@ def test_default_switches_are_the_shipped_kernels():
 def test_candidates_table():
     assert list(ev.CANDIDATES)[0] == "shipped"
     base = ec.EpilogueConfig("bf16", "bf16", 5120, ev.OPS["rms_norm"], True)
-    assert ev.CANDIDATES["shipped"](base) == base
-    assert ev.CANDIDATES["rt/2"](base).threads == 320
-    assert ev.CANDIDATES["bwd-lb2"](base).defines == ("EP_MINB=2",)
-    assert len(CONFIGS) == len(ev.OPS) * len(ev.WIDTHS) * len(ev.CANDIDATES)
+    for p in ev.PASSES:
+        assert ev.CANDIDATES["shipped"](base, p) == ec.tuned(base, p)
+        assert ev.CANDIDATES["rt/2"](base, p).threads == 320
+    # a one-pass variant runs the shipped kernels in the other pass, and is timed in its own only
+    assert ev.CANDIDATES["bwd-lb2"](base, "bwd").defines == ("EP_MINB=2",)
+    assert ev.CANDIDATES["bwd-lb2"](base, "fwd") == ec.tuned(base, "fwd")
+    assert ev.timed_passes("bwd-pf-lb2") == ("bwd",) and ev.timed_passes("shipped") == ev.PASSES
+    for op in ev.OPS:
+        for D in ev.WIDTHS:
+            for c in ev.CANDIDATES:
+                assert all(ev.CANDIDATES[c](ev._base(op, D), p) in CONFIGS for p in ev.PASSES)
     with pytest.raises(SystemExit):
         ev.main(["--only", "nope", "--out", "/tmp/x"])
 
@@ -53,11 +61,37 @@ def test_kernel_facts_of_a_candidate():
     from lab.ops import host_bench
 
     cfg = ev.CANDIDATES["bwd-lb2"](
-        ec.EpilogueConfig("bf16", "bf16", 3072, ev.OPS["residual_norm"], True)
+        ec.EpilogueConfig("bf16", "bf16", 3072, ev.OPS["residual_norm"], True), "bwd"
     )
     with host_bench.stub_launches():
-        facts = ev._kernel_facts(cfg)
+        facts = ev._kernel_facts({p: cfg for p in ev.PASSES})
     assert set(facts) == {"fwd", "bwd"}
     for f in facts.values():
         assert 0 < f["registers"] <= 65536 // (2 * cfg.threads) and f["ctas_per_sm"] == 2
-        assert f["spill_bytes"] == 0
+        assert f["spill_bytes"] == 0 and f["smem_bytes"] > 0
+
+
+def test_run_writes_a_row_per_candidate_and_timed_pass(tmp_path, monkeypatch):
+    """The whole grid through the op's host path on CPU tensors (launches stubbed; timings and
+    the copy faked): one CSV row per (op, timed pass, D, N, candidate), none of them failed."""
+    import types
+
+    import torch
+
+    from lab.ops import epilogue_bench as eb
+    from lab.ops import host_bench
+
+    real_randn, real_gen = torch.randn, torch.Generator
+    monkeypatch.setattr(torch, "randn", lambda *a, device=None, **k: real_randn(*a, **k))
+    monkeypatch.setattr(torch, "Generator", lambda device=None: real_gen())
+    monkeypatch.setattr(eb, "timed", lambda fn, reps: [fn() and 1.0 for _ in range(3)])
+    monkeypatch.setattr(eb, "copy_ms", lambda nbytes, reps: 0.5)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(name="x")
+    )
+    with host_bench.stub_launches():
+        rows = ev.run(list(ev.CANDIDATES), [40], 20, tmp_path)
+    want = sum(len(ev.timed_passes(c)) for c in ev.CANDIDATES) * len(ev.OPS) * len(ev.WIDTHS)
+    assert len(rows) == want
+    assert all(r["note"] == "" and r["pct_copy"] == 50.0 for r in rows)
+    assert "bwd-pf-lb1" in ev.table(tmp_path / "epilogue_variants.csv")

@@ -9,7 +9,7 @@ a handful of them once (the CUBINs are cached on disk across processes).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -96,13 +96,75 @@ WAN_FLAGS = {
 ALL_FLAGS = RESID | GATE | MOD | WEIGHT | BIAS
 
 
+@dataclass(frozen=True)
+class Variant:
+    """A kernel variant: threads per row and -D switches of kernels/epilogue_common.cuh (their
+    defaults are the rule's kernels). The lab (lab/epilogue_variants.py) times each beside them."""
+
+    defines: tuple[str, ...] = ()
+    half_rt: bool = False  # half the rule's threads per row: two 16-byte chunks each
+    same_bits: bool = True  # outputs bitwise the rule's: the same arithmetic in the same order
+    passes: tuple[str, ...] = ("fwd", "bwd")  # the passes whose kernels it changes
+
+    def apply(self, cfg: EpilogueConfig) -> EpilogueConfig:
+        rt = max(32, 32 * -(-cfg.threads // 64)) if self.half_rt else cfg.rt
+        return replace(cfg, rt=rt, defines=self.defines)
+
+
+def _bwd_pf(minb: int, sums: bool = False) -> Variant:
+    """The backward with the next row prefetched (packed) and the per-sample operand rows in
+    shared memory (sums: the column sums there too, first), __launch_bounds__ for `minb` CTAs
+    per SM; each parked set only where it fits 47 KB."""
+    parked = ("EP_BWD_SMEM=1", "EP_BWD_SUMS=1") if sums else ("EP_BWD_SMEM=1",)
+    return _bwd("EP_BWD_PF=1", *parked, f"EP_MINB={minb}")
+
+
+def _fwd(*defines: str) -> Variant:
+    return Variant(defines=defines, passes=("fwd",))
+
+
+def _bwd(*defines: str) -> Variant:
+    return Variant(defines=defines, passes=("bwd",))
+
+
+VARIANTS = {
+    "fwd-unpacked-lb1": _fwd("EP_FWD_PACKED=0", "EP_FWD_MINB=1"),
+    "bwd-lb2": _bwd("EP_MINB=2"),
+    "bwd-lb3": _bwd("EP_MINB=3"),
+    "fwd-lb1": _fwd("EP_FWD_MINB=1"),
+    "fwd-lb3": _fwd("EP_FWD_MINB=3"),
+    "rt/2": Variant(half_rt=True, same_bits=False),  # other partial sums per thread
+    "bwd-early": _bwd("EP_BWD_EARLY=1"),
+    "early+lb2": _bwd("EP_BWD_EARLY=1", "EP_MINB=2"),
+    "onepass": Variant(("EP_ONEPASS=1",), same_bits=False, passes=("fwd",)),  # E[x^2] - mean^2
+    "bwd-smem-lb2": _bwd("EP_BWD_SMEM=1", "EP_MINB=2"),
+    **{f"bwd-pf-lb{m}": _bwd_pf(m) for m in (1, 2, 3, 4, 5)},
+    **{f"bwd-pfs-lb{m}": _bwd_pf(m, sums=True) for m in (2, 3)},
+}
+
+# The variant a call runs, by (x type, operand flags, pass, D); absent: the rule's kernels. A line
+# lands here only after lab/epilogue_variants.py measured it faster on a GPU and the GPU tests
+# passed with it; shipped_configs() (the CPU compile and spill test) covers every line.
+_GM, _RMS = RESID | GATE | MOD, RMS | WEIGHT  # Wan's residual_norm and rms_norm
+SHIPPED: dict[tuple[str, int, str, int], str] = {
+    # ("bf16", _GM, "bwd", 3072): "bwd-pf-lb1",
+}
+
+
+def tuned(cfg: EpilogueConfig, pass_: str) -> EpilogueConfig:
+    """The configuration pass_ ("fwd" or "bwd") of a call with rule configuration cfg runs."""
+    name = SHIPPED.get((cfg.tx, cfg.flags, pass_, cfg.D))
+    return VARIANTS[name].apply(cfg) if name else cfg
+
+
 def shipped_configs() -> list[EpilogueConfig]:
     out = []
     for tx in ("bf16", "float"):
         for D in (1536, 3072, 5120, 1000, 1001):
             for flags in WAN_FLAGS.values():
-                out.append(EpilogueConfig(tx, tx, D, flags, D % (16 // _size(tx)) == 0))
-    return out
+                cfg = EpilogueConfig(tx, tx, D, flags, D % (16 // _size(tx)) == 0)
+                out += [cfg, tuned(cfg, "fwd"), tuned(cfg, "bwd")]
+    return list(dict.fromkeys(out))
 
 
 def _size(ctype: str) -> int:
@@ -170,7 +232,8 @@ def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags
     """x, y [B, N, D] (last dim contiguous); gate/scale/shift fp32 [B, 1 or N, D] (scale and
     shift with the same strides); weight/bias fp32 [D]. Returns x_new (RESID; else an empty
     tensor), normed [B, N, D] contiguous, mean (LayerNorm; else empty) and rstd [B, N] fp32.
-    tune: lab only, EpilogueConfig -> EpilogueConfig (a candidate's kernels for this call)."""
+    tune: lab only, (EpilogueConfig, pass) -> EpilogueConfig, in place of `tuned` (a candidate's
+    kernels for this call)."""
     from suite.cuda.launch import f32, i64, launch, ptr
 
     B, N, D = x.shape
@@ -182,8 +245,7 @@ def forward(x, y, gate, scale, shift, weight, bias, eps: float, out_dtype, flags
     rstd = torch.empty((B, N), dtype=torch.float32, device=dev)
     if B * N == 0:
         return x_new, out, mean, rstd
-    cfg = config(x, y, gate, scale, weight, bias, out_dtype, flags)
-    cfg = tune(cfg) if tune else cfg
+    cfg = (tune or tuned)(config(x, y, gate, scale, weight, bias, out_dtype, flags), "fwd")
     idx = dev.index
     rpc = _rows_per_cta(N, B, _ctas_per_wave(cfg, cfg.fwd(), idx))
     (sgb, sgn), (smb, smn) = _strides(gate), _strides(scale)
@@ -235,7 +297,7 @@ def backward(d_xnew, d_out, xs, y, gate, scale, weight, bias, mean, rstd, flags:
     dx = torch.empty((B, N, D), dtype=xs.dtype, device=dev)
     dy = torch.empty((B, N, D) if resid else (0,), dtype=xs.dtype, device=dev)
     cfg = config(xs, y, gate, scale, weight, bias, d_out.dtype, flags, d_out, d_xnew)
-    cfg = tune(cfg) if tune else cfg
+    cfg = (tune or tuned)(cfg, "bwd")
     shape = {"gate": (B, D), "scale": (B, D), "shift": (B, D), "weight": (D,), "bias": (D,)}
     alloc = torch.zeros if B * N == 0 else torch.empty  # the finalize writes every column
     sums = {k: alloc(shape[k], dtype=torch.float32, device=dev) for k in cfg.slots}
