@@ -20,13 +20,14 @@ __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x[b*sxb + n*sxn + d]
           const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
           TY* __restrict__ y,                                  // contiguous [rows, D]
-          float* __restrict__ mean_out, float* __restrict__ rstd_out,  // [rows] fp32
+          float* __restrict__ mean_out, float* __restrict__ rstd_out,  // [rows] fp32, or both null
           i64 rows, i64 N, float eps) {
   constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);   // elements per vector load of x
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);  // chunks of VEC per thread
   __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
+  const int stats_lane = mean_out ? 0 : RT;  // RT (no lane): statistics not wanted, null
   int buf = 0;
 
   // Grid-stride over blocks of ROWS rows. The loop bound is uniform across the CTA, so the
@@ -50,7 +51,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
     float mu, rs;
     row_stats<D, RT, NAMED ? ROWS : 1>(v, red[g], buf, t, g, eps, mu, rs);
     if (!ok) continue;
-    if (t == 0) {
+    if (t == stats_lane) {
       mean_out[row] = mu;
       rstd_out[row] = rs;
     }
@@ -101,6 +102,7 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
   __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
+  const int stats_lane = mean_out ? 0 : RT;  // RT (no lane): statistics not wanted, null
   int buf = 0;
 
   const i64 per = (N + 1) / 2, pairs = rows / N * per;  // pairs per sample, in all
@@ -156,7 +158,7 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     rs[k] = rsqrtf(q[k] * (1.f / D) + eps);
-    if (ok[k] && t == 0) {
+    if (ok[k] && t == stats_lane) {
       mean_out[row + k] = mu[k];
       rstd_out[row + k] = rs[k];
     }
@@ -222,6 +224,8 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
   constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
   constexpr bool KEEP = MREG && MODE != MODE_TOKEN;
+  // the lane that writes a row's statistics: none (RT) when they are not wanted (null pointers)
+  const int stats_lane = mean_out ? 0 : RT;
   __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
@@ -263,7 +267,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
     row_stats<D, RT, ROWS>(v, red[g], buf, t, g, eps, mu, rs);
 
     if (ok) {
-      if (t == 0) {
+      if (t == stats_lane) {
         mean_out[row] = mu;
         rstd_out[row] = rs;
       }

@@ -623,6 +623,19 @@ def test_nan_propagates_through_the_fast_path():
 
 
 @gpu_only
+@pytest.mark.parametrize("n", [1, 2, 77, 1560, 4096])  # odd, pair and prefetched-wave kernels
+@pytest.mark.parametrize("d", [1536, 5120])
+def test_no_grad_forward_equals_the_training_forward(n, d):
+    """Without grad the forward writes no statistics (null pointers): y must be bit for bit the
+    y of the forward a backward follows, which does write them."""
+    x, e, _ = wan(2, n, d)
+    with torch.no_grad():
+        inference = adaln(x, e[:, 1:2], e[:, 0:1])
+    training = adaln(x, e[:, 1:2], e[:, 0:1])
+    assert training.requires_grad and torch.equal(inference, training.detach())
+
+
+@gpu_only
 def test_ten_runs_bitwise_deterministic():
     x, e, dy = wan(8, 1560, 1536)
     first = fwd_bwd(x, e, dy)

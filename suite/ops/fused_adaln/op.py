@@ -315,7 +315,7 @@ def adaln(
             torch.is_grad_enabled()
             and (x.requires_grad or scale.requires_grad or shift.requires_grad)
         ):
-            return _cuda().forward_stats(x, scale, shift, eps, mode, out)[0]
+            return _cuda().forward_y(x, scale, shift, eps, mode, out)
         if mode == MODE_SAMPLE:
             rows = _table_rows(scale, shift, x.shape[0], x.shape[2])
             if rows is not None:
