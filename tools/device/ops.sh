@@ -9,7 +9,7 @@
 #      CUDA-graph replay; fwd and fwd+bwd) and the breakdown with the real driver (each piece
 #      timed alone, fwd+bwd split at the autograd engine's seams beside the floor, profiler);
 #   4. CUDA-graph capture of fwd+bwd per impl, each failure in a fresh process (graph_check);
-#   5. the epilogue lab: shipped kernels and candidates side by side at N = 75600 (reps 20);
+#   5. the epilogue lab: shipped kernels and candidates side by side at N = 65536, 75600 (reps 20);
 #      the epilogue benchmark (fused vs eager vs compile) at N = 32760, 75600;
 #   6. bf16 fwd / bwd bandwidth at N = 65536 / 75600 vs a measured copy (>= 90%).
 # Each phase has a time-out inside a 350 s budget; a phase that runs out is reported, the rest go on.
@@ -50,7 +50,7 @@ RC[prebuild]=$?
 
 stamp "GPU tests"
 timeout "$(slot 130 170)" python3 -m pytest -q -p no:cacheprovider -rfEs -m gpu \
-  --junitxml="$LOGS/junit.xml" tests/test_adaln.py tests/test_epilogue.py \
+  --junitxml="$LOGS/junit.xml" tests/test_adaln.py tests/test_epilogue.py tests/test_epilogue_variants.py \
   tests/test_diffusers_patch.py tests/test_timing_gpu.py lab/tests/test_graph_check_gpu.py \
   tests/test_adaln_graph_gpu.py \
   > "$LOGS/tests.log" 2>&1
@@ -73,8 +73,8 @@ timeout "$(slot 60 100)" python3 -m lab.ops.graph_check --out "$OUT" > "$LOGS/gr
 RC[graph_check]=$?
 head -14 "$LOGS/graph_check.log"
 
-stamp "epilogue lab: shipped vs candidates, N = 75600"
-timeout "$(slot 60 70)" python3 -m lab.epilogue_variants --out "$OUT" --reps 20 \
+stamp "epilogue lab: shipped vs candidates, N = 65536, 75600"
+timeout "$(slot 90 70)" python3 -m lab.epilogue_variants --out "$OUT" --reps 20 --ns 65536,75600 \
   > "$LOGS/epilogue_variants.log" 2>&1
 RC[epilogue_variants]=$?
 
