@@ -116,15 +116,15 @@ def _bwd_pf(minb: int, sums: bool = False) -> Variant:
     shared memory (sums: the column sums there too, first), __launch_bounds__ for `minb` CTAs
     per SM; each parked set only where it fits 47 KB."""
     parked = ("EP_BWD_SMEM=1", "EP_BWD_SUMS=1") if sums else ("EP_BWD_SMEM=1",)
-    return _bwd("EP_BWD_PF=1", *parked, f"EP_MINB={minb}")
+    return _bwd("EP_BWD_PF=1", *parked, f"EP_MINB={minb}", same_bits=False)
 
 
 def _fwd(*defines: str) -> Variant:
     return Variant(defines=defines, passes=("fwd",))
 
 
-def _bwd(*defines: str) -> Variant:
-    return Variant(defines=defines, passes=("bwd",))
+def _bwd(*defines: str, same_bits: bool = True) -> Variant:
+    return Variant(defines=defines, same_bits=same_bits, passes=("bwd",))
 
 
 VARIANTS = {
@@ -134,8 +134,10 @@ VARIANTS = {
     "fwd-lb1": _fwd("EP_FWD_MINB=1"),
     "fwd-lb3": _fwd("EP_FWD_MINB=3"),
     "rt/2": Variant(half_rt=True, same_bits=False),  # other partial sums per thread
-    "bwd-early": _bwd("EP_BWD_EARLY=1"),
-    "early+lb2": _bwd("EP_BWD_EARLY=1", "EP_MINB=2"),
+    # Loading d_x_new early (EARLY, PF) moves residual_norm's dx by up to 1 bf16 ulp against the
+    # rule's kernels (H100: 0.03125 at |dx| ~ 4; rms_norm bitwise): not the same bits.
+    "bwd-early": _bwd("EP_BWD_EARLY=1", same_bits=False),
+    "early+lb2": _bwd("EP_BWD_EARLY=1", "EP_MINB=2", same_bits=False),
     "onepass": Variant(("EP_ONEPASS=1",), same_bits=False, passes=("fwd",)),  # E[x^2] - mean^2
     "bwd-smem-lb2": _bwd("EP_BWD_SMEM=1", "EP_MINB=2"),
     **{f"bwd-pf-lb{m}": _bwd_pf(m) for m in (1, 2, 3, 4, 5)},
@@ -146,8 +148,17 @@ VARIANTS = {
 # lands here only after lab/epilogue_variants.py measured it faster on a GPU and the GPU tests
 # passed with it; shipped_configs() (the CPU compile and spill test) covers every line.
 _GM, _RMS = RESID | GATE | MOD, RMS | WEIGHT  # Wan's residual_norm and rms_norm
+# Measured on an H100 (reports/reference/h100/epilogue-3abb1f2): % of a copy of the byte floor at
+# N = 65,536 / 75,600, rule -> shipped. Wan's other flag sets keep the rule's kernels (not timed).
 SHIPPED: dict[tuple[str, int, str, int], str] = {
-    # ("bf16", _GM, "bwd", 3072): "bwd-pf-lb1",
+    ("bf16", _GM, "bwd", 1536): "bwd-pf-lb1",  # 61 -> 87 / 86
+    ("bf16", _GM, "bwd", 3072): "bwd-pf-lb1",  # 66 -> 91
+    ("bf16", _GM, "bwd", 5120): "bwd-pf-lb1",  # 80 -> 93
+    ("bf16", _RMS, "bwd", 1536): "bwd-pf-lb1",  # 77 / 78 -> 83 / 85
+    ("bf16", _RMS, "bwd", 3072): "bwd-pf-lb1",  # 81 / 79 -> 91
+    ("bf16", _RMS, "bwd", 5120): "bwd-lb2",  # 73 / 72 -> 91 / 90
+    ("bf16", _GM, "fwd", 5120): "rt/2",  # 92 -> 92 / 93 (H200, 728903d: 81 -> 89)
+    ("bf16", _RMS, "fwd", 5120): "rt/2",  # 80 / 78 -> 94 / 93 (H200: 69 -> 85)
 }
 
 
