@@ -73,6 +73,8 @@ The package, one module per job:
     runs        the simulations: claim runs, comparison, rank sweep, dual's s_cross tuning
     bootstrap   the hierarchical bootstrap's replicates (balance_bootstrap, balance_s_cross)
     summary     summarize: the claim rows C4-C9 from the tables alone
+    compare     every policy side by side, the balancing targets, recommendations (the report's
+                "Beyond the paper" section draws them)
 """
 
 from __future__ import annotations
