@@ -54,7 +54,7 @@ alone (pandas/numpy), so `report RUN_DIR` recomputes every number:
     emulated      the one-GPU emulated runs (training_runs, training_ranks, training_micro)
     probes        C14 (training_maxseq) and C15 (training_loss)
     parts         the finished pieces of a run split over invocations (--budget)
-    summary       the emulated metric rows, one builder per claim group (defines every key)
+    summary       the emulated metric rows, one builder per claim group (their keys defined)
     runstats      two runs compared step by step: STATS and their bootstrap intervals
     peakmem       C10's memory rows;  losscurves: C15's loss-curve rows
     realmetrics   C7/C8 rows of the real ranks (training_real; the runs: suite.train.realranks)
@@ -70,9 +70,7 @@ import pandas as pd
 
 from suite.experiments.training.common import _cost_model, _new_model
 from suite.experiments.training.emulated import _emulated_runs
-from suite.experiments.training.parts import (
-    TrainingIncomplete as TrainingIncomplete,
-)  # raised by run
+from suite.experiments.training.parts import TrainingIncomplete as TrainingIncomplete  # run's
 from suite.experiments.training.probes import _loss_runs, _maxseq
 from suite.rundir import RunContext, read_csv
 
