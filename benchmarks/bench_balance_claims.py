@@ -46,7 +46,8 @@ def recompute(reference: Path = REFERENCE, profile: str = "quick"):
     """The metric rows of C1-C9 recomputed from `reference`'s raw tables by the current code."""
     import pandas as pd
 
-    from suite.experiments import balance, balance_summary, costmodel, training
+    from suite.experiments import balance, costmodel, training
+    from suite.experiments.balance import summary as balance_summary
     from suite.rundir import RunContext, RunDir
 
     ref = RunDir(reference)

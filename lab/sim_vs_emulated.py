@@ -23,9 +23,10 @@ from suite.balance.buckets import bucket_table
 from suite.balance.fit_table import model_from_fit
 from suite.balance.global_policy import GlobalPolicy
 from suite.balance.policies import DualConstraint, EqualToken
-from suite.balance.simulator import SimConfig, simulate
+from suite.balance.simulator import NOISE_CV, SimConfig, simulate
 from suite.data.corpus import sample_corpus
-from suite.experiments.balance import CORPUS_SIZE, NOISE_CV, step_metrics
+from suite.experiments.balance.runs import CORPUS_SIZE
+from suite.experiments.balance.summary import step_metrics
 from suite.experiments.costmodel import model_from_quadratic, run_quadratic
 from suite.rundir import RunDir
 

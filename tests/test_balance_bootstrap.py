@@ -1,4 +1,4 @@
-"""The balance experiment's hierarchical bootstrap (suite.experiments.balance_bootstrap) and the
+"""The balance experiment's hierarchical bootstrap (suite.experiments.balance.bootstrap) and the
 fine s_cross tuner."""
 
 import numpy as np
@@ -7,8 +7,8 @@ import pytest
 
 from suite.balance.costmodel import QuadraticCost
 from suite.balance.simulator import tune_s_cross
-from suite.experiments import balance_bootstrap as bb
-from suite.experiments import balance_summary as bs
+from suite.experiments.balance import bootstrap as bb
+from suite.experiments.balance import summary as bs
 
 P_TRUE = 1.6
 FIT_ROW = {"m_mem": 2e5, "s_cross": 4000.0, "budget_source": "default", "capacity_bytes": np.nan}
@@ -109,7 +109,7 @@ def test_the_summary_takes_intervals_from_the_bootstrap_table():
 
 
 def test_a_replicate_gives_every_claim_metric_of_the_own_policies():
-    from suite.experiments.balance_runs import _mixes
+    from suite.experiments.balance.runs import _mixes
 
     sw = synthetic_sweep(np.random.default_rng(5), shapes=8).assign(S=lambda d: d.S * 4)
     row = FIT_ROW | {"m_mem": 3e5}

@@ -5,10 +5,12 @@ import pytest
 from matplotlib.figure import Figure
 
 from suite.balance.shapebench import grid, sweep, synthetic_step_fn
+from suite.balance.simulator import NOISE_CV
 from suite.claims import load_claims
 from suite.experiments import METRIC_COLUMNS
 from suite.experiments import balance as bal
 from suite.experiments import costmodel as cm
+from suite.experiments.balance.runs import simulate_tables
 from suite.rundir import RunContext, RunDir
 
 GLOBAL_KEYS = {
@@ -136,7 +138,7 @@ def test_summaries_are_pure(run_dir):
 def test_dual_beats_equal_token_on_wan_like_costs():
     from suite.balance.costmodel import default_cost_model
 
-    t = bal.simulate_tables(default_cost_model(), "analytic", steps=300, scales=(8, 16))
+    t = simulate_tables(default_cost_model(), "analytic", steps=300, scales=(8, 16))
     keys = dict(zip(*bal.summarize(t)[["metric", "value"]].to_numpy().T))
     assert keys["cv_reduction_sim"] > 10 and keys["throughput_gain_16_sim"] > 0
 
@@ -190,7 +192,7 @@ def test_the_comparison_holds_every_registry_policy_on_common_runs(run_dir):
     """balance_compare: every registry policy at 16 ranks (both mixes) and 1024 ranks, with the
     simulator's metrics, or a row saying why it did not run; the claims stay on the own ones."""
     from suite.balance.registry import OWN, POLICIES
-    from suite.experiments.balance_runs import COMPARE, COMPARE_METRICS
+    from suite.experiments.balance.runs import COMPARE, COMPARE_METRICS
 
     c = run_dir.tables()["balance_compare"]
     steps, _, (n16, n1k), _, skip = bal.PROFILES["cpu"]
@@ -212,8 +214,8 @@ def test_workers_do_not_change_the_tables():
     from suite.balance.costmodel import default_cost_model
 
     kw = dict(steps=60, scales=(8, 16), draws=2, compare_steps=(20, 4))
-    one = bal.simulate_tables(default_cost_model(), "analytic", workers=1, **kw)
-    two = bal.simulate_tables(default_cost_model(), "analytic", workers=2, **kw)
+    one = simulate_tables(default_cost_model(), "analytic", workers=1, **kw)
+    two = simulate_tables(default_cost_model(), "analytic", workers=2, **kw)
     assert one.keys() == two.keys()
     for name, df in one.items():
         cols = [c for c in df.columns if c != "planner_ms"]
@@ -224,7 +226,7 @@ def test_noise_is_measured_from_the_sweep_repeats(tmp_path):
     import pandas as pd
 
     run = RunDir(tmp_path)
-    assert bal.sweep_noise(run) == (bal.NOISE_CV, "assumed: no repeated shape sweep")
+    assert bal.sweep_noise(run) == (NOISE_CV, "assumed: no repeated shape sweep")
     # per shape two repeats 1 +- 1%: std of t/median - 1 = 1.414%, times sqrt(B) per sample
     rows = [(B, S, r, 1.0 + (0.01 if r else -0.01)) for B, S in ((1, 100), (4, 50)) for r in (0, 1)]
     run.write_table("shapes_sweep", pd.DataFrame(rows, columns=["B", "S", "repeat", "step_s"]))
@@ -233,7 +235,7 @@ def test_noise_is_measured_from_the_sweep_repeats(tmp_path):
     assert source.startswith("measured") and "2 shapes" in source
     from suite.balance.costmodel import default_cost_model
 
-    t = bal.simulate_tables(
+    t = simulate_tables(
         default_cost_model(), "analytic", steps=40, scales=(8, 16), noise_cv=cv, noise_source=source
     )
     assert (t["balance_setup"]["noise_cv"] == cv).all()

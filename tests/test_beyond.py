@@ -1,4 +1,5 @@
-"""The report's "Beyond the paper" section: policy statistics and issue 7's targets from tables."""
+"""The report's "Beyond the paper" section: policy statistics and the balancing targets computed from
+tables (suite.experiments.balance.compare), and the section drawn from them (suite.report.beyond)."""
 
 from pathlib import Path
 
@@ -6,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from suite.experiments.balance import compare
 from suite.report import beyond
 
 REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200"
@@ -59,7 +61,7 @@ def _tables(global_maxmean_16=1.02):
 
 
 def test_policy_table_statistics():
-    pol = beyond.policy_table(_tables()).set_index(["mix", "policy", "ranks"])
+    pol = compare.policy_table(_tables()).set_index(["mix", "policy", "ranks"])
     e = pol.loc[("default", "equal-token", 16)]
     assert np.isclose(e.maxmean, 1.3) and np.isclose(e.rank_cv, 20)
     assert np.isclose(e.bubble, 100 * (1 - 1 / 1.3))
@@ -78,7 +80,7 @@ def test_statistics_are_the_mean_over_plan_seeds():
     t = _tables()
     s = t["balance_steps"]
     two = pd.concat([s.assign(draw=0), s.assign(draw=1, max_s=s["max_s"] * 1.1)])
-    pol = beyond.policy_table(t | {"balance_steps": two}).set_index(["mix", "policy", "ranks"])
+    pol = compare.policy_table(t | {"balance_steps": two}).set_index(["mix", "policy", "ranks"])
     assert np.isclose(pol.loc[("default", "equal-token", 16)].maxmean, (1.3 + 1.43) / 2)
 
 
@@ -86,7 +88,7 @@ def test_targets_judged_on_the_best_policy():
     metrics = pd.DataFrame(
         {"metric": ["sim_step_error_pct", "sim_emulation_error_pct"], "value": [12.0, 2.5]}
     )
-    t = beyond.target_table(_tables(), metrics).set_index(["key", "ranks"])
+    t = compare.target_table(_tables(), metrics).set_index(["key", "ranks"])
     assert t.loc[("rank_cv", 16), "met"] and t.loc[("rank_cv", 16), "best"] == "global"
     assert t.loc[("maxmean_p99", 16), "met"]
     m1k = t.loc[("maxmean_p99", 1024)]
@@ -97,7 +99,7 @@ def test_targets_judged_on_the_best_policy():
     assert not t.loc[("sim_step_error_pct", 0), "met"]
     assert t.loc[("sim_emulation_error_pct", 0), "met"]
     assert (
-        not beyond.target_table(_tables(1.06))
+        not compare.target_table(_tables(1.06))
         .set_index(["key", "ranks"])
         .loc[("maxmean_p99", 16), "met"]
     )
@@ -105,13 +107,13 @@ def test_targets_judged_on_the_best_policy():
     sec = beyond.section(_tables())
     val = [r for r in sec["targets"] if r["target"].startswith("simulator")][0]
     assert val["met"] == "not measured"
-    assert sec["n_targets"] == len(beyond.TARGETS) and sec["met"] == 4
+    assert sec["n_targets"] == len(compare.TARGETS) and sec["met"] == 4
     assert sec["cost_source"] == "test model" and sec["noise"] == "5%"
     assert sec["policy_names"] == ["equal-token", "dual", "global"]
 
 
 def test_recommendation_per_mix_and_scale():
-    rec = beyond.recommendations(_tables()).set_index(["mix", "ranks"])
+    rec = compare.recommendations(_tables()).set_index(["mix", "ranks"])
     assert rec.loc[("default", 16), "policy"] == "global"  # 200 / 2 s beats dual's 200 / 2.2 s
     assert "+10.0% over dual" in rec.loc[("default", 16), "why"]
     assert rec.loc[("long-video", 16), "policy"] == "dual"
@@ -119,8 +121,8 @@ def test_recommendation_per_mix_and_scale():
 
 def test_section_absent_without_balance_tables():
     assert beyond.section({}) is None
-    t = beyond.target_table({})
-    assert t["met"].isna().all() and len(t) == len(beyond.TARGETS)
+    t = compare.target_table({})
+    assert t["met"].isna().all() and len(t) == len(compare.TARGETS)
 
 
 def test_reference_h200_tables_give_every_policys_row():
@@ -130,7 +132,7 @@ def test_reference_h200_tables_give_every_policys_row():
 
     run = REF / "quick-284a9bc"
     tables = RunDir(run).tables()
-    pol = beyond.policy_table(tables).set_index(["mix", "policy", "ranks"])
+    pol = compare.policy_table(tables).set_index(["mix", "policy", "ranks"])
     for p in ("equal-token", "dual", "global"):
         assert np.isfinite(pol.loc[("default", p, 16), ["rank_cv", "maxmean_p99"]]).all()
     assert (
@@ -138,7 +140,9 @@ def test_reference_h200_tables_give_every_policys_row():
         < pol.loc[("default", "dual", 16), "rank_cv"]
         < pol.loc[("default", "equal-token", 16), "rank_cv"]
     )
-    assert len(beyond.target_table(tables, pd.read_csv(run / "metrics.csv"))) == len(beyond.TARGETS)
+    assert len(compare.target_table(tables, pd.read_csv(run / "metrics.csv"))) == len(
+        compare.TARGETS
+    )
 
 
 @pytest.mark.parametrize("reference", ["quick-5753865", "full-dd54683"])
@@ -157,7 +161,7 @@ def test_reference_compares_every_policy_and_meets_issue_33s_targets(reference):
         got = c[(c.mix == "default") & (c.ranks == R)]
         assert set(got.policy) == set(POLICIES) - {"knapformer", "loongforge"}, R
         assert (got[got.steps == 0].note.str.startswith("not run")).all()
-    t = beyond.target_table(tables, pd.read_csv(ref / "metrics.csv")).set_index(["key", "ranks"])
+    t = compare.target_table(tables, pd.read_csv(ref / "metrics.csv")).set_index(["key", "ranks"])
     for key in (("rank_cv", 16), ("maxmean_p99", 16), ("step_cv", 16), ("maxmean_p99", 1024)):
         assert t.loc[key, "met"], key
 
@@ -220,7 +224,7 @@ def _compare():
 
 def test_the_comparison_reads_balance_compare_and_says_where_a_peer_wins():
     t = _tables() | {"balance_compare": _compare()}
-    pol = beyond.policy_table(t).set_index(["mix", "policy", "ranks"])
+    pol = compare.policy_table(t).set_index(["mix", "policy", "ranks"])
     assert set(pol.index) == {
         ("default", p, 16) for p in ("dual", "global", "bucket-sync", "pack-lpt-fitted")
     } | {("default", "global", 1024)}  # from balance_compare, not balance_steps
@@ -228,23 +232,23 @@ def test_the_comparison_reads_balance_compare_and_says_where_a_peer_wins():
     assert np.isclose(d.rank_cv, 10.0) and d.throughput == 100.5  # % and mean over draws
     g = pol.loc[("default", "global", 1024)]
     assert np.isclose(g.planner_pct, 100 * 17.0 / 2e3)
-    best = beyond.best_table(t).set_index(["ranks", "key"])
+    best = compare.best_table(t).set_index(["ranks", "key"])
     assert best.loc[(16, "rank_cv"), "best"] == "bucket-sync"
     assert best.loc[(16, "rank_cv"), "best_own"] == "global"
     assert best.loc[(16, "step_cv"), "best"] == "global"  # the tie with a peer: own listed first
     assert best.loc[(16, "throughput"), "best"] == "bucket-sync"  # higher is better
-    wins = beyond.peer_wins(t)
+    wins = compare.peer_wins(t)
     assert any(
         w.startswith("bucket-sync beats the suite's own policies on rank compute CV (default mix, "
                      "16 ranks): 1.1% against 1.3% for global") for w in wins
     )  # fmt: skip
     assert not any("pack-lpt-fitted" in w for w in wins)  # ties with global are no win
     assert not any("step-time CV" in w for w in wins)
-    assert beyond.not_run(t) == [
+    assert compare.not_run(t) == [
         "pack-kk-fitted (default mix, 1024 ranks): not run: too many ranks"
     ]
     sec = beyond.section(t)
-    assert sec["peer_wins"] == wins and sec["not_run"] == beyond.not_run(t)
+    assert sec["peer_wins"] == wins and sec["not_run"] == compare.not_run(t)
     assert [b["where"] for b in sec["best"]] == ["default mix, 16 ranks", "default mix, 1024 ranks"]
     assert sec["best"][0]["cells"][0] == "bucket-sync (1.1)"
 
@@ -257,7 +261,7 @@ def test_the_peers_comparison_on_the_full_reference_holds_every_policy_and_the_s
     from suite.rundir import RunDir
 
     tables = RunDir(REF / "full-dd54683" / "balance-peers-cpu").tables()
-    pol = beyond.policy_table(tables)
+    pol = compare.policy_table(tables)
     c = tables["balance_compare"]
     for R in (16, 1024):
         got = c[(c.mix == "default") & (c.ranks == R)]
@@ -270,7 +274,7 @@ def test_the_peers_comparison_on_the_full_reference_holds_every_policy_and_the_s
     assert sorted(sweep.ranks.unique()) == [8, 16, 32, 64, 128, 256, 512, 1024]
     assert set(sweep.policy) == set(POLICIES)
     assert (sweep.loc[sweep.policy == baseline(), "gain_pct"] == 0).all()
-    pays = beyond.pays_from(tables)
+    pays = compare.pays_from(tables)
     assert len(pays) == len(POLICIES) - 1 and any(s.startswith("knapformer ") for s in pays)
 
 
@@ -281,9 +285,22 @@ def test_pays_from_reads_where_the_gain_turns_positive_for_good():
         ("global", 8, 1.0), ("global", 16, -0.5), ("global", 32, 4.0)
     ] + [("bucket-sync", 8, 1.0), ("bucket-sync", 16, 1.0), ("bucket-sync", 32, -2.0)]  # fmt: skip
     sweep = pd.DataFrame(rows, columns=["policy", "ranks", "gain_pct"]).assign(steps=10)
-    assert beyond.pays_from({"balance_sweep_compare": sweep}) == [
+    assert compare.pays_from({"balance_sweep_compare": sweep}) == [
         "dual pays from 16 ranks on (+3.0% at 32 ranks).",
         "global pays from 32 ranks on (+4.0% at 32 ranks).",
         "bucket-sync does not pay at 32 ranks (-2.0% at 32 ranks).",
     ]
-    assert beyond.pays_from({}) == []
+    assert compare.pays_from({}) == []
+
+
+def test_targets_sit_beside_the_paper_levels_of_the_ledger():
+    """The paper's after-levels come from suite/claims.csv (C5: 39% -> 18.9%, C6: 18.7% ->
+    10.4%), never retyped; a target naming a claim that is no before -> after pair is refused."""
+    t = compare.target_table(_tables()).set_index(["key", "ranks"])
+    assert t.loc[("rank_cv", 16), "paper"] == pytest.approx(39 * (1 - 0.5154))
+    assert t.loc[("step_cv", 16), "paper"] == pytest.approx(18.7 * (1 - 0.4439))
+    assert np.isnan(t.loc[("maxmean_p99", 16), "paper"])
+    papers = {r["target"].split(" <=")[0]: r["paper"] for r in beyond.section(_tables())["targets"]}
+    assert papers["rank compute CV"] == "18.9%" and papers["step-time CV"] == "10.4%"
+    with pytest.raises(ValueError, match="'C3' is not a before -> after claim"):
+        compare.paper_level("C3")

@@ -13,8 +13,8 @@ import pytest
 
 from suite.claims import assess, load_claims
 from suite.experiments import kernels
+from suite.experiments.training.losscurves import loss_rows
 from suite.stats import bootstrap_ci, median_ratio_ci
-from suite.train.losscurves import loss_rows
 
 REF = Path(__file__).resolve().parent.parent / "reports" / "reference" / "h200"
 RESULTS = REF / "quick-284a9bc" / "results"

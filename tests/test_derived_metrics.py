@@ -1,4 +1,4 @@
-"""Metrics across experiments (suite.report.derived): overall_throughput_gain_sim compounds the
+"""Metrics across experiments (suite.derived): overall_throughput_gain_sim compounds the
 simulated balance gain and the measured fused-op gain, its interval widening with either
 factor's; C18 is judged on the end-to-end training runs, the compound shown beside as a model."""
 
@@ -9,8 +9,8 @@ import math
 import pytest
 
 from suite.claims import evaluate
+from suite.derived import derive
 from suite.experiments import metric_rows
-from suite.report.derived import derive
 
 
 def _metrics(bal=(38.0, 37.0, 39.0), fused=(5.0, 4.0, 6.0), emulated=(35.0, 17.0, 56.0)):

@@ -21,6 +21,17 @@ KNOWN_CYCLES: list[set[str]] = []  # none: a cycle found is a failure
 # Who may import suite.experiments: the experiments themselves, the report drawing them, the
 # pipeline that runs them and the CLI.
 EXPERIMENT_USERS = ("suite.experiments", "suite.report", "suite.reproduce", "suite.__main__")
+# The library under the experiments (what the trainer CLI and the experiments build on) and the
+# layers above it, which the library never imports: a claim's metrics live with its experiment.
+LIBRARY = ("suite.train", "suite.balance", "suite.model", "suite.ops", "suite.cuda", "suite.data")
+ABOVE_THE_LIBRARY = (
+    "suite.experiments",
+    "suite.derived",
+    "suite.claims",
+    "suite.report",
+    "suite.reproduce",
+    "suite.__main__",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -144,6 +155,18 @@ def test_only_the_layers_above_import_the_experiments():
     }
     offenders = {m: t for m, t in offenders.items() if t}
     assert not offenders, f"library modules importing suite.experiments: {offenders}"
+
+
+def test_the_library_never_imports_the_layers_above_it():
+    graph = import_graph()
+    assert any(m.startswith("suite.experiments.training.") for m in graph)  # the metrics moved
+    offenders = {
+        m: sorted(t for t in targets if t.startswith(ABOVE_THE_LIBRARY))
+        for m, targets in graph.items()
+        if m.startswith(LIBRARY)
+    }
+    offenders = {m: t for m, t in offenders.items() if t}
+    assert not offenders, f"library modules importing the layers above them: {offenders}"
 
 
 def test_suite_never_imports_the_lab():

@@ -1,10 +1,10 @@
-"""C15's loss-curve metrics (suite.train.losscurves) on hand-made curves."""
+"""C15's loss-curve metrics (suite.experiments.training.losscurves) on hand-made curves."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from suite.train.losscurves import loss_rows
+from suite.experiments.training.losscurves import loss_rows
 
 
 def _run(name, loss, tokens):

@@ -219,7 +219,7 @@ def test_a_registered_policy_is_simulated_compared_and_drawn_without_other_edits
     from suite.balance.policies import EqualToken
     from suite.balance.registry import PolicySpec
     from suite.balance.validate import _trace
-    from suite.experiments.balance_runs import simulate_tables
+    from suite.experiments.balance.runs import simulate_tables
     from suite.report.plots.balance import _colour, figures
 
     spec = PolicySpec(

@@ -1,10 +1,17 @@
-"""suite.train.runstats on hand-made rank rows: regrouping, per-run step tables, comparisons."""
+"""The training experiment's runstats on hand-made rank rows: regrouping, per-run step tables,
+comparisons."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from suite.train.runstats import compare, paired_runs, regroup, run_summaries, throughput_gain
+from suite.experiments.training.runstats import (
+    compare,
+    paired_runs,
+    regroup,
+    run_summaries,
+    throughput_gain,
+)
 
 
 def _rows(run: str, compute: list[list[float]], B: int = 1) -> pd.DataFrame:

@@ -136,7 +136,7 @@ def test_real_rank_metrics_and_report_note(run2):
 
 
 def test_eight_and_sixteen_real_ranks_use_the_claims_keys():
-    from suite.train.realranks import real_metrics
+    from suite.experiments.training.realmetrics import real_metrics
 
     for K, claim in ((8, "C7"), (16, "C8")):
         rows = []

@@ -143,7 +143,7 @@ def test_noise_is_keyed_by_sample_and_epoch_not_step_or_rank(corpus):
 
 def test_c14_probe_runs_one_clip_through_the_step():
     """C14's probe: one 480p clip of S tokens as a one-sample corpus, one step (peak 0 on CPU)."""
-    from suite.experiments.training_probes import clip_corpus, probe_peak
+    from suite.experiments.training.probes import clip_corpus, probe_peak
 
     c = clip_corpus(3120)
     assert c.iloc[0][["frames", "height", "width", "tokens"]].tolist() == [5, 480, 832, 3120]

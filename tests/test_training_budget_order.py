@@ -7,7 +7,9 @@ import types
 
 import pandas as pd
 
-from suite.experiments import training, training_emulated, training_parts
+from suite.experiments import training
+from suite.experiments.training import emulated as training_emulated
+from suite.experiments.training import parts as training_parts
 from suite.rundir import RunContext, RunDir
 from suite.train.data import load_corpus
 

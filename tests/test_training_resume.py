@@ -8,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from suite.experiments import training, training_emulated, training_parts
+from suite.experiments import training
+from suite.experiments.training import emulated as training_emulated
+from suite.experiments.training import parts as training_parts
 from suite.rundir import RunContext, RunDir
 
 SMALL = {"steps": 1, "long_steps": 1, "global8_steps": 1, "skip_maxseq": True, "skip_loss": True}
@@ -197,7 +199,7 @@ def test_long_video_runs_use_their_own_mix_s_cross(tmp_path, monkeypatch):
     assert info["m_comp_long"] == pytest.approx(
         info["m_mem"] * info["s_cross_long"] ** (info["p"] - 1)
     )
-    from suite.train.summary import _long_budget
+    from suite.experiments.training.summary import _long_budget
 
     assert f"s_cross {info['s_cross_long']:.0f} tuned on this mix" in _long_budget(tables)
     assert (

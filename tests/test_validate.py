@@ -369,8 +369,8 @@ def test_cli_rank_noise_is_opt_in(tmp_path, capsys):
 
 
 def test_summary_validation_rows_keep_their_names_and_add_the_quadratic():
+    from suite.experiments.training.summary import _validation_rows
     from suite.rundir import RunDir
-    from suite.train.summary import _validation_rows
 
     rows = {r["metric"]: r for r in _validation_rows(RunDir(REF).tables())}
     assert list(rows) == [

@@ -13,10 +13,10 @@ import pytest
 
 from suite.claims import assess, evaluate, load_claims
 from suite.experiments import costmodel, training
+from suite.experiments.training.peakmem import tuned_token_budget
+from suite.experiments.training.runstats import STATS
 from suite.rundir import RunDir
 from suite.stats import bootstrap_runs
-from suite.train.peakmem import tuned_token_budget
-from suite.train.runstats import STATS
 
 # the quick reference at 5753865 (the 30-block sweep; 1-block emulated training runs)
 REF = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h200" / "quick-5753865"

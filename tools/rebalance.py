@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.out.exists():
         p.error(f"--out {a.out} exists: give a new directory")
 
-    from suite.experiments import balance, balance_summary
+    from suite.experiments import balance
+    from suite.experiments.balance import summary as balance_summary
     from suite.rundir import RunContext, RunDir
 
     (a.out / "results").mkdir(parents=True)

@@ -23,8 +23,8 @@ import pandas as pd
 
 from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
+from suite.derived import derive
 from suite.report import beyond, html, pdf, plots
-from suite.report.derived import derive
 from suite.report.verdicts import on_gpu
 from suite.report.verdicts import summary as summary_text
 from suite.rundir import RunDir, atomic_write_text, write_json

@@ -9,13 +9,13 @@ One replicate (`replicate`):
        b*B*S + d*B*S^2 (on step_s - optimizer_s where the sweep timed the optimizer apart), and
        take the per-sample noise CV as the median of the drawn shapes' own CVs (draw_fit; a
        resample the fits cannot determine is drawn again);
-    3. re-tune dual's s_cross on the refitted step model (balance_runs.tune_dual: a 60-point
+    3. re-tune dual's s_cross on the refitted step model (runs.tune_dual: a 60-point
        geometric grid, each distinct batch table simulated once: a grid, not golden-section
        or Brent, because the throughput is a piecewise-constant sawtooth in s_cross with many
        local maxima, which a bracketing search assumes away);
-    4. re-simulate the claim runs (balance_runs.RUNS) of equal-token and dual with a new plan
+    4. re-simulate the claim runs (runs.RUNS) of equal-token and dual with a new plan
        seed and noise draw (one draw, the profile's steps) and read the claim metrics as the
-       summary does (balance_summary.summarize_draw).
+       summary does (summary.summarize_draw).
 A metric's interval is the 95% percentile interval over the replicates (`intervals`); its value
 stays the full-data one (the mean over the plan seeds). The model of the variation: the sweep's
 shapes are a sample of the shapes the cost depends on and its repeats a sample of each shape's
@@ -119,8 +119,8 @@ def draw_fit(sweep: pd.DataFrame, fit_row: dict, rng: np.random.Generator, tries
 def replicate(sweep: pd.DataFrame, fit_row: dict, mixes: dict, steps: int, seed: int, r: int):
     """Metric rows of replicate r (module doc): claim, metric, value, replicate, p, m_mem,
     s_cross (dual's, default mix), noise_cv."""
-    from suite.experiments.balance_runs import RUNS, _claim_run, _setup, policies
-    from suite.experiments.balance_summary import summarize_draw
+    from suite.experiments.balance.runs import RUNS, _claim_run, _setup, policies
+    from suite.experiments.balance.summary import summarize_draw
 
     rng = np.random.default_rng([seed, r])
     cost, opt_s, noise_cv = draw_fit(sweep, fit_row, rng)
@@ -157,19 +157,19 @@ def bootstrap_table(
 ) -> pd.DataFrame:
     """balance_bootstrap: every replicate's metric rows (see replicate), in replicate order;
     `workers` processes (the table does not depend on it: each replicate is seeded by r)."""
-    from suite.experiments.balance_runs import _map
+    from suite.experiments.balance.runs import _map
 
     jobs = [(replicate, (sweep, fit_row, mixes, steps, seed, r)) for r in range(replicates)]
     return pd.concat(_map(jobs, workers, None), ignore_index=True)
 
 
 def gain_by_s_cross(cost, buckets: pd.DataFrame) -> pd.DataFrame:
-    """balance_s_cross: the tuning grid of dual on `buckets` (balance_runs.tune_dual) with the
+    """balance_s_cross: the tuning grid of dual on `buckets` (runs.tune_dual) with the
     throughput gain over equal-token at the tuner's configuration (16 ranks, its seed and
     steps), gain_pct, and the chosen point (chosen)."""
     from suite.balance.registry import PolicyInputs, make_policy
     from suite.balance.simulator import SimConfig, simulate
-    from suite.experiments.balance_runs import tune_dual
+    from suite.experiments.balance.runs import tune_dual
 
     best, grid = tune_dual(cost, buckets)
     eq = make_policy("equal-token", PolicyInputs.from_cost(cost, buckets))

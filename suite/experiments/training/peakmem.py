@@ -1,7 +1,7 @@
 """C10's metric rows: peak device memory of the dual run over equal-token, measured per step, and
 over a modelled equal-token baseline at the token budget tuned for balance.
 
-Definitions (suite.train.summary lists every metric): peak_vram_util_gain is the mean over steps
+Definitions (summary lists every metric): peak_vram_util_gain is the mean over steps
 of each step's peak allocated bytes (max over its ranks and their micro-batches), dual over
 equal-token in %; _rankbatch the mean over rank-batches instead (the earlier definition);
 _reserved the same per-step mean of max reserved; _pp the difference in % of device memory;
@@ -16,12 +16,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from suite.train.runstats import compare, pairing_note
+from suite.experiments.training.runstats import compare, pairing_note
 
 
 def memory_rows(ranks, summ, base, new, capacity: float, cond: str, paired: bool) -> list[dict]:
     """C10: the mean over steps of each step's peak (max over its ranks and micro-batches), new
-    over base (run-and-world keys of `summ`, suite.train.runstats.run_summaries); _rankbatch: the
+    over base (run-and-world keys of `summ`, runstats.run_summaries); _rankbatch: the
     mean over rank-batches instead (the earlier definition)."""
     a, b = summ[base][0], summ[new][0]
     pe, pn = a.peak_mem_bytes.mean(), b.peak_mem_bytes.mean()

@@ -1,6 +1,6 @@
 """Metrics of the training experiment from its raw tables alone (pandas/numpy, no torch): one
-row builder per claim group; two runs are compared by suite.train.runstats, C10's memory rows are
-suite.train.peakmem's.
+row builder per claim group; two runs are compared by runstats, C10's memory rows are
+peakmem's.
 
 Definitions (the ledger's keys; every percentage is in %):
 - C1/C2 r_tokens_steps, r_bs2_steps (+ spearman_*): Pearson R between each rank-batch's measured
@@ -34,7 +34,7 @@ Definitions (the ledger's keys; every percentage is in %):
   difference in % of device memory.
 - C14 max_seq_gain: longest single-sample S within the Wan path's peak at the reference length,
   fused over Wan; max_seq_tokens_fused: that S.
-- C15 (suite.train.losscurves) loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
+- C15 (losscurves) loss_max_rel_diff: max over steps of |MA10(fused) - MA10(wan)| / MA10(wan);
   loss_final_rel_diff_policy: |MA10(dual) - MA10(equal-token)| / MA10(equal-token) at the last step;
   loss_final_rel_diff_global: the same for the global policy.
 - C17 fused_throughput_gain: dual + fused over dual + Wan (same policy and data).
@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from suite.experiments.training.losscurves import loss_rows
+from suite.experiments.training.peakmem import memory_rows, tuned_row
+from suite.experiments.training.runstats import compare, paired_runs, pairing_note, run_summaries
 from suite.metrics import metric_rows
 from suite.stats import pearson_ci, spearman_ci
-from suite.train.losscurves import loss_rows
-from suite.train.peakmem import memory_rows, tuned_row
-from suite.train.runstats import compare, paired_runs, pairing_note, run_summaries
 
 BASE, DUAL = "default/equal-token/wan", "default/dual/wan"
 FUSED, GLOBAL = "default/dual/fused", "default/global/wan"

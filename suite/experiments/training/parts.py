@@ -19,8 +19,9 @@ class TrainingIncomplete(WorkDeferred):
     deadline; the finished work is kept in results/training_parts/, a rerun with the same --out
     resumes."""
 
-    # its public home: tracebacks (results/training.error.txt, whose last line is the report's
-    # "failed:" reason) name it suite.experiments.training.TrainingIncomplete, as before the split
+    # its public home, the experiment that raises it: tracebacks (results/training.error.txt,
+    # whose last line is the report's "failed:" reason) name it
+    # suite.experiments.training.TrainingIncomplete
     __module__ = "suite.experiments.training"
 
 

@@ -1,4 +1,4 @@
-"""What every run of the training experiment (suite/experiments/training.py) starts from: the
+"""What every run of the training experiment (suite.experiments.training) starts from: the
 cost model of the run's earlier tables, a fresh model with its optimizer (the same initial
 weights for a given seed), and a policy's Plan (suite.balance.plan), which the emulator and the
 real ranks run with suite.train.step.train_step."""

@@ -1,7 +1,7 @@
-"""The training experiment's one-GPU emulated runs (suite/experiments/training.py): every policy
+"""The training experiment's one-GPU emulated runs (suite.experiments.training): every policy
 and AdaLN path on the same virtual ranks, each after its own warm-up on a throwaway model; with
 `reproduce --budget S` the finished runs are kept in results/training_parts/ and a run that would
-end past the invocation's deadline is left to the next invocation (training_parts.Parts).
+end past the invocation's deadline is left to the next invocation (parts.Parts).
 
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
   C18), long-video mix under equal-token/wan and dual/wan (C9), the default pair again with its
@@ -20,8 +20,8 @@ import time
 
 import pandas as pd
 
-from suite.experiments.training_common import _new_model, _plan
-from suite.experiments.training_parts import Parts
+from suite.experiments.training.common import _new_model, _plan
+from suite.experiments.training.parts import Parts
 
 
 def _warm_batches(corpus, plan, seen: set) -> list:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from suite.experiments.training.losscurves import same_batches
 from suite.stats import bootstrap_runs
 from suite.train.logs import step_table, summary_table
-from suite.train.losscurves import same_batches
 
 N_BOOT = 2000
 

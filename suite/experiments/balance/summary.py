@@ -1,7 +1,7 @@
 """The balance experiment's claim rows (C4-C9), pure, from its tables (suite.experiments.balance).
 
 Only the suite's own policies (equal-token, dual, global) are judged; the comparison with the
-peers (balance_compare) is read by the report's "Beyond the paper" section (suite.report.beyond).
+peers (balance_compare) is the compare module's, drawn in the report's "Beyond the paper" section.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ timed the optimizer apart, fitted here to step_s - optimizer_s, with the optimiz
 step: a policy that runs several micro-batches a rank pays it once, as a real step does:
 sweep_step_model); the policies' budgets (M_mem, the power law's p) come from costmodel_fit and
 dual's s_cross is tuned on the step model per mix on a 60-point geometric grid
-(balance_runs.tune_dual; its seed differs from the evaluation seeds).
+(runs.tune_dual; its seed differs from the evaluation seeds).
 Per-sample noise: the CV of the sweep's repeats around each shape's median, scaled to one sample
 (validate.noise_cv_from_sweep;
 0.25-0.83% in three H200 quick runs of the 30-block model: one GPU's repeat jitter, not
@@ -27,7 +27,7 @@ not depend on it.
 Validation (not judged): where the run also has the emulated training trace (training_ranks),
 the simulator's error on its held-out step times (suite.balance.validate.emulation_error).
 
-Runs (suite.experiments.balance_runs), per profile (PROFILES: steps, plan seeds, comparison
+Runs (suite.experiments.balance.runs), per profile (PROFILES: steps, plan seeds, comparison
 steps at 16 / 1024 ranks, scaling-sweep rank-steps):
     claims, own policies (equal-token, dual, global), every plan seed: default mix at 8 and 16
     ranks, noisy and (16) noise-free ("cost"); long-video mix at 16 ranks (C9); C7 is judged on
@@ -38,7 +38,7 @@ steps at 16 / 1024 ranks, scaling-sweep rank-steps):
     (a registry row's max_ranks caps it, with its reason; the cpu profile leaves out the rows
     whose planner is slow, for CI's time). Rank sweep, every registry policy, plan seed 0, default mix, at 8 ... 1024
     ranks: the comparison's 16-rank steps, fewer at many ranks (about `rank_steps`
-    rank-steps: balance_runs.scale_steps; quick: 300 steps up to 64 ranks, 31 at 1024).
+    rank-steps: runs.scale_steps; quick: 300 steps up to 64 ranks, 31 at 1024).
     cpu    1000 steps x 3 seeds; comparison 200 / 12 steps; sweep 8,000 rank-steps
     quick  1000 steps x 5 seeds; comparison 300 / 16 steps; sweep 32,000 rank-steps
     full   2000 steps x 10 seeds; comparison 2000 / 100 steps; sweep 64,000 rank-steps
@@ -59,14 +59,22 @@ Tables:
                      the registry's baseline, equal-token, at the same ranks; %) for the
                      rank sweep (mix default)
     balance_bootstrap  replicate, claim, metric, value, p, m_mem, s_cross, noise_cv: the
-                     hierarchical bootstrap of the claim metrics (suite.experiments.
-                     balance_bootstrap; REPLICATES per profile: cpu 8 of 200 steps, quick 60 and
-                     full 100 of the profile's steps, one plan seed each), whose percentile intervals the claim
-                     rows carry; with a fitted sweep and its quadratic step model only
+                     hierarchical bootstrap of the claim metrics (bootstrap module; REPLICATES
+                     per profile: cpu 8 of 200 steps, quick 60 and full 100 of the profile's
+                     steps, one plan seed each), whose percentile intervals the claim rows
+                     carry; with a fitted sweep and its quadratic step model only
     balance_s_cross  s_cross, throughput, rank_cv, gain_pct, chosen, p: dual's fine tuning grid
                      on the default mix (16 ranks, the tuner's seed) with the gain over equal-token
 In balance_ranks a rank of several lengths has S = 0.
 Time on the 2-core CPU machine with the H200 reference tables: see docs/perf-notes.md.
+
+The package, one module per job:
+    __init__    profiles, the cost and noise the runs read, run (writes the tables)
+    runs        the simulations: claim runs, comparison, rank sweep, dual's s_cross tuning
+    bootstrap   the hierarchical bootstrap's replicates (balance_bootstrap, balance_s_cross)
+    summary     summarize: the claim rows C4-C9 from the tables alone
+    compare     every policy side by side, the balancing targets, recommendations (the report's
+                "Beyond the paper" section draws them)
 """
 
 from __future__ import annotations
@@ -79,16 +87,15 @@ import pandas as pd
 from suite.balance.costmodel import CostModel, default_cost_model
 from suite.balance.registry import POLICIES, names
 from suite.balance.simulator import NOISE_CV
-from suite.experiments.balance_runs import CORPUS_SIZE, SCALES, _mixes, simulate_tables
-from suite.experiments.balance_summary import step_metrics, summarize
+from suite.experiments.balance.runs import _mixes, simulate_tables
+from suite.experiments.balance.summary import summarize
 from suite.rundir import RunContext
 
 NAME = "balance"
 NEEDS = "cpu"
 # seconds on one H200 (reproduce --budget defers it when they do not fit): measured, 16 cores
 SECONDS = {"quick": 10, "full": 95}
-__all__ = ["CORPUS_SIZE", "NOISE_CV", "SCALES", "run", "simulate_tables", "step_metrics",
-           "summarize"]  # fmt: skip
+__all__ = ["NAME", "NEEDS", "SECONDS", "run", "summarize"]  # the experiment contract
 
 # profile -> (steps, plan seeds, comparison steps at 16 and 1024 ranks, sweep rank-steps,
 # policies the comparison leaves out)
@@ -180,11 +187,11 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
 
 
 def uncertainty_tables(ctx: RunContext, cost: CostModel, steps: int) -> dict[str, pd.DataFrame]:
-    """balance_bootstrap (the hierarchical bootstrap's replicates: balance_bootstrap module) and
+    """balance_bootstrap (the hierarchical bootstrap's replicates: the bootstrap module) and
     balance_s_cross (C8's gain against dual's s_cross on the full-data fit's fine grid)."""
     import time
 
-    from suite.experiments.balance_bootstrap import REPLICATES, bootstrap_table, gain_by_s_cross
+    from suite.experiments.balance.bootstrap import REPLICATES, bootstrap_table, gain_by_s_cross
 
     sweep, fit = _sweep(ctx.run), ctx.run.read_table("costmodel_fit")
     fit_row = fit[fit["variant"] == "free"].iloc[0].to_dict()

@@ -1,5 +1,5 @@
 """The training experiment's single-purpose runs beside the emulation
-(suite/experiments/training.py), on the same model (diffusers' Wan transformer of the profile):
+(suite.experiments.training), on the same model (diffusers' Wan transformer of the profile):
 - C14 (training_maxseq): peak allocated memory of one sample's step (forward + backward, with the
   optimizer's state resident) at a few S, per AdaLN path, through the training step itself (a
   one-rank Plan of one 480p clip); a line through them gives the longest S (whole 480p frames)
@@ -20,7 +20,7 @@ import pandas as pd
 
 from suite.balance.plan import Plan
 from suite.balance.policies import crossover_for_m_comp
-from suite.experiments.training_common import _new_model, _plan
+from suite.experiments.training.common import _new_model, _plan
 
 FRAME_TOKENS_480P = 1560  # tokens of one latent frame at 480 x 832
 

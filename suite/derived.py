@@ -1,5 +1,7 @@
 """Metrics derived from other metrics of the same run, for a claim whose evidence spans two
-experiments. One row of DERIVED per derived metric: data, not code.
+experiments. One row of DERIVED per derived metric: data, not code. It sits beside the metric
+schema (suite.metrics), not in an experiment, because its factors come from two of them, and not
+in the report, which draws and formats numbers but computes none.
 
 C18 (dual-constraint + fused AdaLN over equal-token + Wan's AdaLN) is the balance gain of the
 trace simulation on the run's 30-block cost table (C8's key) compounded with the fused op's

@@ -25,7 +25,7 @@ With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full p
 minutes on one H200, in resumable invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and the C15 loss runs are kept in
-results/training_parts/ (suite/experiments/training_parts.py) and reused.
+results/training_parts/ (parts.py) and reused.
 The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs a shorter one
 (cpu-test) under reproduce.
 
@@ -41,11 +41,23 @@ Method (same data order and seed for every run; a fresh model with the same init
   dual came out almost equal-token: _tuning_model), on each mix's own buckets (the long-video
   pair of C9 has its own s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
   (the same memory cap).
-- runs (tables training_runs, training_ranks): suite/experiments/training_emulated.py.
-- C14 (training_maxseq), C15 (training_loss): suite/experiments/training_probes.py.
+- runs (tables training_runs, training_ranks): emulated.py.
+- C14 (training_maxseq), C15 (training_loss): probes.py.
 Loss normalisation: each micro-batch's loss is the mean over its latent elements times the plan's
 weight (1/world for a bucket policy's one batch per rank, tokens / step tokens for the global
 policy); gradients are summed over ranks. Noise per (seed, sample, epoch): paired across policies.
+
+The package, one module per job; the measuring ones need torch, the metric ones read the tables
+alone (pandas/numpy), so `report RUN_DIR` recomputes every number:
+    __init__      profiles, budgets, run (writes the tables), summarize (every metric row)
+    common        what every run starts from: cost model, fresh model, a policy's Plan
+    emulated      the one-GPU emulated runs (training_runs, training_ranks, training_micro)
+    probes        C14 (training_maxseq) and C15 (training_loss)
+    parts         the finished pieces of a run split over invocations (--budget)
+    summary       the emulated metric rows, one builder per claim group (their keys defined)
+    runstats      two runs compared step by step: STATS and their bootstrap intervals
+    peakmem       C10's memory rows;  losscurves: C15's loss-curve rows
+    realmetrics   C7/C8 rows of the real ranks (training_real; the runs: suite.train.realranks)
 """
 
 from __future__ import annotations
@@ -56,12 +68,10 @@ import os
 import numpy as np
 import pandas as pd
 
-# the runs live in training_common, training_emulated, training_parts and training_probes; every
-# name they held here before the split stays importable from this module (tests, callers)
-from suite.experiments.training_common import _cost_model, _new_model
-from suite.experiments.training_emulated import _emulated_runs
-from suite.experiments.training_parts import TrainingIncomplete as TrainingIncomplete
-from suite.experiments.training_probes import _loss_runs, _maxseq
+from suite.experiments.training.common import _cost_model, _new_model
+from suite.experiments.training.emulated import _emulated_runs
+from suite.experiments.training.parts import TrainingIncomplete as TrainingIncomplete  # run's
+from suite.experiments.training.probes import _loss_runs, _maxseq
 from suite.rundir import RunContext, read_csv
 
 NAME = "training"
@@ -364,11 +374,11 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
 
 
 def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The emulated metrics (suite.train.summary) plus the real-rank ones (suite.train.realranks);
-    pure: pandas only, no torch."""
-    from suite.experiments import METRIC_COLUMNS, metric_rows
-    from suite.train.realranks import real_metrics
-    from suite.train.summary import summarize as summarize_emulated
+    """The emulated metrics (summary) plus the real-rank ones (realmetrics); pure: pandas only,
+    no torch."""
+    from suite.experiments.training.realmetrics import real_metrics
+    from suite.experiments.training.summary import summarize as summarize_emulated
+    from suite.metrics import METRIC_COLUMNS, metric_rows
 
     out = summarize_emulated(tables)
     extra = real_metrics(tables)
