@@ -34,24 +34,25 @@
 // packed words (kept until the end of the row) instead of holding them unpacked through the row
 // reduction: 16 fewer live registers at 16 elements per thread (room for SV at D = 3072 and
 // 5120), the same arithmetic, so the same bits.
-// ILV (default false): the CTA takes its group's row blocks chunk, chunk + chunks, ... instead of
-// a contiguous run, so the resident rows sweep the group as one window (as in adaln_fwd_pf). dx
-// is the same; a CTA's column sums cover other rows, so dscale and dshift round differently.
-// PDL (default false; ACCUM only): the finalize is launched as a programmatic dependent (sm_90);
-// this kernel lets it launch once every CTA has left its row loop, so the finalize's launch and
-// ramp overlap our tail (1.7 us per backward, median over 120 shapes).
-// EARLY (default false; with PF): the CTA's first row is fetched before the multiplier is
-// loaded and stored to shared memory, so its DRAM latency is not paid after the multiplier's
-// (-0.4 to -0.6 us per backward at N = 4096).
-// LEAN (default false): fewer instructions per element, the same arithmetic (same bits): rows
-// that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the per-element
-// column tests, and per-sample or per-token groups (a group is a sample) find a row's sample
-// without a 64-bit division (31% fewer instructions per row block at D = 1536; +3.5
-// to +7.7% at N = 65536, bf16 dy).
+// Fixed designs, no template switch (docs/lab-log.md has what each was measured against):
+// - Aligned (VECTOR) launches take the group's row blocks chunk, chunk + chunks, ..., so the
+//   resident rows sweep the group as one window (as in adaln_fwd_pf); the unaligned fallback
+//   takes a contiguous run (interleaved, it spilled 4 bytes on sm_80 at D = 4100, fp32 dy). dx
+//   is the same either way; a CTA's column sums cover other rows, so dscale and dshift round
+//   differently (still deterministic).
+// - Accumulating, non-token launches let their finalize, launched as a programmatic dependent
+//   (sm_90), start once every CTA has left its row loop, so the finalize's launch and ramp
+//   overlap our tail (1.7 us per backward, median over 120 shapes).
+// - With PF the CTA's first row is fetched before the multiplier is loaded and stored to shared
+//   memory, so its DRAM latency is not paid after the multiplier's (-0.4 to -0.6 us per
+//   backward at N = 4096).
+// - Rows that are a whole number of chunks (D % (VEC * RT) == 0, every Wan width) drop the
+//   per-element column tests, and per-sample or per-token groups (a group is a sample) find a
+//   row's sample without a 64-bit division: the same arithmetic, 31% fewer instructions per row
+//   block at D = 1536 (+3.5 to +7.7% at N = 65536, bf16 dy).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           bool ACCUM, int MINB = 1, bool SACC = false, bool PF = false, bool MSH = false,
-          bool DYN = false, bool SV = false, bool RM = false, bool ILV = false,
-          bool PDL = false, bool LEAN = false, bool EARLY = false>
+          bool DYN = false, bool SV = false, bool RM = false>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,  // dy: [rows, D]
           const TM* __restrict__ scale, i64 smb, i64 smn,
@@ -68,17 +69,19 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
   const int chunk = blockIdx.x, chunks = gridDim.x;
   const i64 group = blockIdx.y;
 
-  // This CTA's rows inside its group (may be none: it still writes zeros): a contiguous run, or
-  // (ILV) every chunks-th block of ROWS rows.
+  // This CTA's rows inside its group (may be none: it still writes zeros): every chunks-th block
+  // of ROWS rows (ILV, aligned launches), or a contiguous run.
+  constexpr bool ILV = VECTOR;
   const i64 per = (rows_per_group + chunks - 1) / chunks;
   const i64 g0 = group * rows_per_group;
   const i64 r_begin = g0 + min((i64)chunk * (ILV ? ROWS : per), rows_per_group);
   const i64 r_end = g0 + (ILV ? rows_per_group : min((i64)(chunk + 1) * per, rows_per_group));
   const i64 step = ILV ? (i64)chunks * ROWS : ROWS;
-  // LEAN: every element of a padded row is a column (no tests), and a row's sample is its group
-  constexpr bool FULL = LEAN && D % (VEC * RT) == 0;
+  // FULL: every element of a padded row is a column (no tests); a row's sample is its group
+  // unless the modulation is affine (one group of all rows)
+  constexpr bool FULL = D % (VEC * RT) == 0;
   auto sample_of = [&](i64 row) -> i64 {
-    if constexpr (LEAN && MODE != MODE_AFFINE) return group;
+    if constexpr (MODE != MODE_AFFINE) return group;
     return row / N;
   };
   static_assert(!PF || VECTOR, "prefetch needs the 16-byte layout");
@@ -106,8 +109,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
       }
     }
   };
-  RowIn cur, nxt;  // EARLY: the first row's loads go out before the multiplier's
-  if (PF && EARLY) fetch(r_begin + g, cur);  // no branch: rows past r_end load nothing
+  RowIn cur, nxt;  // the first row's loads go out before the multiplier's
+  if (PF) fetch(r_begin + g, cur);  // no branch: rows past r_end load nothing
 
   // The multiplier m is the same for every row of the CTA unless modulation is per token.
   float m[NCH][VEC];
@@ -208,8 +211,6 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
   };
 
-  if (PF && !EARLY && r_begin < r_end) fetch(r_begin + g, cur);
-
   for (i64 row0 = r_begin; row0 < r_end; row0 += step) {  // uniform bound: barriers are safe
     const i64 row = row0 + g;
     const bool ok = row < r_end;
@@ -232,8 +233,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
         unpack(cur.x[c], xv);
         unpack(cur.dy[c], dyv[c]);
       }
-      // LEAN with the prefetch: the fetch already zeroed rows past the end, nothing to clear
-      if (LEAN && PF && MODE != MODE_TOKEN) {
+      // with the prefetch the fetch already zeroed rows past the end, nothing to clear
+      if (PF && MODE != MODE_TOKEN) {
       } else if (ok && (FULL || d0 < D)) {
         if (!PF) {
           load_f32<VECTOR>(xr, d0, D, xv);
@@ -306,8 +307,8 @@ adaln_bwd(const TX* __restrict__ x, i64 sxb, i64 sxn, const TY* __restrict__ dy,
     }
     if (RM) cur = nxt;
   }
-  if constexpr (PDL) pdl_launch_dependents();
   if (!ACCUM || MODE == MODE_TOKEN) return;
+  pdl_launch_dependents();  // the finalize's launch may start (a no-op without PDL)
 
   // Partial slot (group, chunk*ROWS + g): one per row group, every slot written (zeros when the
   // CTA had no rows or in padding), so finalize never reads garbage. Thread-major layout: the

@@ -11,11 +11,11 @@
 // for 16-bit y). One CTA per block of ROWS rows.
 // LV: elements of x per vector load (0: a 16-byte load, 8 for 16-bit x; 4 makes the fp32
 // modulation loads beside 16-bit x whole 16-byte words, coalesced across the warp).
-// MINB: resident CTAs per SM ptxas must allow (a register cap). NAMED: each row group's
-// reductions wait on its own named barrier, else on the CTA's (within 1% of each other where
-// measured: 79.4 against 78.9% of the copy, fp32 y at D = 1536; docs/lab-log.md).
+// MINB: resident CTAs per SM ptxas must allow (a register cap). The row groups' reductions
+// wait on the CTA's barrier (a named barrier per row group measured within 1% of it: 79.4
+// against 78.9% of the copy, fp32 y at D = 1536; docs/lab-log.md).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
-          int LV = 0, int MINB = 1, bool NAMED = false>
+          int LV = 0, int MINB = 1>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x[b*sxb + n*sxn + d]
           const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -49,7 +49,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
       }
     }
     float mu, rs;
-    row_stats<D, RT, NAMED ? ROWS : 1>(v, red[g], buf, t, g, eps, mu, rs);
+    row_stats<D, RT, 1>(v, red[g], buf, t, g, eps, mu, rs);
     if (!ok) continue;
     if (t == stats_lane) {
       mean_out[row] = mu;
@@ -204,18 +204,16 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
 }
 
 // Persistent, software-pipelined forward (16-byte aligned rows only; the host falls back to
-// adaln_fwd otherwise). Each CTA walks a contiguous run of row blocks and issues the loads of its
-// next row before reducing the current one, so every resident row group keeps one row of x in
-// flight through its reductions and stores (adaln_fwd has none in flight while it reduces). The
-// prefetched row stays packed (bf16: 8 registers per 16 elements). MREG: per-sample or affine
-// modulation is held in registers, reloaded only when the row group's sample changes, instead of
-// reading 8 * D bytes from L1/L2 per row. Same arithmetic as adaln_fwd: bitwise the same output.
-// MINB: resident CTAs per SM ptxas must allow (a register cap, as in adaln_bwd). LV: as in
-// adaln_fwd. ILV: the CTA takes row blocks blockIdx.x, blockIdx.x + gridDim.x, ... instead of a
-// contiguous run, so the resident rows are one window sweeping the tensor (as a copy's are), not
-// gridDim.x streams at far-apart addresses.
-template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool MREG,
-          int MINB = 1, int LV = 0, bool ILV = false>
+// adaln_fwd otherwise). The CTA takes row blocks blockIdx.x, blockIdx.x + gridDim.x, ..., so the
+// resident rows are one window sweeping the tensor (as a copy's are), not gridDim.x streams at
+// far-apart addresses (a contiguous run per CTA: 2-6% slower at N = 65536, bf16 y;
+// docs/lab-log.md). It issues the loads of its next row before reducing the current one, so every
+// resident row group keeps one row of x in flight through its reductions and stores (adaln_fwd
+// has none in flight while it reduces). The prefetched row stays packed (bf16: 8 registers per 16
+// elements). Same arithmetic as adaln_fwd: bitwise the same output. MINB: resident CTAs per SM
+// ptxas must allow (a register cap, as in adaln_bwd). LV: as in adaln_fwd.
+template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, int MINB = 1,
+          int LV = 0>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
 adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              const TM* __restrict__ scale, const TM* __restrict__ shift, i64 smb, i64 smn,
@@ -223,9 +221,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
              i64 rows, i64 N, float eps) {
   constexpr int VEC = LV ? LV : 16 / (int)sizeof(TX);
   constexpr int NCH = (D + VEC * RT - 1) / (VEC * RT);
-  constexpr bool KEEP = MREG && MODE != MODE_TOKEN;
-  // the lane that writes a row's statistics: none (RT) when they are not wanted (null pointers)
-  const int stats_lane = mean_out ? 0 : RT;
+  const int stats_lane = mean_out ? 0 : RT;  // RT (no lane): statistics not wanted, null
   __shared__ float red[ROWS][Red<RT>::SLOTS];
   const int t = threadIdx.x % RT;
   const int g = threadIdx.x / RT;
@@ -233,10 +229,7 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
 
   // row blocks; this CTA owns s_begin, s_begin + stride, ... below s_end
   const i64 steps = (rows + ROWS - 1) / ROWS;
-  const i64 per = (steps + gridDim.x - 1) / gridDim.x;
-  const i64 s_begin = ILV ? (i64)blockIdx.x : min((i64)blockIdx.x * per, steps);
-  const i64 s_end = ILV ? steps : min(s_begin + per, steps);
-  const i64 stride = ILV ? (i64)gridDim.x : 1;
+  const i64 s_begin = (i64)blockIdx.x, s_end = steps, stride = (i64)gridDim.x;
 
   auto fetch = [&](i64 row, Raw<TX, VEC> (&r)[NCH]) {
     const bool ok = row < rows;
@@ -251,8 +244,6 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
   };
   Raw<TX, VEC> cur[NCH], nxt[NCH];
   if (s_begin < s_end) fetch(s_begin * ROWS + g, cur);
-  float ksc[KEEP ? NCH : 1][VEC], ksh[KEEP ? NCH : 1][VEC];
-  i64 kept = -1;  // the sample whose modulation ksc/ksh hold
 
   for (i64 s = s_begin; s < s_end; s += stride) {  // uniform bound: barriers are safe
     const i64 row = s * ROWS + g;
@@ -272,32 +263,13 @@ adaln_fwd_pf(const TX* __restrict__ x, i64 sxb, i64 sxn,
         rstd_out[row] = rs;
       }
       const i64 moff = MODE == MODE_TOKEN ? b * smb + n * smn : (MODE == MODE_SAMPLE ? b * smb : 0);
-      if (KEEP && kept != (MODE == MODE_SAMPLE ? b : 0)) {
-        kept = MODE == MODE_SAMPLE ? b : 0;
-#pragma unroll
-        for (int c = 0; c < (KEEP ? NCH : 0); ++c) {
-          const int d0 = (c * RT + t) * VEC;
-          if (d0 < D) {
-            load_f32<true>(scale + moff, d0, D, ksc[c]);
-            load_f32<true>(shift + moff, d0, D, ksh[c]);
-          }
-        }
-      }
 #pragma unroll
       for (int c = 0; c < NCH; ++c) {
         const int d0 = (c * RT + t) * VEC;
         if (d0 >= D) continue;
         float sc[VEC], sh[VEC], o[VEC];
-        if (KEEP) {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) {
-            sc[j] = ksc[KEEP ? c : 0][j];
-            sh[j] = ksh[KEEP ? c : 0][j];
-          }
-        } else {
-          load_f32<true>(scale + moff, d0, D, sc);
-          load_f32<true>(shift + moff, d0, D, sh);
-        }
+        load_f32<true>(scale + moff, d0, D, sc);
+        load_f32<true>(shift + moff, d0, D, sh);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           const float xh = (v[c][j] - mu) * rs;

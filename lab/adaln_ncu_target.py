@@ -8,7 +8,7 @@ memcpy that kernels.csv's `copy_same` times is not a kernel ncu can profile). --
 per width, lab/mixed_copy.py's bf16 -> fp32 stream kernels (`coal` and `pair`, a CTA per
 block, one item per thread: the fastest of each), the fp32-out forward's bytes without its work.
 
-    python tools/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536] \
+    python lab/adaln_ncu_target.py --variants default,round1 --widths 1536,3072,5120 [--n 65536] \
         [--dtype bfloat16] [--out-dtype float32] [--copy] [--stream]
 """
 

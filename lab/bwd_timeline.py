@@ -7,7 +7,7 @@ finalize, and the gap between them (negative: the finalize, a programmatic depen
 started before the row kernel ended). A same-size copy is timed the same way beside it: the part
 of a small call that is launch and ramp rather than bytes.
 
-    python tools/bwd_timeline.py [--widths 1536,3072,5120] [--ns 4096,16384] [--reps 30] [--out DIR]
+    python lab/bwd_timeline.py [--widths 1536,3072,5120] [--ns 4096,16384] [--reps 30] [--out DIR]
 Prints a table; DIR/bwd_timeline.csv has every repetition.
 """
 

@@ -1,24 +1,32 @@
-"""Did a kernel-source change alter the machine code of the default kernels? Compiles every default
-configuration's kernels (suite/ops/fused_adaln/kernel_config.py) for sm_90 from the working tree and from the
-kernel sources of a base revision, and compares the ELF .text sections of each kernel (the CUBIN
-bytes differ with any edit that moves a line, so they cannot tell). A refactor or a new variant
-that leaves the defaults' code alone keeps every measured default in reports/ valid.
+"""Did a kernel change alter the machine code of the shipped kernels? Compiles every shipped
+configuration's kernels (suite/ops/fused_adaln/kernel_config.py) for sm_90 from the working tree
+and from a base revision (its kernel sources and its kernel names), and compares each kernel's ELF
+.text section and ptxas's resource report (registers, shared memory, stack, spills); the CUBIN
+bytes differ with any edit that moves a line, so they cannot tell. Kernels are paired by their
+position in KernelConfig.names(), so a template parameter that is removed or added (its names
+change) is compared too. A refactor that leaves the shipped code alone keeps every measurement
+in reports/ valid.
 
-    python lab/kernel_code_diff.py --base d45682e [--widths 1536,3072,5120] [--arch sm_90]
+    python lab/kernel_code_diff.py --base 728903d [--widths 1,7,64,1000,1536,...] [--jobs 2]
 
-Exit status 1 when a kernel's code differs or fails to compile from the base sources.
+Exit status 1 when a kernel's code differs or fails to compile from the base.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import struct
 import subprocess
 import sys
+import types
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+CONFIG = "suite/ops/fused_adaln/kernel_config.py"
+WIDTHS = "1,7,64,1000,1536,3072,4100,5120,8192"  # tests/test_kernel_config.py's
 
 
 def text_sections(cubin: bytes) -> dict[str, bytes]:
@@ -35,56 +43,86 @@ def text_sections(cubin: bytes) -> dict[str, bytes]:
     return out
 
 
+def _git_show(rev: str, path: str) -> str | None:
+    run = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True)
+    return run.stdout if run.returncode == 0 else None
+
+
 def base_sources(rev: str, files: list[str]) -> dict[str, str]:
-    def show(f):
-        return subprocess.run(
-            ["git", "show", f"{rev}:kernels/{f}"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+    """rev's kernels/ files among `files` (those added since rev are left out: their code was
+    inside another file there)."""
+    shown = {f: _git_show(rev, f"kernels/{f}") for f in files}
+    return {f: s for f, s in shown.items() if s is not None}
 
-    def exists(f):  # files added since rev (their code was inside another file there)
-        return not subprocess.run(
-            ["git", "cat-file", "-e", f"{rev}:kernels/{f}"], cwd=ROOT, capture_output=True
-        ).returncode
 
-    return {f: show(f) for f in files if exists(f)}
+def base_config_module(rev: str) -> types.ModuleType:
+    """rev's kernel_config.py as a module (it imports nothing of the suite)."""
+    src = _git_show(rev, CONFIG)
+    if src is None:
+        raise SystemExit(f"{CONFIG} not found at {rev}")
+    mod = types.ModuleType("base_kernel_config")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    exec(compile(src, f"{rev}:{CONFIG}", "exec"), mod.__dict__)
+    return mod
+
+
+def fingerprints(sources: dict[str, str], names: list[str], arch: str) -> list[str | None]:
+    """Per name expression, a hash of its kernel's .text section and ptxas resources."""
+    from suite.cuda.compile import compile_program, resources
+    from suite.ops.fused_adaln.cuda import MAIN
+
+    prog = compile_program(MAIN, sources, names, arch, use_cache=False)
+    text, res = text_sections(prog.cubin), resources(prog)
+    out = []
+    for n in names:
+        code = text.get(".text." + prog.names[n])
+        report = repr(sorted(res.get(n, {}).items())).encode()
+        out.append(None if code is None else hashlib.sha256(code + report).hexdigest())
+    return out
+
+
+def _compare(job) -> tuple[int, list[str]]:
+    from suite.cuda.compile import CompileError
+
+    label, base_src, base_names, head_src, head_names, arch = job
+    if len(base_names) != len(head_names):
+        return 0, [f"{label}: {len(base_names)} kernels at the base, {len(head_names)} now"]
+    try:
+        old = fingerprints(base_src, base_names, arch)
+    except CompileError as e:
+        return 0, [f"{label}: does not compile from the base ({str(e)[:80]})"]
+    new = fingerprints(head_src, head_names, arch)
+    bad = [f"{label}: {b} -> {h} differs" for b, h, o, n in zip(base_names, head_names, old, new)
+           if o is None or o != n]  # fmt: skip
+    return len(head_names) - len(bad), bad
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", required=True, help="git revision whose kernels/ to compare with")
-    ap.add_argument("--widths", default="1536,3072,5120,1000,8192")
+    ap.add_argument("--base", required=True, help="git revision to compare with")
+    ap.add_argument("--widths", default=WIDTHS)
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--jobs", type=int, default=1, help="programs compiled at once")
     a = ap.parse_args(argv)
 
-    from suite.cuda.compile import CompileError, compile_program, read_sources
+    from suite.cuda.compile import read_sources
     from suite.ops.fused_adaln.cuda import SOURCES
     from suite.ops.fused_adaln.kernel_config import all_configs
 
-    main_src = '#include "adaln_fwd.cu"\n#include "adaln_bwd.cu"\n'
-    head, base = read_sources(SOURCES), base_sources(a.base, SOURCES)
     widths = tuple(int(w) for w in a.widths.split(","))
-    same, bad = 0, []
+    head_src, base_src = read_sources(SOURCES), base_sources(a.base, SOURCES)
+    base_cfg = base_config_module(a.base)
+    jobs = []
     for cfg in all_configs(widths):
-        label = f"{cfg.tx}/{cfg.tm}/{cfg.ty} D={cfg.D} mode={cfg.mode}"
-        names = cfg.names()
-        try:
-            old = compile_program(main_src, base, names, a.arch, use_cache=False)
-        except CompileError as e:
-            bad.append(f"{label}: does not compile from {a.base}'s sources ({str(e)[:80]})")
-            continue
-        new = compile_program(main_src, head, names, a.arch)
-        # by name expression: a new defaulted template parameter changes the mangled names
-        old_text, new_text = text_sections(old.cubin), text_sections(new.cubin)
-        for n in names:
-            if old_text.get(".text." + old.names[n]) == new_text.get(".text." + new.names[n]):
-                same += 1
-            else:
-                bad.append(f"{label}: {n} differs")
-    print(f"{same} kernels with the same code as {a.base}; {len(bad)} differ")
+        key = (cfg.tx, cfg.tm, cfg.ty, cfg.D, cfg.mode)
+        label = "{}/{}/{} D={} mode={}".format(*key)
+        base_names = base_cfg.KernelConfig(*key).names()
+        jobs.append((label, base_src, base_names, head_src, cfg.names(), a.arch))
+    same, bad = 0, []
+    with ProcessPoolExecutor(a.jobs) as pool:
+        for n_same, n_bad in pool.map(_compare, jobs):
+            same, bad = same + n_same, bad + n_bad
+    print(f"{len(jobs)} programs: {same} kernels with the same code as {a.base}; {len(bad)} differ")
     print("\n".join(bad))
     return 1 if bad else 0
 

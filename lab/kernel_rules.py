@@ -1,5 +1,5 @@
 """The tuning lab's configuration of the fused AdaLN kernels: the shipped op's launch table
-(suite/ops/fused_adaln/kernel_config.py) as rules over 27 design fields, so a benchmark variant
+(suite/ops/fused_adaln/kernel_config.py) as rules over 20 design fields, so a benchmark variant
 (lab/kernel_variants.py) is a few field values and the rules derive the rest of its design.
 At its defaults a RuleConfig names and launches exactly what the shipped table does
 (lab/tests/test_lab_kernel_config.py checks every width); names and launch geometry come from
@@ -37,7 +37,6 @@ class RuleConfig(KernelNames):
     fwd_ept: int | None = None
     # forward: persistent, the next row prefetched (aligned rows). None: 16-bit y only
     fwd_pf: bool | None = None
-    fwd_mreg: bool = False  # forward (with prefetch): per-sample modulation kept in registers
     # forward: register cap per thread (0: ptxas chooses). None: fwd_cap (64; 128 for the
     # row-per-warp forward, 2 CTAs of 8 warps per SM)
     fwd_regs: int | None = None
@@ -49,7 +48,6 @@ class RuleConfig(KernelNames):
     # modulation loads whole 16-byte words (half the L1 sectors). None: fwd_vec (4 for 16-bit y
     # with rows of at least a warp, and fp32 y with one row per CTA)
     fwd_lv: int | None = None
-    fwd_named: bool = False  # forward without prefetch: a named barrier per row group
     # forward, 16-bit x: 32 elements per thread under a 96-register cap where the 16-element row
     # is one CTA of 192 < threads <= 320 (D = 5120: 4 CTAs of 160 threads per SM instead of 3
     # of 320). None: there (fwd_wide_on)
@@ -81,19 +79,6 @@ class RuleConfig(KernelNames):
     # registers fewer at 16 elements per thread: room for bwd_svec's words on rows wider than
     # 96 threads). None: there, bf16 x and dy with fp32 per-sample modulation
     bwd_remat: bool | None = None
-    # prefetching forward and fused backward: a CTA's row blocks interleaved with the other
-    # CTAs' (block k, k + grid, ...), so the resident rows sweep the tensor as one window
-    fwd_ilv: bool = True
-    bwd_ilv: bool = True
-    # fused backward: the finalize launched as a programmatic dependent of the row kernel
-    # (sm_90; a plain launch elsewhere), its launch overlapping the row kernel's tail
-    bwd_pdl: bool = True
-    # backward: fewer instructions per element, the same arithmetic (kernels/adaln_bwd.cu LEAN);
-    # bitwise the same gradients
-    bwd_lean: bool = True
-    # backward (with prefetch): the first row's loads issued before the multiplier's
-    # (kernels/adaln_bwd.cu EARLY); bitwise the same gradients
-    bwd_early: bool = True
     # forward, adaln_fwd_r2: elements of 16-bit x per load (0: 16 bytes; 4: 8 bytes, so an fp32
     # y chunk is one whole 16-byte store and one scale/shift load serves both rows). None: 4 at
     # D <= 1536, else 16 bytes (fwd_pair_vec)
@@ -192,6 +177,9 @@ class RuleConfig(KernelNames):
         if self.bwd_dyn is not None:
             return self.bwd_dyn
         return self._r7_kind and self.bwd_rows == 1 and 192 < self.bwd_threads <= 320
+
+    def bwd_carveout(self, accum: bool) -> int:  # see bwd_carve
+        return super().bwd_carveout(accum) if self.bwd_carve is None else self.bwd_carve
 
     def _auto(self, field: bool | None) -> bool:
         return self.bwd_r7 if field is None else field

@@ -7,7 +7,7 @@ prints the listing.
 nvdisasm comes from the `nvidia-cuda-nvdisasm` wheel (no GPU needed) or from PATH:
 
     pip install nvidia-cuda-nvdisasm
-    python tools/kernel_sass.py --dtypes bf16,float,bf16 --D 1536 [--mode 0] [--variant bwd-r17]
+    python lab/kernel_sass.py --dtypes bf16,float,bf16 --D 1536 [--mode 0] [--variant bwd-r17]
         [--kernel adaln_fwd_pf] [--arch sm_90] [--full]
 """
 
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", default="bf16,float,bf16", help="x, modulation, y C++ types")
     ap.add_argument("--D", type=int, default=1536)
     ap.add_argument("--mode", type=int, default=0, help="0 per sample, 1 per token, 2 affine")
-    ap.add_argument("--variant", default="default", help="a name of suite/ops/kernel_variants.py")
+    ap.add_argument("--variant", default="default", help="a name of lab/kernel_variants.py")
     ap.add_argument("--kernel", default="", help="only kernels whose name contains this")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--full", action="store_true", help="print every instruction")

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 # Benchmark-only kernel variants (docs/lab-log.md, rounds 1 and 2). The op uses "default"
 # unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
-# same function (tests/test_adaln.py runs the suite on each). Kept: the designs that win
-# somewhere, and the first reference kernels to measure the defaults against. Measured and
-# dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
+# same function (lab/tests/test_variants_gpu.py compares each with the default). Kept: the
+# designs that win somewhere, and the first reference kernels to measure the defaults against.
+# Measured and dropped: 2 rows per load phase, 8 elements per thread (forward and backward), shared-memory
 # sums with the prefetch alone (round 3; with the multiplier beside them and a 3-CTA cap they are
 # round 7's default at D <= 3072: bwd_r7), the same without the cap at D = 5120 (round 7; with
 # the cap through dynamic shared memory it is round 8's default there), cache-streaming hints on
 # the streamed rows (round 10: lost 2-31%, loads and stores alike; code at commit c51ac9e).
+# Retired with the template switches only they used (the shipped kernels keep one path): fwd-pfm,
+# fwd-named, fwd-r18, bwd-r18, bwd-r22, bwd-r29, bwd-r31; code at commit 728903d, what each
+# measured in docs/lab-log.md ("Lab-only kernel switches retired").
 VARIANTS: dict[str, dict] = {
     "default": {},
-    # the designs of the first H200 reference (since then sharing round 4's reductions)
+    # the designs of the first H200 reference (since then sharing round 4's reductions, and
+    # round 19's interleaved backward rows: the contiguous runs left the kernels, code at 728903d)
     "round1": {
         "fwd_pf": False,
         "fwd_lv": 0,
@@ -28,11 +32,8 @@ VARIANTS: dict[str, dict] = {
         "bwd_occ": False,
         "bwd_dyn": False,
         "bwd_sm2": False,
-        "bwd_ilv": False,
     },
     "fwd-v4": {"fwd_lv": 4},  # 4 elements per load everywhere (16-bit x)
-    # fastest bf16 y at D = 5120
-    "fwd-pfm": {"fwd_pf": True, "fwd_mreg": True, "fwd_regs": 0, "fwd_ept": 16},
     # column sums in shared memory and a 2-CTA register cap (the default kernel where they do not
     # fit in 48 KB of static shared memory: D > ~6000 for 16-bit x); fastest fp32 dy at D = 5120
     "bwd-sm2": {
@@ -43,8 +44,6 @@ VARIANTS: dict[str, dict] = {
         "bwd_occ": False,
         "bwd_dyn": False,
     },
-    # round 4: the fp32-y forward with a named barrier per row group (the bf16-y one gained)
-    "fwd-named": {"fwd_named": True},
     # round 5: 48 elements per thread everywhere (a D = 1536 row is one warp: the default there
     # for 16-bit y since round 5), and the round-4 forward of 16 elements per thread everywhere
     "fwd-warp": {"fwd_ept": 48, "fwd_regs": 128},
@@ -117,13 +116,6 @@ VARIANTS: dict[str, dict] = {
     # round 18 (lost 2-3% for bf16 y at N = 65536, removed; code at commit 8b4ad06): the
     # prefetching forward's x loaded with L1::no_allocate, meant to keep the modulation in L1;
     # it was already there (docs/lab-log.md), and the hint made x evict-first in L2
-    # round 19: the persistent kernels' row blocks interleaved over the CTAs (one window
-    # sweeping the tensor, as a copy's accesses; the default since): the contiguous run per CTA
-    # of rounds 2-18, what the default is measured against
-    "fwd-r18": {"fwd_ilv": False},
-    # (bwd-r18 also without rounds 30 and 32: with contiguous rows they spill 16-40 bytes at
-    # D = 1536 under NVRTC 13.0, the H200 image's compiler; the interleaved default does not)
-    "bwd-r18": {"bwd_ilv": False, "bwd_lean": False, "bwd_early": False},
     # round 20 (lost, removed): the prefetching forward for fp32 y with round 19's interleaved
     # rows, {"fwd_pf": True} (-1.6 to -6.4% at N = 65536), and the same with a row per warp,
     # {"fwd_pf": True, "fwd_ept": 48, "fwd_regs": 128} (-15 to -28%)
@@ -131,22 +123,12 @@ VARIANTS: dict[str, dict] = {
     # (KernelConfig.fwd_many; since round 28 fwd_many is the pair kernel for bf16 y at >= 16384
     # rows): one kernel for every row count
     "fwd-r20": {"fwd_many_rows": None},
-    # round 23: the fused backward's finalize launched as a programmatic dependent of the row
-    # kernel (the default since): the plain launch before it, what the default is measured
-    # against. Lost and removed (code at commit 875f5a8): the finalize folded into the row
-    # kernel behind a per-sample barrier under a cooperative launch (5-15 us slower per call)
-    "bwd-r22": {"bwd_pdl": False},
-    # round 30: the backward with fewer instructions per element, the same arithmetic
-    # (kernels/adaln_bwd.cu LEAN; the default since): the backward before it, what the default
-    # is measured against. Lost and removed (code at commit 66f18ae): a CTA's two row groups'
-    # column sums added into one partial row (D = 1536: +1% at N <= 16384, -1.6% at 65536), and
-    # the prefetching forward with one division per row carried with the prefetched row (-5 to
-    # -16% at D = 3072, N = 4096 and at D = 5120)
-    "bwd-r29": {"bwd_lean": False},
-    # round 32: the backward's first row fetched before its multiplier (kernels/adaln_bwd.cu
-    # EARLY; the default since): the multiplier first, as before, what the default is measured
-    # against
-    "bwd-r31": {"bwd_early": False},
+    # Round 23 (lost, removed; code at commit 875f5a8): the finalize folded into the row kernel
+    # behind a per-sample barrier under a cooperative launch (5-15 us slower per call). Round
+    # 30 (lost, removed; code at commit 66f18ae): a CTA's two row groups' column sums added into
+    # one partial row (D = 1536: +1% at N <= 16384, -1.6% at 65536), and the prefetching forward
+    # with one division per row carried with the prefetched row (-5 to -16% at D = 3072,
+    # N = 4096 and at D = 5120)
     # Round 33 (lost, removed; code at commit e586018): the finalize launched at the row
     # kernel's start, every warp acquire-polling per-CTA ready flags (3-52% slower at N = 4096,
     # median 17%). Round 33b (lost, removed; code at 6cf28d7): one poller per finalize CTA on a

@@ -1,10 +1,11 @@
-"""The shipped fused AdaLN launch configurations (suite.ops.fused_adaln.kernel_config): every kernel name and
-launch shape of 243 configurations (three x dtypes, two modulation dtypes, two output dtypes,
-nine widths D = 1 ... 8192, three modes) equals tests/data/adaln_launch_configs.json, written
-from the measured configuration at 4a30506 (before the tuning lab left suite/): names fix the
-machine code (NVRTC instantiates exactly them; lab/kernel_code_diff.py compares the code), the
-launch fields fix the grid. The lab's rules that the table was written from, and the tests of
-where they put each design: lab/tests/test_lab_kernel_config.py."""
+"""The shipped fused AdaLN launch configurations (suite.ops.fused_adaln.kernel_config): every
+kernel name and launch shape of 243 configurations (three x dtypes, two modulation dtypes, two
+output dtypes, nine widths D = 1 ... 8192, three modes) equals tests/data/adaln_launch_configs.json,
+written from the measured configuration at 4a30506 (before the tuning lab left suite/). Its names
+were shortened when the lab-only template switches left the kernels, the machine code the same
+(lab/kernel_code_diff.py --base 728903d). Names fix the machine code (NVRTC instantiates exactly
+them), the launch fields fix the grid. The lab's rules that the table was written from, and the
+tests of where they put each design: lab/tests/test_lab_kernel_config.py."""
 
 import json
 from pathlib import Path
@@ -29,7 +30,6 @@ def launch_fields(c: KernelConfig) -> dict:
         bwd_part_width=c.bwd_part_width,
         bwd_dyn=[c.bwd_dyn_bytes(True), c.bwd_dyn_bytes(False)],
         carve=[c.bwd_carveout(True), c.bwd_carveout(False)],
-        pdl=c.bwd_pdl,
         fwd_pf=[
             c.fwd_launch(True, r).fwd_prefetch and not c.fwd_launch(True, r).fwd_pair(True)
             for r in (1, 10**6)

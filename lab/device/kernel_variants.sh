@@ -3,7 +3,8 @@
 # (lab/kernel_variants.py, predictions in docs/lab-log.md "Next measurements"):
 #   1. NVRTC prebuild, in parallel, of every configuration the tests, sanitizers and timings use,
 #      for every variant; ptxas resource report of the variants (registers, spills, occupancy);
-#   2. at the same time: the GPU tests on every variant | compute-sanitizer memcheck, racecheck,
+#   2. at the same time: the op's GPU tests (default kernels) and every variant against the
+#      default (lab/tests/test_variants_gpu.py) | compute-sanitizer memcheck, racecheck,
 #      initcheck on a small set, every variant (inputs copied from the host, see
 #      tools/adaln_sanitize.py, so initcheck can run with the kernel filter and finish);
 #   3. alone on the GPU: every variant against the default kernel and the baselines on the quick
@@ -42,7 +43,7 @@ from suite.cuda.launch import device_arch
 from lab.kernel_variants import VARIANTS
 from lab.variants import variant_config
 from suite.ops.fused_adaln.cuda import KernelConfig, all_configs, prebuild
-# what tests/test_adaln_gpu.py and tools/adaln_sanitize.py --small run on each variant
+# what lab/tests/test_variants_gpu.py and tools/adaln_sanitize.py --small run on each variant
 used = [(("bf16", "float", "bf16"), 0), (("float", "float", "float"), 0),
         (("bf16", "float", "float"), 0), (("bf16", "bf16", "bf16"), 1), (("f16", "f16", "f16"), 1),
         (("float", "float", "float"), 1), (("bf16", "float", "bf16"), 2),
@@ -70,9 +71,9 @@ for v in ${SMOKE//,/ }; do
   [ $rc -eq 137 ] && { echo "HANG: variant $v did not finish a backward in 90 s; stopping"; exit 3; }
 done
 
-stamp "GPU tests on every variant | compute-sanitizer (parallel)"
-( ADAPTIVELOAD_TEST_VARIANTS=$VARIANTS timeout -s INT 180 python3 -m pytest -q -rfEs --durations=8 \
-    -p no:cacheprovider tests/test_adaln_gpu.py lab/tests/test_variants_gpu.py > "$OUT/gpu_tests.log" 2>&1
+stamp "GPU tests: the op's and every variant's against the default | compute-sanitizer (parallel)"
+( timeout -s INT 180 python3 -m pytest -q -rfEs --durations=8 -p no:cacheprovider -m gpu \
+    tests/test_adaln.py lab/tests/test_variants_gpu.py > "$OUT/gpu_tests.log" 2>&1
   echo "pytest exit=$?" >> "$OUT/gpu_tests.log" ) &
 for tool in memcheck racecheck initcheck; do
   ( timeout -s INT 170 compute-sanitizer --tool $tool --kernel-name kns=adaln \

@@ -1,4 +1,4 @@
-"""tools/bwd_timeline.py: a profiled backward's kernels split into row kernel and finalize."""
+"""lab/bwd_timeline.py: a profiled backward's kernels split into row kernel and finalize."""
 
 import importlib.util
 import math

@@ -1,4 +1,4 @@
-"""tools/kernel_code_diff.py: kernels compared by their machine code, not by CUBIN bytes (NVRTC on
+"""lab/kernel_code_diff.py: kernels compared by their machine code, not by CUBIN bytes (NVRTC on
 the CPU, no GPU needed)."""
 
 import importlib.util

@@ -1,4 +1,4 @@
-"""tools/kernel_sass.py: nvdisasm's listing split into kernels and their opcodes counted (the
+"""lab/kernel_sass.py: nvdisasm's listing split into kernels and their opcodes counted (the
 parsing runs without nvdisasm; the tool itself needs the nvidia-cuda-nvdisasm wheel)."""
 
 from __future__ import annotations

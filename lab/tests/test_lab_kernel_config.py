@@ -1,8 +1,7 @@
 """The lab's configuration rules (lab/kernel_rules.py): at their defaults they give the shipped
 table's configuration at every width; where round 7's design (shared
 column sums and multiplier, 3 CTAs per SM) is the default, where the multiplier fits in shared
-memory beside the sums and the row reductions, and that the other defaults keep their names (and
-so their cached CUBINs)."""
+memory beside the sums and the row reductions, and how the kernel names carry each design."""
 
 import pytest
 
@@ -40,8 +39,7 @@ def test_dynamic_shared_memory_variant_at_d_5120():
     assert c.bwd_dyn_bytes(accum=True) == 4 * 5120 * 3 == 61440
     assert c.bwd_dyn_bytes(accum=False) == 4 * 5120
     name = "5120, 320, 1, 0, true, true, 2, true, true, true, true"
-    # SV, RM, round 19's ILV, round 23's dependent finalize (PDL), round 30's LEAN, 32's EARLY
-    assert c.bwd(True, True).endswith(name + ", true, true, true, true, true, true>")
+    assert c.bwd(True, True).endswith(name + ", true, true>")  # SV, RM
     f32 = v(RuleConfig("bf16", "float", "float", 5120, MODE_SAMPLE), "bwd-dyn5")
     assert f32.bwd(True, True).split(", ")[9] == "1"  # fp32 dy spills under the 2-CTA cap
     tok = v(RuleConfig("bf16", "bf16", "bf16", 5120, MODE_TOKEN), "bwd-dyn5")
@@ -53,26 +51,18 @@ def test_dynamic_shared_memory_variant_at_d_5120():
 
 
 def test_backward_names():
-    lean = RuleConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    c = v(lean, "bwd-r29", "bwd-r31")  # rounds 30 and 32 off: names end before
-    assert lean.bwd(True, True) == c.bwd(True, True)[:-1] + ", true, true>"  # LEAN, EARLY
+    c = RuleConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
     r7 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 3, true, true, true>"
     r6 = "adaln_bwd<bf16, float, bf16, 1536, 96, 2, 0, true, true, 1, false, true>"
-    ilv = ", false, false, false, true>"  # SV, RM off, round 19's interleaved rows (ILV) on
     # round 14: the shared arrays as 16-byte words (rows of <= 96 threads, fp32 modulation)
-    # DYN false, SV, ILV, PDL (round 23); without PDL (bwd-r22) round 22's name
-    assert c.bwd(True, True) == r7[:-1] + ", false, true, false, true, true>"
-    c = v(c, "bwd-r22")
-    assert c.bwd(True, True) == r7[:-1] + ", false, true, false, true>"  # DYN false, SV, ILV
-    assert v(c, "bwd-r18").bwd(True, True) == r7[:-1] + ", false, true>"  # round 14's name
-    assert v(c, "bwd-r14").bwd(True, True) == r7[:-1] + ilv
-    assert v(c, "bwd-r14", "bwd-r18").bwd(True, True) == r7  # round 7's name
+    assert c.bwd(True, True) == r7[:-1] + ", false, true>"  # DYN false, SV
+    assert v(c, "bwd-r14").bwd(True, True) == r7  # round 7's name
     assert not RuleConfig("f16", "f16", "f16", 1536, MODE_SAMPLE).bwd_svec_on(True)  # spills
     assert not RuleConfig("f16", "float", "f16", 1536, MODE_SAMPLE).bwd_svec_on(True)  # spills
     wide = RuleConfig("bf16", "float", "bf16", 3072, MODE_SAMPLE)  # 192 threads: with RM only
     assert wide.bwd_svec_on(True) and not wide.bwd_svec_on(False)
     assert not v(wide, "bwd-r17").bwd_svec_on(True)
-    assert v(c, "bwd-r6", "bwd-r18").bwd(True, True) == r6  # the round-6 default
+    assert v(c, "bwd-r6").bwd(True, True) == r6  # the round-6 default
     # D = 5120: round 8's default is bwd-dyn5's kernel; round 7's kept its round-6 name there
     wide = RuleConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
     assert wide.bwd(True, True) == v(wide, "bwd-dyn5").bwd(True, True)
@@ -109,21 +99,14 @@ def test_names_keep_non_default_ones_and_zeros():
     x-hat and dy (RM) and takes the 16-byte words (SV) on rows wider than 96 threads, bf16 x
     with fp32 modulation only."""
     for D, sv_rm in ((1536, ", false, true>"), (3072, ", false, true, true>")):
-        c = v(RuleConfig("bf16", "float", "bf16", D, MODE_SAMPLE), "bwd-r18")
-        c = v(c, "bwd-r22", "bwd-r29", "bwd-r31")  # no PDL, LEAN, EARLY
+        c = RuleConfig("bf16", "float", "bf16", D, MODE_SAMPLE)
         assert c.bwd(True, True).endswith(sv_rm), c.bwd(True, True)
         assert not c.bwd_remat_on(False)  # no prefetch, no packed row: nothing to recompute
-    wide = v(RuleConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE), "bwd-r22")
-    wide = v(wide, "bwd-r29", "bwd-r31")
+    wide = RuleConfig("bf16", "float", "bf16", 5120, MODE_SAMPLE)
     assert wide.bwd_svec_on(True) and wide.bwd_remat_on(True)
-    old = v(wide, "bwd-r17")  # round 16's backward: neither
+    old = v(wide, "bwd-r17")  # round 16's backward: neither, so both falses leave its name
     assert not old.bwd_svec_on(True) and not old.bwd_remat_on(True)
-    ilv = ", true>"  # round 19's interleaved rows, last
-    assert (
-        old.bwd(True, True)
-        == wide.bwd(True, True).removesuffix(", true, true" + ilv) + ", false, false" + ilv
-    )
-    assert v(wide, "bwd-r18").bwd(True, True) == wide.bwd(True, True).removesuffix(ilv) + ">"
+    assert old.bwd(True, True) == wide.bwd(True, True).removesuffix(", true, true>") + ">"
     f16 = RuleConfig("f16", "float", "f16", 3072, MODE_SAMPLE)  # spills: left alone
     assert not f16.bwd_remat_on(True) and not f16.bwd_svec_on(True)
 
@@ -233,7 +216,7 @@ def _launch(c) -> tuple:
         c.names(),
         m and (m.fwd(True), m.fwd_threads, m.fwd_rows),
         c.fwd_many_rows,
-        (c.fwd_threads, c.fwd_rows, c.bwd_threads, c.bwd_rows, c.bwd_part_width, c.bwd_pdl),
+        (c.fwd_threads, c.fwd_rows, c.bwd_threads, c.bwd_rows, c.bwd_part_width),
         [(c.bwd_dyn_bytes(a), c.bwd_carveout(a)) for a in (True, False)],
         [(r.fwd_prefetch and not r.fwd_pair(True), r.fwd_pair(True)) for r in runs],
     )

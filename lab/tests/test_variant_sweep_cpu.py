@@ -76,8 +76,8 @@ def test_bench_impl_selects_variant_per_call():
     x, e = torch.randn(1, 4, 64), torch.randn(1, 6, 64)
     prev = variants.get_variant()
     try:
-        y = _impl("fused@fwd-pfm")(x, e)
-        assert variants.get_variant() == "fwd-pfm"
+        y = _impl("fused@fwd-v4")(x, e)
+        assert variants.get_variant() == "fwd-v4"
         torch.testing.assert_close(y, _impl("fused")(x, e))
         assert variants.get_variant() == variants.ENV_VARIANT
         assert _impl("fused-f32out@bwd-sm2")(x.bfloat16(), e).dtype == torch.float32

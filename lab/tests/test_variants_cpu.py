@@ -112,19 +112,3 @@ def test_occupancy_and_bytes_in_flight_model():
     assert km.predict_fraction(0.7, 100, 200) == km.CAP
     with pytest.raises(ValueError):
         km.bytes_per_thread("both", 16, 8, 2, 2)
-
-
-def test_dependent_finalize_only_on_the_fused_row_kernel():
-    """Round 23: the fused row kernel lets its finalize launch early (PDL, the last template
-    argument); the D-tile dx pass, per-token modulation and variant bwd-r22 keep plain launches."""
-    from suite.ops.fused_adaln.kernel_config import MODE_SAMPLE, MODE_TOKEN
-
-    now = RuleConfig("bf16", "float", "bf16", 1536, MODE_SAMPLE)
-    assert now.bwd(True, True).endswith(", true, true, true>")  # PDL, then LEAN, EARLY
-    base = v(now, "bwd-r29", "bwd-r31")  # without rounds 30 and 32: PDL is last
-    assert base.bwd(True, True).endswith(", true>") and base.bwd(False, True).endswith(", true>")
-    assert base.bwd(True, False) == v(base, "bwd-r22").bwd(True, False)  # D-tile dx pass
-    old = v(base, "bwd-r22")
-    assert not old.bwd_pdl and old.bwd(True, True) == base.bwd(True, True)[: -len(", true>")] + ">"
-    tok = RuleConfig("bf16", "float", "bf16", 1536, MODE_TOKEN)
-    assert tok.names() == v(tok, "bwd-r22").names()

@@ -284,8 +284,8 @@ def _bwd_plan(key, x, dy_dtype, scale, mode, impl, rk):
         if ok else None
     )  # fmt: skip
     pl.part = None
-    # the fused row kernel lets its finalize launch early (KernelConfig.bwd_pdl)
-    pl.pdl = cfg.bwd_pdl and impl == "fused" and _sm90(idx)
+    # the fused row kernel lets its finalize launch early (kernels/adaln_bwd.cu)
+    pl.pdl = impl == "fused" and _sm90(idx)
     pl.dtile = None
     if impl == "dtile" and not pl.tok:  # the paper's column-owned reduction: a second pass
         n_tiles = -(-R // DTILE_NTILE)

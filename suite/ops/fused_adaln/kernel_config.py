@@ -13,12 +13,10 @@ from dataclasses import dataclass, replace
 
 MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE = 0, 1, 2
 ALL_MODES = (MODE_SAMPLE, MODE_TOKEN, MODE_AFFINE)
-# The kernels' template defaults after their fixed arguments (names drop trailing defaults, so
-# default kernels keep their names and cached CUBINs):
-FWD_PF_DEFAULTS = ["false", "1", "0", "false"]  # adaln_fwd_pf: MREG, MINB, LV, ILV
-FWD_DEFAULTS = ["false", "0", "1", "false"]  # adaln_fwd: VECTOR, LV, MINB, NAMED
-# adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM, ILV, PDL, LEAN, EARLY
-BWD_DEFAULTS = ["1"] + ["false"] * 10
+# The kernels' template defaults after their fixed arguments (names drop trailing defaults):
+FWD_PF_DEFAULTS = ["1", "0"]  # adaln_fwd_pf: MINB, LV
+FWD_DEFAULTS = ["false", "0", "1"]  # adaln_fwd: VECTOR, LV, MINB
+BWD_DEFAULTS = ["1"] + ["false"] * 6  # adaln_bwd: MINB, SACC, PF, MSH, DYN, SV, RM
 DTILE_TD, DTILE_TR, DTILE_NTILE = 32, 8, 512  # the paper's (d_tile, n_tile) layout
 MANY_ROWS = 16384  # launches of at least this many rows (B * N) take a row's `many` forward
 
@@ -167,22 +165,13 @@ class KernelNames:
     """Kernel names and launch geometry of one configuration from its design properties, which
     a subclass provides: fwd_vec, fwd_elems, fwd_cap, fwd_prefetch, fwd_pair(vector),
     fwd_pair_vec, fwd_many; bwd_ctas, bwd_sacc_on, bwd_msh_on, bwd_dyn_on, bwd_prefetch,
-    bwd_svec_on(vector), bwd_remat_on(vector). The class attributes are the shipped values of
-    the template switches the table leaves fixed (the lab varies them)."""
+    bwd_svec_on(vector), bwd_remat_on(vector)."""
 
     tx: str
     tm: str
     ty: str
     D: int
     mode: int
-    fwd_mreg = False  # forward (prefetching): per-sample modulation kept in registers
-    fwd_named = False  # forward without prefetch: a named barrier per row group
-    fwd_ilv = True  # persistent kernels: row blocks interleaved over the CTAs (one window)
-    bwd_ilv = True
-    bwd_pdl = True  # fused backward: the finalize as a programmatic dependent launch (sm_90)
-    bwd_lean = True  # kernels/adaln_bwd.cu LEAN: fewer instructions, bitwise the same gradients
-    bwd_early = True  # kernels/adaln_bwd.cu EARLY: the first row's loads before the multiplier
-    bwd_carve = None  # carveout %; None: sized to the CTAs (bwd_carveout)
     fwd_many_rows: int | None = MANY_ROWS
 
     @property
@@ -217,10 +206,8 @@ class KernelNames:
         if self.fwd_pair(vector):
             return f"adaln_fwd_r2<{head}{_trailing([nb, str(self.fwd_pair_vec)], ['1', '0'])}>"
         if vector and self.fwd_prefetch:
-            tail = [_b(self.fwd_mreg), nb, lv, _b(self.fwd_ilv)]
-            return f"adaln_fwd_pf<{head}{_trailing(tail, FWD_PF_DEFAULTS, 1)}>"
-        tail = [_b(vector), lv, nb, _b(self.fwd_named)]
-        return f"adaln_fwd<{head}{_trailing(tail, FWD_DEFAULTS, 1)}>"
+            return f"adaln_fwd_pf<{head}{_trailing([nb, lv], FWD_PF_DEFAULTS)}>"
+        return f"adaln_fwd<{head}{_trailing([_b(vector), lv, nb], FWD_DEFAULTS, 1)}>"
 
     @property
     def bwd_rt(self) -> int:  # threads per row of the backward: 16 elements per thread
@@ -264,8 +251,6 @@ class KernelNames:
         """Carveout % for a dynamic-shared backward launch: the smallest that holds bwd_ctas CTAs
         of dynamic + static shared memory + the 1 KB the driver reserves per CTA, of the 228 KB
         an H100/H200 SM has (the driver rounds up to a size it supports); L1 keeps the rest."""
-        if self.bwd_carve is not None:
-            return self.bwd_carve
         need = self.bwd_ctas * (self.bwd_dyn_bytes(accum) + self.bwd_red_bytes + 1024)
         return min(100, -(-100 * need // (228 * 1024)))
 
@@ -274,11 +259,6 @@ class KernelNames:
         tail = [str(self.bwd_ctas), _b(self.bwd_sacc_on), _b(pf), _b(self.bwd_msh_on)]
         tail.append(_b(self.bwd_dyn_on and (self.bwd_sacc_on or self.bwd_msh_on)))
         tail += [_b(self.bwd_svec_on(vector)), _b(self.bwd_remat_on(vector))]
-        # interleaved rows not on the unaligned fallback: there they spill 4 bytes on sm_80 at
-        # D = 4100 (fp32 dy); the finalize exists only for accumulating, non-token launches
-        tail.append(_b(self.bwd_ilv and vector))
-        tail.append(_b(self.bwd_pdl and accum and self.mode != MODE_TOKEN))
-        tail += [_b(self.bwd_lean), _b(self.bwd_early and self.bwd_prefetch)]
         return (
             f"adaln_bwd<{self.tx}, {self.tm}, {self.ty}, {self.D}, {self.bwd_rt}, "
             f"{self.bwd_rows}, {self.mode}, {_b(vector)}, {_b(accum)}"
