@@ -23,8 +23,9 @@ import pandas as pd
 
 from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
-from suite.report import beyond, html, pdf, pergpu, plots
+from suite.report import beyond, html, pdf, plots
 from suite.report.derived import derive
+from suite.report.pergpu import claim_rows, gpu_name
 from suite.report.plots import opening
 from suite.report.verdicts import on_gpu
 from suite.report.verdicts import summary as summary_text
@@ -161,7 +162,7 @@ def draw_figures(
     tables: dict[str, pd.DataFrame],
     metrics: pd.DataFrame,
     verdicts: list[Verdict],
-    gpu: str = pergpu.NO_GPU,
+    gpu: str,
 ) -> tuple[list[dict], list[str], list[dict]]:
     """Save every figure as SVG + PNG, the opening figure (the claims at a glance, its marker
     naming `gpu`) first; returns (figures, notes on missing plots, errors).
@@ -175,7 +176,7 @@ def draw_figures(
             old.unlink()
     drawn: list[tuple[str, str, str, Any]] = []
     notes, errors = [], []
-    rows = pergpu.claim_rows([v.to_json() for v in verdicts], gpu, "this run")
+    rows = claim_rows([v.to_json() for v in verdicts], gpu, "this run")
     fig = opening.figure(rows)  # first: the report opens with it
     if fig is not None:
         drawn.append((opening.NAME, opening.CAPTION, "claims", fig))
@@ -229,7 +230,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
     env_path = run.root / "env.json"
     env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
     with mpl.rc_context(plots.RC):
-        gpu = pergpu.gpu_name(env)
+        gpu = gpu_name(env)
         figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts, gpu)
         try:
             context = _context(
