@@ -62,8 +62,8 @@ def figure(long: pd.DataFrame) -> Figure | None:
     ax.set_xscale("log")
     ax.set_xlim(xmin, xmax)
     row_of = {cid: len(ids) - 1 - i for i, cid in enumerate(ids)}  # first claim on top
-    step = ROW_SPREAD / max(1, len(runs) - 1) if len(runs) > 1 else 0.0
-    offset = {r: ROW_SPREAD / 2 - k * step if len(runs) > 1 else 0.0 for k, r in enumerate(runs)}
+    spread = ROW_SPREAD if len(runs) > 1 else 0.0  # runs top to bottom within their claim's row
+    offset = {r: spread / 2 - k * spread / max(1, len(runs) - 1) for k, r in enumerate(runs)}
     words: dict[str, list[tuple[str, str]]] = {}
     for r in long.itertuples(index=False):
         y = row_of[r.id] + offset[r.run]
