@@ -26,7 +26,7 @@ CONF = json.loads((ROOT / "asv.conf.json").read_text())
 RESULTS = ROOT / CONF["results_dir"]
 
 # Direction of "better" for track_ benchmarks, by a word in the name; time_ is lower-is-better.
-HIGHER_IS_BETTER = ("gbps", "pct", "throughput", "per_s")
+HIGHER_IS_BETTER = ("gbps", "pct", "throughput", "per_s", "speedup", "reduction", "saved")
 
 
 def sh(cmd: list[str], env: dict | None = None, check: bool = True) -> int:

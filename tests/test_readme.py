@@ -14,15 +14,31 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def test_results_table_is_generated_from_the_committed_reference():
+def _readme_results():
     sys.path.insert(0, str(ROOT / "tools"))
     try:
         import readme_results
     finally:
         sys.path.remove(str(ROOT / "tools"))
+    return readme_results
+
+
+def test_results_table_is_generated_from_the_committed_references():
+    """One column per GPU's committed reference, each named in the README."""
+    readme_results = _readme_results()
+    for ref in readme_results.REFERENCES:
+        assert f"`{ref}/claims.json`" in README
+    assert readme_results.per_gpu_table(list(readme_results.REFERENCES)) in README
+
+
+def test_single_run_table_reads_a_claims_json():
+    readme_results = _readme_results()
     claims = json.loads((ROOT / readme_results.REFERENCE / "claims.json").read_text())
-    assert f"`{readme_results.REFERENCE}/claims.json`" in README
-    assert readme_results.table(claims) in README
+    out = readme_results.table(claims).splitlines()
+    assert len(out) == 2 + len(claims) and out[2].startswith("| C1 |")
+    c11 = next(c for c in claims if c["id"] == "C11")
+    row = next(r for r in out if r.startswith("| C11 |"))
+    assert f"**{c11['verdict']}**" in row and f"`{c11['metric']}`" in row
 
 
 def test_the_two_commands_and_the_results_come_first():

@@ -1,12 +1,14 @@
-"""tools/verdict_stability.py: verdicts compared across runs, and how often one run's interval
-holds another run's value (per claim, over ordered pairs, and pooled)."""
+"""tools/verdict_stability.py: verdicts compared across runs of one GPU, and how often one run's
+interval holds another run's value (per claim, over ordered pairs, pooled, per GPU)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,12 +38,16 @@ def test_coverage_counts_ordered_pairs_of_the_same_metric(tool, tmp_path):
     a = _run(tmp_path, "a.json", C4=("k", 10.0, 9.0, 11.0), C5=("k", 1.0, None, None))
     b = _run(tmp_path, "b.json", C4=("k", 10.5, 10.4, 10.6), C5=("k", 1.0, None, None))
     c = _run(tmp_path, "c.json", C4=("other", 10.0, 9.0, 11.0), C5=("k", 2.0, 1.5, 2.5))
-    df = tool.table([a, b, c]).set_index("claim")
+    df = tool.table([a, b, c])
+    by_claim = df.set_index("claim")
     # C4: a holds b's 10.5, b does not hold a's 10.0; c measured another metric: not paired
-    assert (df.loc["C4", "held"], df.loc["C4", "pairs"]) == (1, 2)
+    assert (by_claim.loc["C4", "held"], by_claim.loc["C4", "pairs"]) == (1, 2)
     # C5: only c has an interval; it holds neither a's nor b's 1.0
-    assert (df.loc["C5", "held"], df.loc["C5", "pairs"]) == (0, 2)
+    assert (by_claim.loc["C5", "held"], by_claim.loc["C5", "pairs"]) == (0, 2)
     assert tool.pooled(df).startswith("pooled coverage: 1/4 (25%) of ordered run pairs, over 2")
+    # C4 at 1/2 is not under half; C5 at 0/2 is
+    assert tool.verdict(df)["claims under half"] == "C5"
+    assert tool.verdict(df)["acceptance"] == "NOT met"
 
 
 def test_committed_stability_runs_are_judged_under_todays_rules(tool):
@@ -49,3 +55,53 @@ def test_committed_stability_runs_are_judged_under_todays_rules(tool):
     df = tool.table(runs).set_index("claim")
     assert df.loc["C4", "metric"] == "imbalance_rate_reduction_sim"  # today's primary
     assert df.loc["C11", "pairs"] == 6 and df.loc["C4", "held"] == 0  # plan seeds only
+
+
+STABILITY = ROOT / "reports/reference/h200/stability-5753865"
+
+
+@pytest.mark.parametrize(
+    "runs, committed",
+    [
+        ([f"run{i}" for i in (1, 2, 3)], "table.csv"),
+        (["bootstrap-cpu/" + r for r in ("quick-5753865", "full-dd54683", "full-attempt-db196e6")],
+         "bootstrap-cpu/coverage.csv"),
+    ],
+)  # fmt: skip
+def test_reproduces_the_committed_coverage(tool, runs, committed):
+    """The committed tables' per-claim coverage and verdict agreement, from their runs."""
+    groups = tool.by_gpu([str(STABILITY / r) for r in runs])
+    assert len(groups) == 1  # one GPU (the re-simulations carry no env.json: one unknown GPU)
+    _, rows, per_gpu = tool.report(groups)
+    want = pd.read_csv(STABILITY / committed).set_index("claim")
+    got = rows.set_index("claim")
+    for col in ("held", "pairs", "same"):
+        assert got[col].tolist() == want[col].tolist(), col
+    assert per_gpu.loc[0, "held"] == want["held"].sum()
+    assert per_gpu.loc[0, "pairs"] == want["pairs"].sum()
+
+
+def test_stability_runs_per_gpu_and_acceptance(tool, tmp_path):
+    """Runs group by the GPU in their env.json; each GPU gets its own coverage and acceptance."""
+    runs = []
+    for i in (1, 2, 3):
+        src = STABILITY / f"run{i}"
+        for gpu in ("H200", "H100"):
+            dst = tmp_path / gpu / f"run{i}"
+            dst.mkdir(parents=True)
+            shutil.copy2(src / "metrics.csv", dst / "metrics.csv")
+            env = json.loads((src / "env.json").read_text())
+            env["torch"]["device_name"] = f"NVIDIA {gpu}"
+            (dst / "env.json").write_text(json.dumps(env))
+            runs.append(str(dst))
+    out = tmp_path / "stability.md"
+    assert tool.main([*runs, "--out", str(out)]) == 1  # C6 differs between runs of one GPU
+    summary = pd.read_csv(tmp_path / "stability-summary.csv").set_index("gpu")
+    assert list(summary.index) == ["H200", "H100"] and (summary.runs == 3).all()
+    assert (summary.held == 48).all() and (summary.pairs == 84).all()  # table.md's 48/84
+    assert (summary.acceptance == "NOT met").all()
+    assert summary.loc["H200", "claims under half"] == "C4, C5, C6, C8, C9, C15, C17"
+    rows = pd.read_csv(tmp_path / "stability.csv")
+    assert len(rows) == 2 * 18 and set(rows.gpu) == {"H200", "H100"}
+    text = out.read_text()
+    assert "### H200 (3 runs)" in text and "### H100 (3 runs)" in text and "### Per GPU" in text

@@ -1,21 +1,44 @@
-"""Print the README's verdict table (markdown) from a run's claims.json.
+"""Print the README's verdict table (markdown) from committed runs.
 
+    python tools/readme_results.py --per-gpu          # the README's table: one column per GPU
     python tools/readme_results.py reports/reference/h200/quick-5753865/claims.json
 
-Columns: id, claim, paper, ours [95% CI], verdict, definition key (the metric of suite/claims.csv
-the verdict used; "-" for a not-run claim).
+--per-gpu: one row per claim, one column per GPU's reference run (REFERENCES; the GPU named by the
+run's env.json) holding its verdict and value [95% CI], the definition key (the metric of
+suite/claims.csv the verdict used), and with two GPUs or more whether their verdicts differ (why
+they do is the README's prose). With a claims.json: that run's table, columns id, claim, paper,
+ours [95% CI], verdict, definition key ("-" for a not-run claim).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
-from suite.report.html import fmt_ci, fmt_num
+import pandas as pd
 
-# the run the README's results table is generated from (the committed quick reference)
-REFERENCE = "reports/reference/h200/quick-5753865"
+from suite.report.html import fmt_ci, fmt_num
+from suite.report.pergpu import gpus, load_run, per_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+# each GPU's reference run: the README's table has one column per entry (an H100 one joins here
+# when its runs are committed under reports/reference/h100/)
+REFERENCES = ("reports/reference/h200/quick-5753865",)
+REFERENCE = REFERENCES[0]  # the single-run table's default
+
+
+def _row(cells: list) -> str:
+    return "| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |"
+
+
+def _ours(measured, lo, hi, unit: str) -> str:
+    nan = math.nan
+    ours = fmt_num(nan if measured is None else measured)
+    ours += fmt_ci(nan if lo is None else lo, nan if hi is None else hi)
+    return f"{ours} {unit}" if ours != "–" and unit else ours
 
 
 def table(claims: list[dict]) -> str:
@@ -23,31 +46,55 @@ def table(claims: list[dict]) -> str:
         "| id | claim | paper | ours [95% CI] | verdict | definition key |",
         "|---|---|---|---|---|---|",
     ]
-    nan = float("nan")
     for c in sorted(claims, key=lambda c: int(c["id"][1:])):
-        measured = c["measured"] if c["measured"] is not None else nan
-        lo = c["ci_low"] if c["ci_low"] is not None else nan
-        hi = c["ci_high"] if c["ci_high"] is not None else nan
-        ours = fmt_num(measured) + fmt_ci(lo, hi)
-        if ours != "–" and c.get("unit"):
-            ours += f" {c['unit']}"
         cells = [
             c["id"],
             c["claim"],
             c["paper_text"],
-            ours,
+            _ours(c["measured"], c["ci_low"], c["ci_high"], c.get("unit", "")),
             f"**{c['verdict']}**",
             f"`{c['metric']}`" if c["metric"] else "-",
         ]
-        out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in cells) + " |")
+        out.append(_row(cells))
     return "\n".join(out)
 
 
-def main(argv: list[str]) -> int:
-    path = Path(argv[0] if argv else f"{REFERENCE}/claims.json")
+def per_gpu_table(runs: list[Path | str]) -> str:
+    """The README's table from run folders, one per GPU (see the module doc)."""
+    long = pd.concat([load_run(ROOT / r) for r in runs], ignore_index=True)
+    wide, names = per_gpu(long), gpus(long)
+    units = long.drop_duplicates("id").set_index("id")["unit"]
+    several = len(names) > 1
+    head = ["id", "claim", "paper", *(f"{g}: verdict, ours [95% CI]" for g in names)]
+    head += ["definition key"] + (["GPUs"] if several else [])
+    out = [_row(head), _row(["---"] * len(head))]
+    for r in wide.to_dict("records"):
+        cells = [r["id"], r["claim"], r["paper_text"]]
+        for g in names:
+            value = _ours(r[f"{g} measured"], r[f"{g} ci_low"], r[f"{g} ci_high"], units[r["id"]])
+            cells.append(f"**{r[f'{g} verdict']}** {value}")
+        keys = list(dict.fromkeys(r[f"{g} metric"] for g in names))
+        cells.append(" / ".join(f"`{k}`" for k in keys if k) or "-")
+        if several:
+            cells.append("**differ**" if r["differs"] else "agree")
+        out.append(_row(cells))
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("claims", nargs="?", type=Path, help="a run's claims.json (single-run table)")
+    ap.add_argument("--per-gpu", action="store_true", help="one column per GPU (REFERENCES)")
+    a = ap.parse_args(argv)
+    if a.per_gpu:
+        if a.claims:
+            ap.error("--per-gpu reads REFERENCES; give no claims.json with it")
+        print(per_gpu_table(list(REFERENCES)))
+        return 0
+    path = a.claims or ROOT / REFERENCE / "claims.json"
     print(table(json.loads(path.read_text())))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

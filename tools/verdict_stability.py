@@ -1,19 +1,24 @@
-"""Verdict stability across repeated runs: one row per claim, each run's verdict, measured value
-and interval, whether the verdicts agree, and how often one run's interval holds another run's
-value (its coverage), with the coverage pooled over claims.
+"""Verdict stability across repeated runs, per GPU: one row per claim, each run's verdict, measured
+value and interval, whether the verdicts agree, and how often one run's interval holds another
+run's value (its coverage), with the coverage pooled over claims and checked against the
+acceptance (pooled >= 75%, no claim under 50%).
 
-    python tools/verdict_stability.py RUN_A RUN_B RUN_C [--out stability.md]
+    python tools/verdict_stability.py RUN_A RUN_B RUN_C [RUN_D ...] [--out stability.md]
 
 Each RUN is a run directory (or its claims.json). A run directory with a metrics.csv is judged
 under today's rules (suite.claims.evaluate on its metric rows), so runs made under older rules
-compare on one ledger; a claims.json alone is read as written. Coverage: over the ordered pairs
-(i, j), i != j, of runs whose claim has the same primary metric, the share where run i's 95%
-interval holds run j's value; a run without an interval holds nothing and is not counted. A
-95% interval that describes run-to-run variation should hold another run's value about 95% of
-the time; far less says the interval is narrower than what moves between runs.
+compare on one ledger; a claims.json alone is read as written. The GPU of a run is its env.json's
+(suite.report.pergpu.gpu_name; "unknown GPU" without one); runs are compared within their GPU
+only, one table per GPU. Coverage: over the ordered pairs (i, j), i != j, of one GPU's runs whose
+claim has the same primary metric, the share where run i's 95% interval holds run j's value; a run
+without an interval holds nothing and is not counted. A 95% interval that describes run-to-run
+variation should hold another run's value about 95% of the time; far less says the interval is
+narrower than what moves between runs.
 
-Prints a Markdown table and the pooled coverage; with --out also writes them (and a CSV of
-the table beside it). Exit status 1 when any claim's verdict differs between runs.
+Prints Markdown: per GPU its table, pooled coverage, the claims under half and the acceptance;
+then, with several GPUs, one summary row per GPU. With --out also writes them, the per-claim rows
+of every GPU as a CSV beside it (same name, .csv) and the per-GPU summary (-summary.csv).
+Exit status 1 when any claim's verdict differs between runs of one GPU.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from pathlib import Path
 import pandas as pd
 
 from suite.claims import evaluate
+from suite.report.pergpu import gpu_name
+
+ACCEPT_POOLED = 0.75  # pooled coverage the acceptance asks for
+ACCEPT_CLAIM = 0.5  # and no claim with an interval below this
+UNKNOWN_GPU = "unknown GPU"
 
 
 def load(run: str) -> list[dict]:
@@ -39,6 +49,13 @@ def load(run: str) -> list[dict]:
             f"{run}: no metrics.csv or claims.json (give a run directory or a claims.json)"
         )
     return json.loads(p.read_text())
+
+
+def gpu_of(run: str) -> str:
+    """The GPU in the env.json of a run directory (or beside its claims.json)."""
+    p = Path(run)
+    env = (p if p.is_dir() else p.parent) / "env.json"
+    return gpu_name(json.loads(env.read_text())) if env.is_file() else UNKNOWN_GPU
 
 
 def _finite(*xs) -> bool:
@@ -68,6 +85,7 @@ def coverage(runs: list[dict[str, dict]], cid: str) -> tuple[int, int]:
 
 
 def table(runs: list[str]) -> pd.DataFrame:
+    """The per-claim table of runs of one GPU (see the module doc)."""
     claims = [{c["id"]: c for c in load(r)} for r in runs]
     ids = sorted(set().union(*claims), key=lambda i: int(i.lstrip("C")))
     rows = []
@@ -83,32 +101,88 @@ def table(runs: list[str]) -> pd.DataFrame:
         held, pairs = coverage(claims, cid)
         row["held"], row["pairs"] = held, pairs
         row["coverage"] = f"{held}/{pairs}" if pairs else "no interval"
+        row["under half"] = "UNDER" if pairs and held / pairs < ACCEPT_CLAIM else ""
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def pooled(df: pd.DataFrame) -> str:
+def by_gpu(runs: list[str]) -> dict[str, list[str]]:
+    """The runs grouped by their GPU, in the order given."""
+    groups: dict[str, list[str]] = {}
+    for r in runs:
+        groups.setdefault(gpu_of(r), []).append(r)
+    return groups
+
+
+def verdict(df: pd.DataFrame) -> dict:
+    """One GPU's summary: pooled coverage, the claims under half, those whose verdict differs,
+    and whether the acceptance holds."""
     held, pairs = int(df["held"].sum()), int(df["pairs"].sum())
-    claims = int((df["pairs"] > 0).sum())
-    share = f" ({100 * held / pairs:.0f}%)" if pairs else ""
+    under = df.loc[df["under half"] != "", "claim"].tolist()
+    share = held / pairs if pairs else math.nan
+    return {
+        "claims with an interval": int((df["pairs"] > 0).sum()),
+        "held": held,
+        "pairs": pairs,
+        "pooled": f"{held}/{pairs} ({100 * share:.0f}%)" if pairs else "no interval",
+        "claims under half": ", ".join(under) or "none",
+        "verdicts differ": ", ".join(df.loc[df["same"] != "yes", "claim"]) or "none",
+        "acceptance": "met" if pairs and share >= ACCEPT_POOLED and not under else "NOT met",
+    }
+
+
+def pooled(df: pd.DataFrame) -> str:
+    s = verdict(df)
+    share = s["pooled"].partition(" ")[2]
     return (
-        f"pooled coverage: {held}/{pairs}{share} of ordered run pairs, over {claims} claims with "
-        f"an interval: how often one run's 95% interval holds another run's value"
+        f"pooled coverage: {s['held']}/{s['pairs']}{' ' + share if share else ''} of ordered "
+        f"run pairs, over {s['claims with an interval']} claims with an interval: how often one "
+        f"run's 95% interval holds another run's value"
     )
+
+
+def acceptance(df: pd.DataFrame) -> str:
+    s = verdict(df)
+    return (
+        f"acceptance (pooled >= {100 * ACCEPT_POOLED:.0f}%, no claim under "
+        f"{100 * ACCEPT_CLAIM:.0f}%): {s['acceptance']}; claims under half: "
+        f"{s['claims under half']}; verdicts that differ: {s['verdicts differ']}"
+    )
+
+
+def report(groups: dict[str, list[str]]) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """(Markdown, per-claim rows of every GPU, one summary row per GPU)."""
+    parts, frames, summary = [], [], []
+    for gpu, runs in groups.items():
+        df = table(runs)
+        md = df.drop(columns=["held", "pairs"]).to_markdown(index=False)
+        md += f"\n\n{pooled(df)}\n\n{acceptance(df)}"
+        if len(groups) > 1:
+            md = f"### {gpu} ({len(runs)} runs)\n\n{md}"
+        parts.append(md)
+        frames.append(df.assign(gpu=gpu, runs=len(runs)))
+        summary.append({"gpu": gpu, "runs": len(runs), **verdict(df)})
+    rows = pd.concat(frames, ignore_index=True)
+    rows = rows[["gpu", "runs", *(c for c in rows.columns if c not in ("gpu", "runs"))]]
+    per_gpu = pd.DataFrame(summary)
+    if len(groups) > 1:
+        shown = per_gpu.drop(columns=["held", "pairs"]).to_markdown(index=False)
+        parts.append(f"### Per GPU\n\n{shown}")
+    return "\n\n".join(parts), rows, per_gpu
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("runs", nargs="+", help="run directories (or claims.json files)")
-    ap.add_argument("--out", type=Path, help="write the Markdown table here (and a .csv beside)")
+    ap.add_argument("--out", type=Path, help="write the Markdown here (and CSVs beside)")
     a = ap.parse_args(argv)
-    df = table(a.runs)
-    md = df.drop(columns=["held", "pairs"]).to_markdown(index=False) + "\n\n" + pooled(df)
+    md, rows, per_gpu = report(by_gpu(a.runs))
     print(md)
     if a.out:
         a.out.write_text(md + "\n")
-        df.to_csv(a.out.with_suffix(".csv"), index=False)
-    return 0 if (df["same"] == "yes").all() else 1
+        rows.to_csv(a.out.with_suffix(".csv"), index=False)
+        per_gpu.to_csv(a.out.with_name(a.out.stem + "-summary.csv"), index=False)
+    return 0 if (rows["same"] == "yes").all() else 1
 
 
 if __name__ == "__main__":

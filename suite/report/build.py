@@ -25,6 +25,8 @@ from suite import experiments
 from suite.claims import Verdict, evaluate, load_claims
 from suite.derived import derive
 from suite.report import beyond, html, pdf, plots
+from suite.report.pergpu import claim_rows, gpu_name
+from suite.report.plots import opening
 from suite.report.verdicts import on_gpu
 from suite.report.verdicts import summary as summary_text
 from suite.rundir import RunDir, atomic_write_text, write_json
@@ -156,9 +158,14 @@ def _safe(name: str) -> str:
 
 
 def draw_figures(
-    run: RunDir, tables: dict[str, pd.DataFrame], metrics: pd.DataFrame, verdicts: list[Verdict]
+    run: RunDir,
+    tables: dict[str, pd.DataFrame],
+    metrics: pd.DataFrame,
+    verdicts: list[Verdict],
+    gpu: str,
 ) -> tuple[list[dict], list[str], list[dict]]:
-    """Save every figure as SVG + PNG; returns (figures, notes on missing plots, errors).
+    """Save every figure as SVG + PNG, the opening figure (the claims at a glance, its marker
+    naming `gpu`) first; returns (figures, notes on missing plots, errors).
 
     Each figure dict holds name, caption, experiment, and the open matplotlib Figure ("fig") so the
     PDF can reuse it; the caller closes them.
@@ -169,17 +176,10 @@ def draw_figures(
             old.unlink()
     drawn: list[tuple[str, str, str, Any]] = []
     notes, errors = [], []
-    fig = plots.overview(verdicts)
+    rows = claim_rows([v.to_json() for v in verdicts], gpu, "this run")
+    fig = opening.figure(rows)  # first: the report opens with it
     if fig is not None:
-        drawn.append(
-            (
-                "claims-overview",
-                "Each measured claim's primary value divided by the "
-                "paper's value, with its 95% CI; colour is the verdict.",
-                "claims",
-                fig,
-            )
-        )
+        drawn.append((opening.NAME, opening.CAPTION, "claims", fig))
     for name in experiments.REGISTRY:
         if not any(t == name or t.startswith(f"{name}_") for t in tables):
             continue
@@ -230,7 +230,8 @@ def build_report(run_dir: Path | str) -> BuildResult:
     env_path = run.root / "env.json"
     env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
     with mpl.rc_context(plots.RC):
-        figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts)
+        gpu = gpu_name(env)
+        figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts, gpu)
         try:
             context = _context(
                 run, env, states, tables, verdicts, figs, plot_notes, errors + plot_errors, notes
@@ -243,7 +244,7 @@ def build_report(run_dir: Path | str) -> BuildResult:
                 context["claims"],
                 context["subtitle"],
                 context["summary_text"],
-                [(f["name"], f["caption"], f["fig"]) for f in figs],
+                [(f["name"], f["caption"], f["fig"]) for f in figs],  # the opening one first
                 context["beyond"],
                 context["cost_forms"],
             )
@@ -282,6 +283,7 @@ def _context(
     by_id = {c.id: c for c in claims}
     # named from env.json, not the folder, so a run copied elsewhere rebuilds to the same bytes
     run_name = f"{timestamp.replace(':', '')}-{profile}" if env else "unknown"
+    shown = [{**f, "svg": html.inline_svg(run.figures / f"{f['name']}.svg")} for f in figs]
     rank_groups = {}
     for cid, note in sorted(ranks.items(), key=lambda kv: int(kv[0][1:])):
         rank_groups.setdefault(note, []).append(cid)
@@ -307,7 +309,9 @@ def _context(
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
         "choices": html.CHOICES,
         "experiments": states,
-        "figures": [{**f, "svg": html.inline_svg(run.figures / f"{f['name']}.svg")} for f in figs],
+        # the opening figure heads the summary; the Figures section holds the rest
+        "opening": next((f for f in shown if f["name"] == opening.NAME), None),
+        "figures": [f for f in shown if f["name"] != opening.NAME],
         "plot_notes": plot_notes,
         "not_run": [
             {

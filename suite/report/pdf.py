@@ -1,5 +1,5 @@
-"""report.pdf with matplotlib PdfPages: a title page with the summary and the verdict table, the
-Beyond-the-paper page, then every figure.
+"""report.pdf with matplotlib PdfPages: the claims at a glance (the opening figure), a title page
+with the summary and the verdict table, the Beyond-the-paper page, then every other figure.
 
 Text is wrapped to the width it is given, measured with the renderer (not guessed from character
 counts), and table rows grow to their tallest cell, so nothing crosses its cell or the page;
@@ -272,19 +272,31 @@ def write_pdf(
     figures: list[tuple[str, str, Figure]],
     beyond: dict | None = None,
     cost_forms: dict | None = None,
+    opening: str = "claims-overview",
 ) -> None:
-    """Title page, the Beyond-the-paper page when there is one (balancing and/or cost forms),
-    then each (name, caption, figure) with its caption as the page's footer."""
+    """The opening figure (the claims at a glance, `opening`; the first of `figures` when it is
+    that one) as the first page, the title page, the Beyond-the-paper page when there is one
+    (balancing and/or cost forms), then each other (name, caption, figure) with its caption as the
+    page's footer."""
+    first = [f for f in figures[:1] if f[0] == opening]
     tmp = Path(path).with_suffix(".pdf.tmp")
     with PdfPages(tmp, metadata=PDF_METADATA) as pdf:
+        for item in first:
+            figure_page(pdf, *item)
         extra = [beyond_page(beyond, cost_forms)] if beyond or cost_forms else []
         for page in [title_page(rows, subtitle, summary), *extra]:
             pdf.savefig(page)
             plt.close(page)
-        for name, caption, fig in figures:
-            prop = FontProperties(size=6)
-            text = wrap(fig, f"{name}: {caption}", 0.98 * fig.bbox.width, prop, 2)
-            note = fig.text(0.01, 0.01, text, fontsize=6, color="#555", va="bottom")
-            pdf.savefig(fig, bbox_inches="tight", pad_inches=0.15)  # nothing cut at the edge
-            note.remove()
+        for item in figures[len(first) :]:
+            figure_page(pdf, *item)
     tmp.replace(path)
+
+
+def figure_page(pdf: PdfPages, name: str, caption: str, fig: Figure) -> None:
+    """A figure as a page of its own size, its caption as the footer."""
+    prop = FontProperties(size=6)
+    text = wrap(fig, f"{name}: {caption}", 0.98 * fig.bbox.width, prop, 2)
+    # below the figure's own bottom edge (the tight box grows to hold it): clear of its x label
+    note = fig.text(0.01, -0.005, text, fontsize=6, color="#555", va="top")
+    pdf.savefig(fig, bbox_inches="tight", pad_inches=0.15)  # nothing cut at the edge
+    note.remove()
