@@ -74,6 +74,20 @@ def test_the_step_model_prices_launch_bound_shapes_at_the_floor():
     assert back.floor_s == pytest.approx(0.22) and back.predict(1, 1560) == pytest.approx(0.22)
 
 
+def test_fitted_sweep_holds_the_rows_the_fits_take():
+    sw = floored_sweep(GRID, 0.45)
+    t = exp.fit_tables(sw)
+    kept = exp.fitted_sweep(sw)
+    lb = t["costmodel_launch_bound"]
+    assert set(zip(kept["B"], kept["S"])) == set(
+        zip(lb.loc[~lb["excluded"], "B"], lb.loc[~lb["excluded"], "S"])
+    )
+    assert len(kept) == 3 * t["costmodel_fit"].iloc[0]["n"]
+    assert fit_cost(kept["B"], kept["S"], kept["step_s"]).p == pytest.approx(
+        t["costmodel_fit"].iloc[0]["p"]
+    )
+
+
 def test_every_shape_is_fitted_where_the_rest_cannot_determine_the_fits():
     few = [(1, 1560), (2, 1560), (4, 1560), (1, 3600), (1, 75_600), (2, 32_760)]
     t = exp.fit_tables(floored_sweep(few, 0.45))

@@ -6,6 +6,7 @@ One folder for the measurement of C1-C3, top to bottom:
     sweep.py       the `shapes` experiment: times the training step over the (B, S) grid and the
                    held-out shapes, round-robin (shapes_sweep, shapes_heldout)
     fit.py         the fits and the tables below; launch-bound shapes left out of them
+                   (fitted_sweep: the rows they take, for other refits of the sweep)
     validation.py  the held-out shapes against the step model (costmodel_heldout)
     rows.py        the metric rows (summarize)
 
@@ -61,6 +62,7 @@ from suite.experiments.costmodel.fit import (  # noqa: F401 (the package's inter
     TableCost,
     capacity,
     fit_tables,
+    fitted_sweep,
     latency_table,
     model_from_quadratic,
     quadratic_table,

@@ -99,6 +99,14 @@ def capacity(ctx) -> float:
     return math.nan
 
 
+def fitted_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The shapes_sweep rows the fits take (launch-bound shapes left out: fit_rows), for any
+    other refit of the sweep (a step model with the optimizer apart, a bootstrap's resamples), so
+    it too prices the model's work, not the host's launches."""
+    keep, _ = fit_rows(sweep["B"], sweep["S"], sweep["step_s"])
+    return sweep[keep]
+
+
 def fit_tables(
     sweep: pd.DataFrame, capacity_bytes: float = math.nan, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
