@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> None:
 
     if not torch.cuda.is_available():
         raise SystemExit("kernels_after_shapes.py: needs a CUDA GPU (none found)")
-    from suite.experiments import kernels, shapes
+    from suite.experiments import kernels
+    from suite.experiments.costmodel import sweep as shapes
     from suite.experiments.kernels import bench
     from suite.rundir import RunContext, RunDir
 

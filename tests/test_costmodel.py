@@ -205,7 +205,7 @@ def _grid_sweep(cost, repeats=2):
     import pandas as pd
 
     from suite.balance.shapebench import equal_token_grid
-    from suite.experiments.shapes import M_TOK, QUICK_BUCKETS
+    from suite.experiments.costmodel.sweep import M_TOK, QUICK_BUCKETS
 
     B, S = np.array(equal_token_grid(QUICK_BUCKETS, M_TOK, 12_000), dtype=float).T
     df = pd.DataFrame({"B": np.repeat(B, repeats), "S": np.repeat(S, repeats)})
@@ -288,7 +288,7 @@ def test_every_c1_c3_row_names_model_blocks_checkpointing_and_dtype():
 
 def test_c1_alternatives_over_the_equal_token_shapes_of_the_sweep():
     from suite.experiments import costmodel as exp
-    from suite.experiments.shapes import M_TOK, QUICK_BUCKETS, prior_seconds
+    from suite.experiments.costmodel.sweep import M_TOK, QUICK_BUCKETS, prior_seconds
 
     sw = _grid_sweep(prior_seconds).assign(device="synthetic", model="wan-1.3b", m_tok=M_TOK)
     rows = exp.summarize(exp.fit_tables(sw)).set_index("metric")

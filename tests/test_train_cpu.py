@@ -161,7 +161,8 @@ def test_cli_help():
 
 def test_shapes_and_training_experiments_on_cpu(tmp_path):
     """The experiments' CPU paths (tiny model): tables, metric keys of the ledger, figures."""
-    from suite.experiments import shapes, training
+    from suite.experiments import training
+    from suite.experiments.costmodel import sweep as shapes
     from suite.report.plots import shapes as shapes_plots
     from suite.report.plots import training as training_plots
     from suite.rundir import RunContext, RunDir
@@ -171,7 +172,13 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
         "cpu",
         "cpu",
         options={
-            "shapes": {"buckets": (64, 256), "m_tok": 512, "ladder_tokens": 128, "repeats": 2},
+            "shapes": {
+                "buckets": (64, 256),
+                "m_tok": 512,
+                "ladder_tokens": 128,
+                "repeats": 2,
+                "max_repeats": 2,
+            },
             "training": {"steps": 2, "long_steps": 2, "loss_steps": 4, "corpus": 1500},
         },
     )

@@ -76,13 +76,15 @@ class CostModel:
             return self
         q = self.quadratic
         return QuadraticCost(
-            a=q["a"], c=q["c"], b=q["b"], d=q["d"], source=q.get("source") or "quadratic"
-        )
+            a=q["a"], c=q["c"], b=q["b"], d=q["d"], floor_s=q.get("floor_s") or 0.0,
+            source=q.get("source") or "quadratic",
+        )  # fmt: skip
 
     def with_quadratic(self, q: QuadraticCost | None) -> CostModel:
         if q is None:
             return replace(self, quadratic=None)
-        keep = {"a": q.a, "c": q.c, "b": q.b, "d": q.d, "r2": q.r2, "n": q.n, "source": q.source}
+        keep = {"a": q.a, "c": q.c, "b": q.b, "d": q.d, "floor_s": q.floor_s, "r2": q.r2}
+        keep |= {"n": q.n, "source": q.source}
         return replace(self, quadratic={k: _finite_or_none(v) for k, v in keep.items()})
 
     def predict(self, B, S) -> np.ndarray:
@@ -275,12 +277,15 @@ def loo_error(B, S, t, p: float | None = None, aggregate: bool = True) -> float:
 @dataclass(frozen=True)
 class QuadraticCost:
     """step_time = a + c*B + b*B*S + d*B*S^2 (seconds): fixed, per-sample, linear and quadratic
-    token terms. The same cost interface as CostModel: predict(B, S) and fixed_s (= a)."""
+    token terms, and no less than floor_s, the launch floor (a step whose GPU work is shorter
+    than launching its kernels takes the launch time; suite.balance.shapebench.launch_bound).
+    The same cost interface as CostModel: predict(B, S) and fixed_s (= a)."""
 
     a: float
     c: float
     b: float
     d: float
+    floor_s: float = 0.0
     r2: float = math.nan
     resid_cv: float = math.nan  # RMS of predicted / measured - 1 over the fitted shapes
     n: int = 0
@@ -296,7 +301,7 @@ class QuadraticCost:
         return self.c + self.b * S + self.d * S**2
 
     def predict(self, B, S) -> np.ndarray:
-        return self.a + np.asarray(B, float) * self.sample_cost(S)
+        return np.maximum(self.floor_s, self.a + np.asarray(B, float) * self.sample_cost(S))
 
 
 def fit_quadratic_cost(B, S, t, source: str = "", aggregate: bool = True) -> QuadraticCost:

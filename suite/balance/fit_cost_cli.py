@@ -103,8 +103,13 @@ def fit_cost_main(argv: list[str]) -> int:
 
 def _print_physical_form(sweep: pd.DataFrame) -> None:
     """The physical form beside the power law, so a user sees whether a + b*B*S^p is adequate
-    for their model (on the H200 reference sweep: R^2 0.999 against 0.912). Printed only."""
+    for their model (on the H200 reference sweep: R^2 0.999 against 0.912). Printed only; over
+    the shapes the fits take (launch-bound ones left out)."""
+    from suite.balance.shapebench import fit_rows
+
     B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    keep, _ = fit_rows(B, S, t)
+    B, S, t = B[keep], S[keep], t[keep]
     try:
         q = fit_quadratic_cost(B, S, t)
     except ValueError as e:
@@ -166,9 +171,18 @@ def _per_batch_seconds(df: pd.DataFrame) -> tuple[pd.Series, float, str]:
 
 
 def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
+    from suite.balance.shapebench import fit_rows
     from suite.data.corpus import sample_corpus
 
-    cost = fit_cost(df["B"], df["S"], df["step_s"], p=a.p, source=a.sweep or "fit-cost sweep")
+    # launch-bound shapes (their time is the host's) are left out of both fits, as the
+    # costmodel experiment does; the physical form keeps their launch floor
+    per_batch, opt_s, src = _per_batch_seconds(df)
+    keep, lb = fit_rows(df["B"], df["S"], per_batch)
+    if lb["excluded"].any():
+        left = lb.loc[lb["excluded"], ["B", "S"]].values.tolist()
+        print(f"launch-bound shapes left out of the fits: {left}")
+    fit, per_batch = df[keep], per_batch[keep]
+    cost = fit_cost(fit["B"], fit["S"], fit["step_s"], p=a.p, source=a.sweep or "fit-cost sweep")
     default = default_cost_model()
     m_mem = default.m_mem
     if a.capacity_gb is not None:
@@ -188,9 +202,11 @@ def _fit_from_sweep(df: pd.DataFrame, a) -> CostModel:
         )
     # the physical form beside it: the simulator's step model (CostModel.step_model), fitted to
     # what a micro-batch costs where the sweep timed the optimizer apart (charged once a step)
-    per_batch, opt_s, src = _per_batch_seconds(df)
     try:
-        quad = fit_quadratic_cost(df["B"], df["S"], per_batch, source=f"fit-cost quadratic, {src}")
+        quad = fit_quadratic_cost(
+            fit["B"], fit["S"], per_batch, source=f"fit-cost quadratic, {src}"
+        )
+        quad = replace(quad, floor_s=float(lb["floor_s"].iloc[0]))
     except ValueError:
         quad = None  # reported by _print_physical_form
     cost = replace(cost.with_quadratic(quad), optimizer_s=opt_s if quad is not None else 0.0)

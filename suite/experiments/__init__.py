@@ -23,7 +23,7 @@ from suite.metrics import METRIC_COLUMNS, metric_rows  # noqa: F401  (every expe
 
 # name -> module, in the order `reproduce` runs them (cheap CPU work first).
 REGISTRY: dict[str, str] = {
-    "shapes": "suite.experiments.shapes",  # (B, S) sweep of the real model: latency + memory
+    "shapes": "suite.experiments.costmodel.sweep",  # (B, S) sweep of the real model: latency + memory
     "costmodel": "suite.experiments.costmodel",  # C3 fit; C1/C2 over the sweep
     "balance": "suite.experiments.balance",  # C4, C5, C6, C9 simulated with the fitted model
     "kernels": "suite.experiments.kernels",  # C11, C12 (GB/s, speedups)

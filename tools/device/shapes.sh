@@ -10,7 +10,7 @@
 #    which also reports C1/C2 alternatives). diffusers' WanTransformer3DModel, Wan 2.1 1.3B, 30
 #    blocks, bf16, gradient checkpointing, eager, text 512; 11 buckets at the equal-token
 #    B = floor(75600 / S) + a ladder of cheap B: 25 shapes, 1 warm-up + 2 timed steps each.
-# Estimate (suite/experiments/shapes.py's docstring: 2.6 s at one 32,760-token clip, 3.8x spread
+# Estimate (suite/experiments/costmodel/sweep.py's docstring: 2.6 s at one 32,760-token clip, 3.8x spread
 # at equal tokens): install 15 s, tests ~40 s, sweep ~185 s + ~15 s model build and fits: ~4.3 min.
 # Every step is under `timeout` (tests 60 s, sweep 255 s), so the script ends by ~5.6 min even if
 # the estimate is off; a sweep cut by its timeout writes no table, and its per-shape log lines

@@ -1,36 +1,15 @@
-"""costmodel: fit step_time ~ a + b*B*S^p to the measured shape sweep (C3), and C1/C2 over it;
-beside it (not judged) the physical form a + c*B + b*B*S + d*B*S^2, the latency table's
-interpolator.
+"""The costmodel experiment's tables from a shapes_sweep (fit_tables), and the step model they
+give a run (run_quadratic, run_table_cost): what balance and training simulate and tune with.
 
-Reads `shapes_sweep` (written by the `shapes` experiment: B, S, tokens, bs2, repeat, step_s,
-peak_mem_bytes and what it ran on: device, model, layers, dim, dtype, checkpointing, adaln, arch).
-Every C1-C3 row's conditions name the model class, config, blocks, width, checkpointing and dtype
-(model_conditions; e.g. "diffusers WanTransformer3DModel, Wan 2.1 1.3B, 30 blocks, D=1536,
-gradient checkpointing, bf16"). Writes
-    costmodel_fit        one row per variant ("free": p fitted; "p2": p fixed at 2) with a, b, p,
-                         their 95% CIs, r2, loo_err, the memory model m0, m1 and the budgets
-                         m_mem, m_comp, s_cross, and META_COLUMNS
-    costmodel_residuals  one row per sweep measurement and variant: measured, predicted, residual
-    costmodel_quadratic  one row: a, c, b, d of a + c*B + b*B*S + d*B*S^2 (fixed, per-sample,
-                         linear token and attention terms; suite.balance.costmodel.
-                         fit_quadratic_cost), r2, loo_err (leave-one-bucket-out, the same folds as
-                         the power law's), resid_cv, META_COLUMNS. Beyond the paper: C3 stays
-                         judged on the power law's cost_fit_r2; runs finished before this table
-                         existed lack it, and summarize then omits its rows. Absent when the sweep
-                         cannot determine the four terms (B does not vary).
-    costmodel_table      the per-shape latency table: n repeats, median and quartiles, the
-                         quadratic's prediction and relative error. run_table_cost(run) prices
-                         any (B, S) from it: measured median where measured, the quadratic form
-                         elsewhere (what the simulator uses for shapes the sweep did not time).
-Budgets: M_mem from the memory fit and the device capacity (ctx.options["capacity_bytes"], else
-the CUDA device's total memory) with a 10% margin; without a capacity (CPU runs) the Wan-14B-on-H200
-default (suite.balance.costmodel.WAN14B_M_MEM) is used and the row says so. M_comp = M_mem *
-s_cross^(p-1), s_cross chosen by simulated throughput on the default mix at 16 ranks (tuning seed).
-C3's metrics: cost_fit_r2 (R^2 of seconds: the verdict's, since the balance rule sums predicted
-seconds per rank) and cost_fit_r2_rel (R^2 of the relative residuals, the fit's own objective,
-shown beside it), each with a 95% CI from R2_RESAMPLES refits on resampled shapes.
-The metric rows (`summarize`, model_conditions) are in suite.experiments.costmodel_rows.
-Budget: a few seconds in every profile (curve fits, the R^2 refits, a 2000-resample bootstrap).
+Launch-bound shapes (suite.balance.shapebench.launch_bound: predicted GPU work under 1.25x the
+launch floor) are left out of every fit, the power law's p included: their time measures the
+host's kernel launches, which on the H200 node is bimodal (~0.22 or ~0.4 s a step in no fixed
+order), so with them the node's mode steered p (1.462 quick against 1.405 full on the H200
+references; without them 1.370 and 1.354). Left out rather than down-weighted: any weight keeps a
+mode-dependent pull on p and the per-sample term. The quadratic form carries the launch floor
+(QuadraticCost.floor_s: no step is priced under it), so it still prices those shapes. Where the
+other shapes cannot determine a fit (too few, one batch size), every shape is fitted and the
+fit row says so (launch_bound_shapes 0).
 """
 
 from __future__ import annotations
@@ -53,25 +32,17 @@ from suite.balance.costmodel import (
     loo_error_quadratic,
     memory_budget,
 )
+from suite.balance.shapebench import fit_rows
 from suite.balance.simulator import tune_s_cross
 from suite.data.corpus import sample_corpus
-from suite.experiments.costmodel_rows import (  # noqa: F401 (summarize: this experiment's)
-    QUADRATIC_FORM,
-    model_conditions,
-    r2_intervals,
-    r2_pair,
-    summarize,
-)
-from suite.rundir import RunContext
-
-NAME = "costmodel"
-NEEDS = "cpu"
 
 # what the sweep was measured on (shapes_sweep's columns; "" where an older sweep lacks one)
 META_COLUMNS = [
     "device", "model", "layers", "dim", "dtype", "checkpointing", "adaln", "arch", "m_tok"
 ]  # fmt: skip
-TABLE_COLUMNS = ["B", "S", "tokens", "n", "median_s", "q25_s", "q75_s", "quad_s", "quad_rel_err"]
+TABLE_COLUMNS = [
+    "B", "S", "tokens", "n", "median_s", "q25_s", "q75_s", "quad_s", "quad_rel_err", "launch_bound"
+]  # fmt: skip
 FIT_COLUMNS = [
     "variant",
     "a",
@@ -95,6 +66,8 @@ FIT_COLUMNS = [
     "m_comp",
     "s_cross",
     "budget_source",
+    "launch_floor_s",
+    "launch_bound_shapes",
     *META_COLUMNS,
 ]
 QUADRATIC_COLUMNS = [
@@ -106,11 +79,14 @@ QUADRATIC_COLUMNS = [
     "loo_err",
     "resid_cv",
     "n",
+    "floor_s",
+    "launch_bound_shapes",
     *META_COLUMNS,
 ]
 
 
-def _capacity(ctx: RunContext) -> float:
+def capacity(ctx) -> float:
+    """Device memory for M_mem: ctx.options["capacity_bytes"], else the CUDA device's, else NaN."""
     if "capacity_bytes" in ctx.options:
         return float(ctx.options["capacity_bytes"])
     if ctx.device == "cuda":
@@ -123,6 +99,14 @@ def _capacity(ctx: RunContext) -> float:
     return math.nan
 
 
+def fitted_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The shapes_sweep rows the fits take (launch-bound shapes left out: fit_rows), for any
+    other refit of the sweep (a step model with the optimizer apart, a bootstrap's resamples), so
+    it too prices the model's work, not the host's launches."""
+    keep, _ = fit_rows(sweep["B"], sweep["S"], sweep["step_s"])
+    return sweep[keep]
+
+
 def fit_tables(
     sweep: pd.DataFrame, capacity_bytes: float = math.nan, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
@@ -132,6 +116,8 @@ def fit_tables(
         raise ValueError(f"shapes_sweep lacks columns {sorted(missing)}; needs {sorted(need)}")
     meta = {k: (sweep[k].iloc[0] if k in sweep.columns else "") for k in META_COLUMNS}
     B, S, t = (sweep[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    keep, lb = fit_rows(B, S, t)
+    floor, n_lb = float(lb["floor_s"].iloc[0]), int(lb["excluded"].sum())
     mem = (math.nan,) * 3
     if "peak_mem_bytes" in sweep.columns and np.isfinite(sweep["peak_mem_bytes"]).sum() >= 2:
         try:
@@ -146,7 +132,9 @@ def fit_tables(
     buckets = bucket_table(sample_corpus(20_000, "default", seed=seed).tokens)
     fits, resid = [], []
     for variant, p in (("free", None), ("p2", 2.0)):
-        m = fit_cost(B, S, t, p=p, source=f"shapes_sweep {meta['device']} {meta['model']}")
+        m = fit_cost(
+            B[keep], S[keep], t[keep], p=p, source=f"shapes_sweep {meta['device']} {meta['model']}"
+        )
         m = CostModel(
             **{**m.__dict__, "m0": m0, "m1": m1, "mem_r2": mem_r2, "capacity_bytes": capacity_bytes}
         )
@@ -176,6 +164,8 @@ def fit_tables(
                 "m_comp": m.m_comp,
                 "s_cross": m.s_cross,
                 "budget_source": source,
+                "launch_floor_s": floor,
+                "launch_bound_shapes": n_lb,
                 **meta,
             }
         )
@@ -193,26 +183,31 @@ def fit_tables(
                     "pred_s": pred,
                     "resid_s": t - pred,
                     "rel_resid": t / pred - 1,
+                    "launch_bound": ~keep,
                 }
             )
         )
     out = {
         "costmodel_fit": pd.DataFrame(fits, columns=FIT_COLUMNS),
         "costmodel_residuals": pd.concat(resid, ignore_index=True),
+        "costmodel_launch_bound": lb,
     }
-    quad = quadratic_table(B, S, t, meta)
+    quad = quadratic_table(B[keep], S[keep], t[keep], meta | {"floor_s": floor}, n_lb)
     if quad is not None:
         out["costmodel_quadratic"] = quad
-    out["costmodel_table"] = latency_table(B, S, t, quad)
+    out["costmodel_table"] = latency_table(B, S, t, quad, ~keep)
     return out
 
 
-def latency_table(B, S, t, quad: pd.DataFrame | None) -> pd.DataFrame:
-    """costmodel_table: per measured shape, the repeats' median and quartiles, and the
-    quadratic form's prediction and relative error there (NaN without the form)."""
-    df = pd.DataFrame({"B": B.astype(int), "S": S.astype(int), "t": t})
+def latency_table(B, S, t, quad: pd.DataFrame | None, left_out=None) -> pd.DataFrame:
+    """costmodel_table: per measured shape, the repeats' median and quartiles, the quadratic
+    form's prediction and relative error there (NaN without the form), and whether the fits left
+    it out as launch-bound (`left_out`, per row; default none)."""
+    lb = np.zeros(len(t), bool) if left_out is None else np.asarray(left_out, bool)
+    df = pd.DataFrame({"B": B.astype(int), "S": S.astype(int), "t": t, "lb": lb})
     g = df.groupby(["B", "S"])["t"]
     out = g.agg(n="size", median_s="median").reset_index()
+    out["launch_bound"] = df.groupby(["B", "S"])["lb"].any().to_numpy()
     out["q25_s"], out["q75_s"] = g.quantile(0.25).to_numpy(), g.quantile(0.75).to_numpy()
     out["tokens"] = out["B"].astype(np.int64) * out["S"]
     q = model_from_quadratic(quad) if quad is not None else None
@@ -263,26 +258,17 @@ def run_table_cost(run) -> TableCost | None:
     return None if quad is None or table.empty else table_cost(table, quad)
 
 
-def quadratic_table(B, S, t, meta: dict) -> pd.DataFrame | None:
-    """The one-row costmodel_quadratic table (None when the sweep cannot determine the form)."""
+def quadratic_table(B, S, t, meta: dict, launch_bound_shapes: int = 0) -> pd.DataFrame | None:
+    """The one-row costmodel_quadratic table (None when the sweep cannot determine the form);
+    meta may carry floor_s, the launch floor its predictions do not go under."""
     try:
         q = fit_quadratic_cost(B, S, t)
     except ValueError:
         return None
-    row = {"a": q.a, "c": q.c, "b": q.b, "d": q.d, "r2": q.r2}
+    row = {"a": q.a, "c": q.c, "b": q.b, "d": q.d, "r2": q.r2, "floor_s": 0.0}
     row |= {"loo_err": loo_error_quadratic(B, S, t), "resid_cv": q.resid_cv, "n": q.n, **meta}
+    row["launch_bound_shapes"] = launch_bound_shapes
     return pd.DataFrame([row], columns=QUADRATIC_COLUMNS)
-
-
-def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
-    try:
-        sweep = ctx.run.read_table("shapes_sweep")
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            "costmodel needs the table shapes_sweep from the `shapes` experiment; run it first"
-        ) from None
-    ctx.log(f"costmodel: fitting a + b*B*S^p and {QUADRATIC_FORM} to {len(sweep)} sweep rows")
-    return fit_tables(sweep, _capacity(ctx), seed=ctx.seed)
 
 
 def model_from_quadratic(table: pd.DataFrame, source: str = "costmodel_quadratic") -> QuadraticCost:
@@ -292,6 +278,8 @@ def model_from_quadratic(table: pd.DataFrame, source: str = "costmodel_quadratic
         raise ValueError(f"{source} has no rows")
     r = table.iloc[0]
     extra = {k: r[k] for k in ("r2", "resid_cv") if k in r.index}
+    if "floor_s" in r.index and np.isfinite(r["floor_s"]):  # tables from before it lack it
+        extra["floor_s"] = float(r["floor_s"])
     if "n" in r.index:
         extra["n"] = int(r["n"])
     return QuadraticCost(

@@ -4,7 +4,9 @@ suite.experiments.costmodel (what `reproduce` and `report` call).
 C3: the power law's R^2 in absolute space (cost_fit_r2, the verdict's) and of the relative
 residuals (cost_fit_r2_rel), each with an interval from refits on resampled shapes; its
 leave-one-bucket-out error, p, the p = 2 variant, and (not judged) the physical form's R^2 and
-error. C1/C2: Pearson R of the per-shape median step time with B*S and B*S^2 over the sweep, and
+error, and its error on the held-out shapes by region (suite.experiments.costmodel.validation).
+R^2 and its interval are over the shapes the power law was fitted to (launch-bound ones left out;
+tables from before that fit every shape). C1/C2: Pearson R of the per-shape median step time with B*S and B*S^2 over the sweep, and
 (C1 alternatives) over its equal-token shapes. Every row's conditions name what the sweep ran on
 (model_conditions).
 """
@@ -17,6 +19,7 @@ import pandas as pd
 from suite.balance.costmodel import _fit_norm
 from suite.balance.fit_table import given, model_conditions
 from suite.experiments import metric_rows
+from suite.experiments.costmodel.validation import heldout_rows
 from suite.stats import pearson_ci
 
 QUADRATIC_FORM = "a + c*B + b*B*S + d*B*S^2"
@@ -65,9 +68,16 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         f"medians, S {int(sw['S'].min())}-{int(sw['S'].max())}, "
         f"B {int(sw['B'].min())}-{int(sw['B'].max())}"
     )
+    if given(free.get("launch_bound_shapes", "")) and free["launch_bound_shapes"] > 0:
+        cond += (
+            f", {int(free['launch_bound_shapes'])} launch-bound shapes left out of the fits "
+            f"(launch floor {free['launch_floor_s']:.3f} s; costmodel_launch_bound)"
+        )
     ev = "costmodel_fit, costmodel_residuals; figure costmodel_fit"
     med = sw.groupby(["B", "S"], as_index=False)["step_s"].median()
-    mB, mS, y = (med[c].to_numpy(float) for c in ("B", "S", "step_s"))
+    fitted = sw[~sw["launch_bound"].astype(bool)] if "launch_bound" in sw.columns else sw
+    fmed = fitted.groupby(["B", "S"], as_index=False)["step_s"].median()
+    mB, mS, y = (fmed[c].to_numpy(float) for c in ("B", "S", "step_s"))
     _, r2_rel = r2_pair(y, free["a"] + free["b"] * mB * mS ** free["p"])
     (alo, ahi), (rlo, rhi) = r2_intervals(mB, mS, y)
     boot = f"95% CI: {R2_RESAMPLES} refits on shapes resampled with replacement"
@@ -125,6 +135,10 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             }
         )
     rows += _quadratic_rows(tables.get("costmodel_quadratic"), free, cond)
+    quad = tables.get("costmodel_quadratic")
+    floor = float(quad["floor_s"].iloc[0]) if quad is not None and "floor_s" in quad else 0.0
+    rows += heldout_rows(tables.get("costmodel_heldout"), floor, cond)
+    y = med["step_s"].to_numpy(float)
     for claim, key, x in (
         ("C1", "r_tokens_sweep", med["B"] * med["S"]),
         ("C2", "r_bs2_sweep", med["B"] * med["S"] ** 2.0),
