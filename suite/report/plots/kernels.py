@@ -11,7 +11,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-PAPER = {"fwd_speedup_wan": (3.21, 3.39), "bwd_dtile_speedup_wan": (1.42, 1.42)}
+from suite.claims import load_claims  # noqa: E402
+
 STYLE = {
     "fused": "C0",
     "fused-f32out": "C9",
@@ -58,15 +59,27 @@ def bandwidth_figure(t: pd.DataFrame) -> Figure:
     return fig
 
 
+def paper_ranges() -> dict[str, tuple[float, float]]:
+    """The paper's value (low, high) of C11 and C12, by their primary metric key, from the ledger."""
+    out = {}
+    for c in load_claims():
+        if c.id in ("C11", "C12"):
+            lo = c.paper_low if c.paper_low == c.paper_low else c.paper_value  # NaN: one value
+            hi = c.paper_high if c.paper_high == c.paper_high else c.paper_value
+            out[c.primary[0]] = (lo, hi)
+    return out
+
+
 def speedup_figure(metrics: pd.DataFrame) -> Figure:
     m = metrics[metrics.claim.isin(["C11", "C12"])].dropna(subset=["value"])
+    paper = paper_ranges()
     fig = Figure(figsize=(8, 3.5))
     ax = fig.subplots()
     y = np.arange(len(m))
     ax.barh(y, m.value, color=["C0" if c == "C11" else "C1" for c in m.claim])
     for k, key in enumerate(m.metric):
-        if key in PAPER:
-            lo, hi = PAPER[key]
+        if key in paper:
+            lo, hi = paper[key]
             ax.plot([lo, hi], [k, k], "k|-", ms=12, label="paper" if k == 0 else None)
     ax.set_yticks(y, [f"{c} {k}" for c, k in zip(m.claim, m.metric)], fontsize=7)
     ax.axvline(1, color="grey", lw=0.8)
