@@ -226,7 +226,11 @@ def sweep_noise(run) -> tuple[float, str]:
 
 
 def _sweep(run) -> pd.DataFrame | None:
+    """The sweep rows the cost fits take (launch-bound shapes left out: costmodel.fitted_sweep),
+    so the step model, the noise and the bootstrap price the model's work, not the launcher's."""
+    from suite.experiments.costmodel import fitted_sweep
+
     try:
-        return run.read_table("shapes_sweep")
+        return fitted_sweep(run.read_table("shapes_sweep"))
     except FileNotFoundError:
         return None
