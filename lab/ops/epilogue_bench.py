@@ -6,14 +6,17 @@ copy of each op's byte floor (suite/ops/epilogue/op.py's docstring has the floor
     python -m lab.ops.epilogue_bench --out DIR [--reps 30] [--quick | --ns 32760,75600]
 
 Writes DIR/epilogue_bench.csv (one row per op, pass, impl and shape; every sample in the
-`samples_ms` column) and prints a table of % of copy bandwidth. Timing: CUDA events around each
-call after warm-up, median over `reps` calls; the backward is timed as autograd.grad over a
-retained graph of one forward.
+`samples_ms` column) and prints a table of % of copy bandwidth. Timing (`timed`): the AdaLN
+kernels' protocol (L2 flushed, a GPU spin covering the host's enqueueing, CUDA events) around 10
+back-to-back calls, median over `reps`; the backward is timed as autograd.grad over a retained
+graph of one forward. Before this protocol the events also held the host's gaps: through
+autograd at D = 1536 the backward read 54-79% where the kernels alone read 83-87%.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -23,7 +26,6 @@ import torch
 
 from suite.ops.epilogue import reference as ref
 from suite.ops.epilogue import residual_norm, rms_norm
-from suite.timing import cuda_event_median_ms
 
 WIDTHS = (1536, 3072, 5120)
 SHAPES = [(1, N, D) for N in (4096, 32760, 75600) for D in WIDTHS]
@@ -37,19 +39,28 @@ def floor_bytes(op: str, pas: str, E: int, s: int = 2) -> int:
     return per[(op, pas)] * E
 
 
-INNER = 10  # calls back to back per sample: the GPU, not one call's host latency, sets the time
+INNER = 10  # calls back to back per sample, as in the AdaLN kernels' bandwidth check
+
+
+@functools.cache
+def _timer(reps: int):
+    from suite.experiments.kernels.bench import Timer
+
+    return Timer(reps)
 
 
 def timed(fn, reps: int, warmup: int = 5) -> list[float]:
-    """Raw samples (ms per call) of INNER back-to-back fn() calls between two CUDA events, after
-    warm-up (suite.timing's event protocol). A shape whose host path outlasts its kernels still
-    reads host-bound: that is the burst speed a model sees."""
+    """Raw samples (ms per call) of INNER back-to-back fn() calls, by the AdaLN kernels' protocol
+    (suite.experiments.kernels.bench.Timer): L2 flushed, then a GPU spin longer than the burst's
+    host time, so the CUDA events bracket the GPU's work and not the host's enqueueing (an
+    autograd.grad per call costs 0.1-0.2 ms of host time on the lent nodes, as much as a
+    backward's kernels at D = 1536)."""
 
-    def burst():
+    def burst(_):
         for _ in range(INNER):
             fn()
 
-    return [t / INNER for t in cuda_event_median_ms(burst, warmup=warmup, repeat=reps)[1]]
+    return [t / INNER for t in _timer(reps).time(burst, warmup=warmup)]
 
 
 def copy_ms(nbytes: int, reps: int) -> float:
