@@ -37,7 +37,7 @@ def test_claim_metrics_and_figures_from_committed_h200_run():
     }
     assert keys <= set(m.metric) and m.value.notna().all()
     tabs = {
-        n: pd.read_csv(REF / "quick-284a9bc" / "results" / f"{n}.csv")
+        n: pd.read_csv(REF / "quick-5753865" / "results" / f"{n}.csv")
         for n in ("opmemory_saved", "opmemory_kernels")
     }
     m2 = opmemory.summarize(tabs)

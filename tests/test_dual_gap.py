@@ -1,5 +1,5 @@
-"""lab/dual_gap.py on the committed H200 quick reference: the replay of its own batches and the
-spread of short simulated windows (the numbers reports/reference/h200/quick-284a9bc/README.md quotes)."""
+"""lab/dual_gap.py on the committed H200 quick reference: the replay of its own batches predicts
+the dual rule's measured gain, and the spread of short simulated windows."""
 
 import importlib.util
 from pathlib import Path
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = ROOT / "reports" / "reference" / "h200" / "quick-284a9bc"
+RUN = ROOT / "reports" / "reference" / "h200" / "quick-5753865"
 _spec = importlib.util.spec_from_file_location("dual_gap", ROOT / "lab" / "dual_gap.py")
 dg = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(dg)
@@ -19,12 +19,13 @@ def _truth():
     return dg.model_from_quadratic(refits.loc[["refit_quadratic"]], "refit")
 
 
-def test_replay_of_the_runs_own_batches():
-    # measured C8 at this run (s_cross 32400, 6001933's batches): +17.7%; the refit replaying the
-    # same batches: +18.4% (141c38e's at 28800: +21.7% measured, +22.6% replayed; 1e9e5e2's at
-    # 28800: +21.8% and +22.5%; 47aa441's at 9360: +16.2% and +17.3%; f055e77's at 9360: +12.5%
-    # and +12.8%)
-    assert dg.replay_gain(RUN / "results", _truth(), "default") == pytest.approx(18.4, abs=0.05)
+def test_replay_of_the_runs_own_batches_predicts_the_measured_gain():
+    # the dual and equal-token runs' own rank-batches through the validation's quadratic refit
+    # give the 16 emulated ranks' measured gain (C8's throughput_gain_16_emulated) to within a
+    # percentage point (29.1 replayed vs 29.4% measured here; 18.4 vs 17.7% at 284a9bc)
+    measured = pd.read_csv(RUN / "metrics.csv").set_index("metric").value
+    replayed = dg.replay_gain(RUN / "results", _truth(), "default")
+    assert replayed == pytest.approx(measured["throughput_gain_16_emulated"], abs=1.0)
 
 
 def test_window_spread_orders_its_percentiles(capsys):

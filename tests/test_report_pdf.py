@@ -17,11 +17,11 @@ from test_reproduce import fake  # noqa: F401  (the fake-experiments fixture)
 
 from suite import reproduce
 from suite.claims import VERDICTS, load_claims
-from suite.report import pdf, verdicts
+from suite.report import html, pdf, verdicts
 from suite.report.plots import kernels, shapes
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "reports" / "reference" / "h200" / "quick-284a9bc" / "claims.json"
+REFERENCE = ROOT / "reports" / "reference" / "h200" / "quick-5753865" / "claims.json"
 
 
 def _rows(kind_of) -> list[dict]:
@@ -33,8 +33,8 @@ def _rows(kind_of) -> list[dict]:
                 "id": c["id"],
                 "claim": c["claim"],
                 "paper": c["paper_text"],
-                "ours": f"{c['measured']:.3g}",
-                "ci": f" [{c['ci_low']:.3g}, {c['ci_high']:.3g}]" if c["ci_low"] else "",
+                "ours": html.fmt_num(c["measured"]),  # a not-run claim has none: "–"
+                "ci": html.fmt_ci(c["ci_low"], c["ci_high"]),
                 "unit": c["unit"],
                 "verdict": c["verdict"],
                 "kind": kind_of(c),
