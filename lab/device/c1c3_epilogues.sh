@@ -3,15 +3,9 @@
 # shape sweep (the one training step), and the shipped epilogues against a copy at N = 65536 / 75600.
 #   OUT=$OUT SUITE_GIT_SHA=<sha> bash lab/device/c1c3_epilogues.sh      (carry .whl; ~7 min)
 . tools/device/common.sh; stamp env; gpu_env | tee $OUT/env.txt
-python3 - <<'PY'
-import time
-from suite.cuda.launch import device_arch
-from suite.ops.epilogue import cuda as ec
-from suite.ops.fused_adaln import cuda as fc
-t, arch = time.time(), device_arch(0)
-n = fc.prebuild(fc.all_configs(), arch, workers=15) + ec.prebuild(ec.shipped_configs(), arch, workers=15)
-print(n, "programs", f"{time.time() - t:.1f} s")
-PY
+stamp prebuild
+gpu_prebuild suite.ops.fused_adaln.cuda all_configs
+gpu_prebuild suite.ops.epilogue.cuda shipped_configs
 stamp tests
 timeout 170 python3 -m pytest -q -p no:cacheprovider -m gpu -rfE tests/test_adaln.py tests/test_epilogue.py \
   tests/test_epilogue_variants.py tests/test_diffusers_patch.py tests/test_stepfn.py > $OUT/tests.log 2>&1

@@ -52,9 +52,9 @@ def _timer(reps: int):
 def timed(fn, reps: int, warmup: int = 5) -> list[float]:
     """Raw samples (ms per call) of INNER back-to-back fn() calls, by the AdaLN kernels' protocol
     (suite.experiments.kernels.bench.Timer): L2 flushed, then a GPU spin longer than the burst's
-    host time, so the CUDA events bracket the GPU's work and not the host's enqueueing (an
-    autograd.grad per call costs 0.1-0.2 ms of host time on the lent nodes, as much as a
-    backward's kernels at D = 1536)."""
+    host time, so the CUDA events bracket the GPU's work and not the host's enqueueing (fwd+bwd
+    of a trivial autograd.Function took 0.12-0.16 ms of host time on the H200 node of
+    reports/reference/h200/ops-728903d, as long as a backward's kernels at D = 1536)."""
 
     def burst(_):
         for _ in range(INNER):

@@ -3,6 +3,8 @@ impl, and the C11/C12 speedups beside the paper's values."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -64,8 +66,8 @@ def paper_ranges() -> dict[str, tuple[float, float]]:
     out = {}
     for c in load_claims():
         if c.id in ("C11", "C12"):
-            lo = c.paper_low if c.paper_low == c.paper_low else c.paper_value  # NaN: one value
-            hi = c.paper_high if c.paper_high == c.paper_high else c.paper_value
+            one = math.isnan(c.paper_low)  # a single value, not a range
+            lo, hi = (c.paper_value, c.paper_value) if one else (c.paper_low, c.paper_high)
             out[c.primary[0]] = (lo, hi)
     return out
 
