@@ -49,7 +49,15 @@ def test_paired_speedup_cancels_drift():
     value, lo, hi = e2e.paired_speedup(base, new)
     assert value == pytest.approx(1.25) and lo == pytest.approx(1.25) and hi == pytest.approx(1.25)
     v2, lo2, hi2 = e2e.paired_speedup([2.0, 2.1], [1.0, 1.1])
-    assert v2 == pytest.approx(4.1 / 2.1) and np.isnan(lo2) and np.isnan(hi2)
+    assert v2 == pytest.approx((2.0 + 2.1 / 1.1) / 2) and np.isnan(lo2) and np.isnan(hi2)
+
+
+def test_paired_speedup_is_the_median_pair_one_slow_repeat_does_not_move_it():
+    base = np.full(6, 2.6)
+    new = np.array([2.5, 2.5, 2.5, 2.5, 2.5, 5.0])  # one host stall in the new arm
+    value, lo, hi = e2e.paired_speedup(base, new)
+    assert value == pytest.approx(2.6 / 2.5)  # a ratio of means would read 2.6 / 2.917
+    assert lo <= value <= hi and hi == pytest.approx(2.6 / 2.5)
 
 
 def test_summarize_metric_keys_and_values():
@@ -64,10 +72,10 @@ def test_summarize_metric_keys_and_values():
     }
     assert (m.claim == "C17").all()
     row = m.loc["e2e_gain_compile_v81x480"]
-    assert row.value == pytest.approx((7.8 / 6.5 - 1) * 100) and row.unit == "%"
+    assert row.value == pytest.approx((2.5 / 2.1 - 1) * 100) and row.unit == "%"  # median pair
     assert row.ci_low <= row.value <= row.ci_high
     assert m.loc["e2e_gain_fused_over_compile_v81x480"].value == pytest.approx(
-        (6.5 / 6.1 - 1) * 100
+        (2.1 / 2.0 - 1) * 100  # pairs 2.2/2.0, 2.2/2.1, 2.1/2.0: median 1.05
     )
     assert "30 blocks" in row.conditions and "S=32760" in row.conditions
     assert e2e.summarize({}).empty

@@ -21,11 +21,14 @@ step per variant under torch.profiler gives GPU time per kernel, classified into
 
 Tables: e2e_steps (every timed sample), e2e_memory (per variant and shape; status says why a
 variant did not run), e2e_profile (GPU time per kernel name and family). summarize() gives C17's
-alternative metrics `e2e_gain_<variant>_<shape>` (% throughput gain: mean eager / mean variant step
-time - 1, paired bootstrap CI over repeats) and `e2e_gain_fused_over_compile_<shape>`.
+alternative metrics `e2e_gain_<variant>_<shape>` (% throughput gain: the median over repeats of
+the paired ratio eager / variant step time, - 1; 95% CI: paired percentile bootstrap of that median
+over repeats) and `e2e_gain_fused_over_compile_<shape>`. The median, not a ratio of means: one slow
+repeat of either arm (a host stall in one step) moves a mean ratio by its whole size, and a run's
+interval then misses the next run's value.
 
 Budget (an eager 81-frame 480p step is ~2.6 s on an H200): the quick profile runs the 81-frame
-480p clip only, the three eager variants, 1 warm-up + 4 timed steps, no profiler (~45 s). The full
+480p clip only, the three eager variants, 1 warm-up + 6 timed steps, no profiler (~60 s). The full
 profile and the standalone run (`python -m suite.experiments.e2e --help`) run all three shapes and
 five variants with 3 timed steps and the profiler step (tools/device/e2e.sh profiles the two 480p
 shapes only, to fit its time).
@@ -47,7 +50,7 @@ NAME = "e2e"
 NEEDS = "cuda"
 # seconds on one H200 (reproduce --budget defers it when they do not fit): quick measured 40 s;
 # full 5 variants x 5 steps per shape, ~11 s a step at 75,600 tokens, compiles: ~415 s
-SECONDS = {"quick": 45, "full": 430}
+SECONDS = {"quick": 60, "full": 430}
 MODEL = "wan-1.3b"
 GIB = 2**30
 
@@ -95,8 +98,8 @@ class Plan:
 
 PLANS = {
     "cpu": Plan(("img480x8",), ("eager", "eager-adaln"), 1, 2, ()),  # never run: NEEDS cuda
-    # 4 repeats: the paired bootstrap needs >= 3 (C18's primary compounds this gain's interval)
-    "quick": Plan(("v81x480",), ("eager", "eager-adaln", "eager-epilogues"), 1, 4, ()),
+    # 6 repeats: a median's bootstrap interval reaches past the middle pairs only from ~6
+    "quick": Plan(("v81x480",), ("eager", "eager-adaln", "eager-epilogues"), 1, 6, ()),
     "full": Plan(tuple(SHAPES), tuple(VARIANTS), 1, 3, tuple(SHAPES)),
 }
 
@@ -320,21 +323,16 @@ def _tables(out: dict) -> dict[str, pd.DataFrame]:
 
 
 def paired_speedup(base: np.ndarray, new: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
-    """mean(base) / mean(new) over paired repeats, with a seeded paired percentile bootstrap
-    95% CI (NaN with fewer than 3 pairs)."""
+    """median over paired repeats of base / new, with a seeded paired percentile-bootstrap 95% CI of
+    that median (NaN with fewer than 3 pairs). Pairs: repeat r of both arms, timed in one rotated
+    round, so drift of the machine cancels in each ratio."""
     from suite.stats import percentile_ci
 
-    base, new = np.asarray(base, float), np.asarray(new, float)
-    value = float(base.mean() / new.mean())
-    if len(base) < 3:
+    ratio = np.asarray(base, float) / np.asarray(new, float)
+    value = float(np.median(ratio))
+    if len(ratio) < 3:
         return value, float("nan"), float("nan")
-    lo, hi = percentile_ci(
-        (base, new),
-        lambda b, n, axis=-1: b.mean(axis=axis) / n.mean(axis=axis),
-        paired=True,
-        seed=seed,
-        n_resamples=2000,
-    )
+    lo, hi = percentile_ci((ratio,), np.median, paired=True, seed=seed, n_resamples=2000)
     return value, lo, hi
 
 
