@@ -1,7 +1,8 @@
 """Statistics used by the claims: Pearson and Spearman R with seeded bootstrap 95% CIs, CV helpers,
 bootstrap_runs, the seeded step bootstrap of a statistic comparing two runs (paired or not), and
 bootstrap_ci / median_ratio_ci, seeded percentile bootstraps of independent samples (a max over
-steps; a geometric mean of median-time ratios over shapes).
+steps; a geometric mean of median-time ratios over shapes), and t_interval, the Student-t interval
+of a mean over independent draws (seeds).
 
 CV definitions (the ledger's): `cv` is std/mean with the population std (ddof=0), the spread of a
 fixed set such as the ranks of one step; `mean_row_cv` averages the per-row CV of a (steps, ranks)
@@ -123,6 +124,18 @@ def bootstrap_ci(
         raise ValueError(f"each sample must be 1-D with >= 2 values, got {[x.shape for x in xs]}")
     value = float(stat(*xs, axis=-1))
     return (value, *percentile_ci(xs, stat, paired=False, seed=seed, n_resamples=n_resamples))
+
+
+def t_interval(draws) -> tuple[float, float, float]:
+    """(mean, 95% Student-t CI) of independent draws of one statistic (n - 1 degrees of freedom).
+
+    The model: each draw (a seed's run) is an independent, roughly normal sample of the statistic;
+    unlike a bootstrap over one run's steps, the interval says what another draw could give."""
+    x = np.asarray(draws, dtype=float)
+    if x.ndim != 1 or len(x) < 2:
+        raise ValueError(f"draws must be 1-D with >= 2 values, got shape {x.shape}")
+    half = float(stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return float(x.mean()), float(x.mean()) - half, float(x.mean()) + half
 
 
 def _geomean_median_ratio(*xs, axis=-1):

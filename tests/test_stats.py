@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy import stats as ss
 
-from suite.stats import cv, mean_row_cv, pearson_ci, spearman_ci
+from suite.stats import cv, mean_row_cv, pearson_ci, spearman_ci, t_interval
 
 
 def test_pearson_and_spearman_match_scipy_with_ci_around_them():
@@ -34,3 +34,11 @@ def test_bad_inputs():
         pearson_ci([1, 2, 3], [1, 2])
     with pytest.raises(ValueError, match=">= 3 pairs"):
         pearson_ci([1, 2], [1, 2])
+
+
+def test_t_interval_is_scipys_interval_of_the_mean():
+    x = [0.5, 1.0, 1.8, 0.9]
+    want = ss.t.interval(0.95, len(x) - 1, loc=np.mean(x), scale=ss.sem(x))
+    assert t_interval(x) == pytest.approx((np.mean(x), *want))
+    with pytest.raises(ValueError, match="draws must be 1-D with >= 2 values"):
+        t_interval([1.0])

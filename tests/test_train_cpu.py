@@ -229,6 +229,13 @@ def test_shapes_and_training_experiments_on_cpu(tmp_path):
     assert set(lo.run) >= {"equal-token/wan", "dual/wan", "global/wan"}
     g = m.set_index("metric").loc["loss_final_rel_diff_global"]
     assert "mean tokens per step" in g.conditions and g.claim == "C15"
+    # C15's runs once per seed of the cpu profile (2), paired within a seed: each seed its own
+    # draw of data and weights, the rows a mean over the seeds with a t-interval
+    assert sorted(lo.seed.unique()) == [0, 1]
+    assert (lo.groupby("seed").run.nunique() == lo.run.nunique()).all()
+    first = lo[lo.run == "equal-token/wan"].groupby("seed").loss.apply(list)
+    assert first[0] != first[1]
+    assert "mean over 2 seeds" in g.conditions and g.ci_low <= g.value <= g.ci_high
     tr = tables["training_ranks"]
     # C7: equal-token and dual on their own 8-rank plans; the global policy also at 8
     at8 = tr.run.str.endswith("@8")

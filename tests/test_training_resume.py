@@ -28,19 +28,26 @@ def _ctx(tmp_path, deadline, **extra):
 def test_parts_are_saved_resumed_and_cleared(tmp_path, monkeypatch):
     monkeypatch.setenv("SUITE_GIT_SHA", "aaaa111")
     monkeypatch.setenv("SUITE_GIT_DIRTY", "0")
-    ctx = _ctx(tmp_path, time.time() + 1e6)
+    loss = {"skip_loss": False, "loss_steps": 1, "loss_seeds": 2}  # C15's runs: a part per seed
+    ctx = _ctx(tmp_path, time.time() + 1e6, **loss)
     parts_dir = ctx.run.results / "training_parts"
     clear = training_parts.Parts.clear  # keep them for the rerun
     monkeypatch.setattr(training_parts.Parts, "clear", lambda self: None)
     first = training.run(ctx)
     saved = sorted(p.name for p in parts_dir.glob("*.csv"))
     assert saved and all(n.startswith("cpu-r16-seed0-s1-") for n in saved)
+    assert {"cpu-r16-seed0-s1-c15-loss-seed0.csv", "cpu-r16-seed0-s1-c15-loss-seed1.csv"} <= set(
+        saved
+    )
     monkeypatch.setattr(training_parts.Parts, "clear", clear)
     # second invocation at another commit, almost no time left: every run comes from its part,
     # nothing is trained, and the parts' commit is reported (ctx.part_commits -> done.json)
     monkeypatch.setenv("SUITE_GIT_SHA", "bbbb222")
-    ctx2 = _ctx(tmp_path, time.time() + 30, rank_batch_s_guess=1e6)
+    ctx2 = _ctx(tmp_path, time.time() + 30, rank_batch_s_guess=1e6, loss_s_guess=1e6, **loss)
     second = training.run(ctx2)
+    pd.testing.assert_frame_equal(
+        first["training_loss"], second["training_loss"], check_dtype=False
+    )
     assert ctx2.part_commits == {"aaaa111"}
     assert (
         second["training_runs"].status.str.contains("resumed")

@@ -19,12 +19,13 @@ Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) ste
 the three policies on the default mix.
 Full profile: 2 blocks, 10 steps (6 on the long-video mix), the global run included and the
 global policy again at 8 ranks (10 steps, last): ~1,070 rank-steps at the ~1.2 s each measured in
-the full reference, ~1,250 s with the C15 loss runs (~180 s); time_budget_s 1800 is a cap that should not
-bind (spent in the runs' order, so a split into invocations never changes which runs there are).
-With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~40
+the full reference, ~1,610 s with the C15 loss runs (3 seeds, ~180 s each); time_budget_s 1800 is
+a cap on the emulated runs that should not bind (spent in the runs' order, so a split into
+invocations never changes which runs there are).
+With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~46
 minutes on one H200, in resumable invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
-each finished emulated run, the C14 probes and the C15 loss runs are kept in
+each finished emulated run, the C14 probes and each seed's C15 loss runs are kept in
 results/training_parts/ (parts.py) and reused.
 The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs a shorter one
 (cpu-test) under reproduce.
@@ -42,7 +43,8 @@ Method (same data order and seed for every run; a fresh model with the same init
   pair of C9 has its own s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
   (the same memory cap).
 - runs (tables training_runs, training_ranks): emulated.py.
-- C14 (training_maxseq), C15 (training_loss): probes.py.
+- C14 (training_maxseq), C15 (training_loss): probes.py; the C15 runs once per seed of the
+  profile's loss_seeds (ctx.seed + k: another draw of data, weights and noise; column `seed`).
 Loss normalisation: each micro-batch's loss is the mean over its latent elements times the plan's
 weight (1/world for a bucket policy's one batch per rank, tokens / step tokens for the global
 policy); gradients are summed over ranks. Noise per (seed, sample, epoch): paired across policies.
@@ -98,6 +100,7 @@ CPU_PROFILE = dict(
     global8_steps=2,
     m_mem_factor=2,
     loss_steps=12,
+    loss_seeds=2,  # C15's loss runs, each seed another draw (a t-interval across them)
     loss_max_S=80,
     loss_m_mem=160,
     maxseq_probes=(),
@@ -121,6 +124,7 @@ QUICK_PROFILE = dict(
     global_steps=3,
     m_mem_factor=2,
     loss_steps=40,
+    loss_seeds=3,
     loss_max_S=7800,
     loss_m_mem=12_480,
     maxseq_probes=(15_600, 31_200, 48_360),
@@ -130,8 +134,8 @@ QUICK_PROFILE = dict(
     time_budget_s=150,
     real_steps_max=40,
     rank_batch_s_guess=0.6,
-    maxseq_s_guess=5,  # C14 probes and C15 loss runs (not measured alone yet)
-    loss_s_guess=10,
+    maxseq_s_guess=5,  # C14 probes (not measured alone yet)
+    loss_s_guess=10,  # one seed's C15 loss runs (~10 s); each seed is its own resumable part
 )
 
 PROFILES = {
@@ -144,6 +148,7 @@ PROFILES = {
         steps8=1,
         global8_steps=0,
         loss_steps=4,
+        loss_seeds=1,
         real_steps_max=4,
     ),
     "quick": QUICK_PROFILE,
@@ -162,7 +167,7 @@ PROFILES = {
         real_steps_max=120,
         rank_batch_s_guess=1.2,
         maxseq_s_guess=60,
-        loss_s_guess=180,
+        loss_s_guess=180,  # per seed
     ),
 }
 
@@ -318,13 +323,18 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
                 prof.get("maxseq_s_guess", 0.0),
                 lambda: _maxseq(ctx, prof, fused_reason),
             )
-        if not prof.get("skip_loss"):
-            loss = parts.table(
-                "c15-loss",
-                prof["loss_steps"],
-                prof.get("loss_s_guess", 0.0),
-                lambda: _loss_runs(ctx, prof, budgets, fused_reason),
-            )
+        if not prof.get("skip_loss"):  # one part per seed: a resumed run keeps finished seeds
+            seeds = [
+                parts.table(
+                    f"c15-loss-seed{seed}",
+                    prof["loss_steps"],
+                    prof.get("loss_s_guess", 0.0),
+                    lambda seed=seed: _loss_runs(ctx, prof, budgets, fused_reason, seed),
+                )
+                for seed in range(ctx.seed, ctx.seed + prof["loss_seeds"])
+            ]
+            if all(t is not None for t in seeds):  # else deferred: raised just below
+                loss = pd.concat(seeds, ignore_index=True)
         parts.raise_if_deferred()  # what did not fit this invocation (--budget) is left
     finally:
         torch.set_num_threads(threads)

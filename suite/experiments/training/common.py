@@ -34,12 +34,12 @@ def _new_model(prof, adaln, device, seed):
     )  # fmt: skip
 
 
-def _plan(ctx: RunContext, corpus, policy: str, budgets, world: int, steps: int):
+def _plan(ctx: RunContext, corpus, policy: str, budgets, world: int, steps: int, seed=None):
     """The policy's Plan for `world` ranks (a policy that needs a cost model: the run's; the others
-    plan on the budgets alone)."""
+    plan on the budgets alone), drawn with `seed` (default: the run's)."""
     from suite.balance.registry import PolicyInputs, make_policy, trait
     from suite.train.plan import training_plan
 
     cost = _cost_model(ctx)[0] if trait(policy, "needs_cost_model") else None
     pol = make_policy(policy, PolicyInputs.from_budgets(budgets, corpus.tokens, cost))
-    return training_plan(corpus, pol, world, steps, ctx.seed)
+    return training_plan(corpus, pol, world, steps, ctx.seed if seed is None else seed)

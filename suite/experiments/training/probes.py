@@ -8,7 +8,8 @@
 - C15 (training_loss): one rank, sequences <= 7,800 tokens, same seed, data and per-sample noise
   (common random numbers): Wan vs fused AdaLN (equal-token), and equal-token vs dual vs the
   global policy (Wan AdaLN; the global plan for one rank: micro-batches of <= the loss runs'
-  memory budget, accumulated).
+  memory budget, accumulated); once per seed of the profile's `loss_seeds` (column `seed`: data
+  order, initial weights, plan and noise are that seed's draw; the runs of one seed are paired).
 """
 
 from __future__ import annotations
@@ -105,13 +106,14 @@ def _maxseq(ctx, prof, fused_reason) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
+def _loss_runs(ctx, prof, budgets, fused_reason, seed: int) -> pd.DataFrame:
+    """The C15 runs of one seed: its corpus draw, initial weights, plans and noise."""
     import torch
 
     from suite.train.data import load_corpus
     from suite.train.plan import Budgets
 
-    corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
+    corpus = load_corpus(prof["corpus"], prof["mix"], seed)
     corpus = corpus[corpus.tokens <= prof["loss_max_S"]].reset_index(drop=True)
     s_cross = (
         crossover_for_m_comp(budgets.m_mem, budgets.p, budgets.m_comp) if budgets.p != 1 else 1.0
@@ -131,12 +133,13 @@ def _loss_runs(ctx, prof, budgets, fused_reason) -> pd.DataFrame:
     for policy, adaln in specs:
         if adaln == "fused" and fused_reason:
             continue
-        model, opt = _new_model(prof, adaln, torch.device(ctx.device), ctx.seed)
-        plan = _plan(ctx, corpus, policy, small, 1, prof["loss_steps"])
-        rows = emulate(model, opt, corpus, plan, seed=ctx.seed, collective_s=0.0)
+        model, opt = _new_model(prof, adaln, torch.device(ctx.device), seed)
+        plan = _plan(ctx, corpus, policy, small, 1, prof["loss_steps"], seed)
+        rows = emulate(model, opt, corpus, plan, seed=seed, collective_s=0.0)
         out.append(
             pd.DataFrame(
                 {
+                    "seed": seed,
                     "run": f"{policy}/{adaln}",
                     "policy": policy,
                     "adaln": adaln,

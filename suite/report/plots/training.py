@@ -72,14 +72,26 @@ def _throughput(steps) -> Figure:
     return fig
 
 
+def _first_seed(loss: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The loss runs of the first seed (the runs of one seed are paired; the metrics use every
+    seed) and the words that say which, when the table holds several."""
+    if "seed" not in loss.columns or loss["seed"].nunique() < 2:
+        return loss, ""
+    first = loss["seed"].min()
+    return loss[loss["seed"] == first], f" (seed {first} of {loss['seed'].nunique()})"
+
+
 def _loss(loss) -> Figure:
     fig = Figure(figsize=(10, 4))
     ax = fig.subplots()
+    loss, which = _first_seed(loss)
     for r, d in loss.groupby("run"):
         d = d.sort_values("step")
         ax.plot(d["step"], d["loss"], lw=0.7, alpha=0.5)
         ax.plot(d["step"], d["loss"].rolling(10, min_periods=1).mean(), lw=1.5, label=f"{r} (MA10)")
-    ax.set(xlabel="step", ylabel="flow-matching loss", title="loss curves, same seed and data")
+    ax.set(
+        xlabel="step", ylabel="flow-matching loss", title=f"loss curves, same seed and data{which}"
+    )
     ax.legend(fontsize=7, frameon=False)
     fig.tight_layout()
     return fig
@@ -118,11 +130,14 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         )
     loss = tables.get("training_loss")
     if loss is not None and not loss.empty:
+        several = (
+            " (the first seed's runs; C15's rows use every seed)" if _first_seed(loss)[1] else ""
+        )
         out.append(
             (
                 "training_loss",
                 "Loss per step (thin) and its 10-step moving average (thick), "
-                "same seed and data: AdaLN paths and batching policies.",
+                f"same seed and data: AdaLN paths and batching policies{several}.",
                 _loss(loss),
             )
         )
