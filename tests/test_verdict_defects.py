@@ -160,7 +160,9 @@ CHANGES = {
     ("full-dd54683", "C13"): ("exceeded", "saved_mem_reduction_wan", "partial"),
     ("full-dd54683", "C15"): ("reproduced", "loss_max_rel_diff", "inconclusive"),
     ("full-dd54683", "C17"): ("partial", "e2e_gain_eager_adaln_v81x480", "partial"),
-    ("full-dd54683", "C18"): ("exceeded", "overall_throughput_gain", "inconclusive"),
+    # the old compounded rule read exceeded on a mean-ratio e2e factor (9.8%); one slow eager repeat
+    # dominated it, and its median-pair reading (5.2%) puts the compound at 37.7 [29.2, 46.8]
+    ("full-dd54683", "C18"): ("inconclusive", "overall_throughput_gain", "inconclusive"),
 }
 
 
