@@ -118,3 +118,46 @@ def test_a_replicate_gives_every_claim_metric_of_the_own_policies():
             "throughput_gain_16_sim", "floor_gain_sim"} <= set(got["metric"])  # fmt: skip
     assert np.isfinite(got["value"]).all() and (got["replicate"] == 0).all()
     assert got["s_cross"].nunique() == 1 and got["p"].iloc[0] > 1
+
+
+def _marked_sweep(rng) -> pd.DataFrame:
+    """A synthetic sweep with peak memory m0 + m1*B*S + a per-sample term (so a fit on fewer
+    shapes differs) and three launch-bound shapes (fit False, step times at a host floor) that
+    the cost fits leave out and the memory fit keeps."""
+    sw = synthetic_sweep(rng, shapes=10).assign(fit=True)
+    small = pd.DataFrame(
+        [{"B": b, "S": 64.0, "repeat": r, "step_s": 0.5, "fit": False} for b in (1, 2, 4)
+         for r in range(2)]
+    )  # fmt: skip
+    sw = pd.concat([sw, small], ignore_index=True)
+    return sw.assign(peak_mem_bytes=3e9 + 4e4 * sw.B * sw.S + 2e8 * sw.B)
+
+
+def test_resample_keeps_the_launch_bound_shapes_in_their_own_stratum():
+    sw = _marked_sweep(np.random.default_rng(7))
+    for seed in range(20):
+        out = bb.resample_sweep(sw, np.random.default_rng(seed))
+        per_copy = out.groupby("copy")["fit"].first()
+        assert per_copy.sum() == 10 and (~per_copy).sum() == 3
+        assert (out.loc[~out.fit, "S"] == 64).all()
+
+
+def test_the_identity_replicate_refits_the_full_data_fit():
+    """Centring: without resampling, a replicate's refit is the full-data fit (p and the step
+    model from the fitted shapes, M_mem from the memory fit over every row, launch-bound shapes
+    included), so the bootstrap's spread is around the value it qualifies."""
+    from suite.balance.costmodel import fit_cost, fit_memory, fit_quadratic_cost, memory_budget
+
+    sw = _marked_sweep(np.random.default_rng(8))
+    row = dict(FIT_ROW, budget_source="memory fit", capacity_bytes=80e9, safety=0.1)
+    cost, _ = bb.refit(bb.identity_sweep(sw), row)
+    fitted = sw[sw.fit]
+    law = fit_cost(fitted.B, fitted.S, fitted.step_s, loo=False)
+    m0, m1, _ = fit_memory(sw.B, sw.S, sw.peak_mem_bytes)
+    quad = fit_quadratic_cost(fitted.B, fitted.S, fitted.step_s)
+    assert cost.p == pytest.approx(law.p, rel=1e-6)
+    assert cost.m_mem == pytest.approx(memory_budget(m0, m1, 80e9, 0.1), rel=1e-9)
+    fitted_only = fit_memory(fitted.B, fitted.S, fitted.peak_mem_bytes)
+    assert cost.m_mem != pytest.approx(memory_budget(*fitted_only[:2], 80e9, 0.1), rel=1e-3)
+    got, want = cost.step_model(), quad
+    assert got.predict(2, 4096) == pytest.approx(want.predict(2, 4096), rel=1e-6)

@@ -193,7 +193,7 @@ def uncertainty_tables(ctx: RunContext, cost: CostModel, steps: int) -> dict[str
 
     from suite.experiments.balance.bootstrap import REPLICATES, bootstrap_table, gain_by_s_cross
 
-    sweep, fit = _sweep(ctx.run), ctx.run.read_table("costmodel_fit")
+    sweep, fit = _sweep(ctx.run, marked=True), ctx.run.read_table("costmodel_fit")
     fit_row = fit[fit["variant"] == "free"].iloc[0].to_dict()
     n, short = REPLICATES.get(ctx.profile, REPLICATES["quick"])
     n = int(ctx.options.get("balance_replicates", n))
@@ -225,12 +225,17 @@ def sweep_noise(run) -> tuple[float, str]:
     return cv, f"measured: shape sweep repeats, median over {n} shapes"
 
 
-def _sweep(run) -> pd.DataFrame | None:
+def _sweep(run, marked: bool = False) -> pd.DataFrame | None:
     """The sweep rows the cost fits take (launch-bound shapes left out: costmodel.fitted_sweep),
-    so the step model, the noise and the bootstrap price the model's work, not the launcher's."""
+    so the step model and the noise price the model's work, not the launcher's; marked=True:
+    every row, with column `fit` saying which (the bootstrap resamples both kinds of shape and
+    fits memory on every row, as the full-data fit does)."""
     from suite.experiments.costmodel import fitted_sweep
 
     try:
-        return fitted_sweep(run.read_table("shapes_sweep"))
+        sweep = run.read_table("shapes_sweep")
     except FileNotFoundError:
         return None
+    if not marked:
+        return fitted_sweep(sweep)
+    return sweep.assign(fit=sweep.index.isin(fitted_sweep(sweep).index))

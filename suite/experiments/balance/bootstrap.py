@@ -2,13 +2,19 @@
 carry what moves a simulated value between runs, not only the plan seeds.
 
 One replicate (`replicate`):
-    1. resample the shape sweep: its shapes with replacement, then each drawn shape's repeats
-       with replacement (`resample_sweep`; each drawn copy is its own point, its repeats' median);
-    2. refit the cost model on it (`refit`): the power law's p (fit_cost), M_mem from the memory
-       fit where the run's budget came from one (else the run's M_mem), the step model a + c*B +
-       b*B*S + d*B*S^2 (on step_s - optimizer_s where the sweep timed the optimizer apart), and
-       take the per-sample noise CV as the median of the drawn shapes' own CVs (draw_fit; a
-       resample the fits cannot determine is drawn again);
+    1. resample the shape sweep: its shapes with replacement, the shapes the cost fits take and
+       the launch-bound ones (column `fit`, costmodel.fit_rows on the whole sweep) each among
+       themselves, then each drawn shape's repeats with replacement (`resample_sweep`; each drawn
+       copy is its own point, its repeats' median);
+    2. refit the cost model on it (`refit`) the way the full data were fitted: the power law's p
+       (fit_cost) and the step model a + c*B + b*B*S + d*B*S^2 (on step_s - optimizer_s where the
+       sweep timed the optimizer apart) on the fitted shapes' copies; M_mem from the memory fit
+       over every drawn row, launch-bound shapes included (costmodel.fit_tables fits memory on
+       every row: a launch-bound shape's peak memory is the model's), where the run's budget came
+       from one (else the run's M_mem); the per-sample noise CV as the median of the drawn fitted
+       shapes' own CVs (draw_fit; a resample the fits cannot determine is drawn again). Without
+       resampling (`identity_sweep`) a replicate refits the full-data p, M_mem, step model and
+       s_cross exactly: the bootstrap is centred on the value it qualifies;
     3. re-tune dual's s_cross on the refitted step model (runs.tune_dual: a 60-point
        geometric grid, each distinct batch table simulated once: a grid, not golden-section
        or Brent, because the throughput is a piecewise-constant sawtooth in s_cross with many
@@ -46,15 +52,28 @@ POLICIES = ("equal-token", "dual")
 
 
 def resample_sweep(sweep: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
-    """One two-level resample of a shape sweep: shapes (B, S) with replacement, then the rows
-    (repeats) of each drawn shape with replacement. Column `copy` numbers the drawn shapes, so
-    a shape drawn twice counts twice in the fits."""
+    """One two-level resample of a shape sweep: shapes (B, S) with replacement, within each
+    stratum of column `fit` where there is one (as many fitted and launch-bound shapes as the
+    sweep has), then the rows (repeats) of each drawn shape with replacement. Column `copy`
+    numbers the drawn shapes, so a shape drawn twice counts twice in the fits; `shape` is the
+    drawn shape's index in (B, S) order."""
     groups = [g for _, g in sweep.groupby(["B", "S"], sort=True)]
-    out = []
-    for k, i in enumerate(rng.integers(0, len(groups), len(groups))):
-        g = groups[i]
-        out.append(g.iloc[rng.integers(0, len(g), len(g))].assign(copy=k, shape=i))
+    strata = {}
+    for i, g in enumerate(groups):
+        strata.setdefault(_fitted(g), []).append(i)
+    out, k = [], 0
+    for members in strata.values():
+        for i in rng.choice(members, len(members)):
+            g = groups[i]
+            out.append(g.iloc[rng.integers(0, len(g), len(g))].assign(copy=k, shape=i))
+            k += 1
     return pd.concat(out, ignore_index=True)
+
+
+def identity_sweep(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The sweep as one replicate without resampling: every shape once, its repeats as measured."""
+    groups = [g for _, g in sweep.groupby(["B", "S"], sort=True)]
+    return pd.concat([g.assign(copy=i, shape=i) for i, g in enumerate(groups)], ignore_index=True)
 
 
 def per_copy(sweep: pd.DataFrame, column: str) -> np.ndarray:
@@ -66,14 +85,16 @@ def per_copy(sweep: pd.DataFrame, column: str) -> np.ndarray:
 def refit(sweep: pd.DataFrame, fit_row: dict):
     """(CostModel with its quadratic step model, optimizer seconds) refitted on a (resampled)
     sweep; fit_row is the run's costmodel_fit[free] row (capacity, safety, budget source and
-    M_mem, s_cross to fall back on)."""
-    cols = ["B", "S", "step_s"] + [c for c in ("peak_mem_bytes", "optimizer_s") if c in sweep]
-    B, S, t = (per_copy(sweep, c) for c in ("B", "S", "step_s"))
-    med = {c: per_copy(sweep, c) for c in cols}
+    M_mem, s_cross to fall back on). The cost fits take the copies of fitted shapes (column
+    `fit`; every copy without it), the memory fit every row."""
+    fitted = sweep[sweep["fit"].astype(bool)] if "fit" in sweep else sweep
+    cols = ["B", "S", "step_s"] + [c for c in ("optimizer_s",) if c in sweep]
+    B, S, t = (per_copy(fitted, c) for c in ("B", "S", "step_s"))
+    med = {c: per_copy(fitted, c) for c in cols}
     law = fit_cost(B, S, t, source="bootstrap refit", aggregate=False, loo=False)
     m_mem = float(fit_row["m_mem"])
-    if str(fit_row.get("budget_source", "")) == "memory fit" and "peak_mem_bytes" in med:
-        m0, m1, _ = fit_memory(B, S, med["peak_mem_bytes"])
+    if str(fit_row.get("budget_source", "")) == "memory fit" and "peak_mem_bytes" in sweep:
+        m0, m1, _ = fit_memory(sweep["B"], sweep["S"], sweep["peak_mem_bytes"])
         m_mem = memory_budget(m0, m1, float(fit_row["capacity_bytes"]), float(fit_row["safety"]))
     opt = med.get("optimizer_s")
     apart = opt is not None and bool(np.isfinite(opt).all() and (opt < t).all())
@@ -83,12 +104,17 @@ def refit(sweep: pd.DataFrame, fit_row: dict):
     return cost, float(np.median(opt)) if apart else 0.0
 
 
+def _fitted(shape_rows: pd.DataFrame) -> bool:
+    return "fit" not in shape_rows or bool(shape_rows["fit"].iloc[0])
+
+
 def shape_noise(sweep: pd.DataFrame) -> np.ndarray:
     """Per shape (in (B, S) order), the per-sample noise CV of its repeats
-    (validate.noise_cv_from_sweep of that shape alone; NaN for a shape with one repeat)."""
+    (validate.noise_cv_from_sweep of that shape alone; NaN for a shape with one repeat, and for a
+    launch-bound one: the experiment's noise is the fitted shapes')."""
     return np.array(
         [
-            noise_cv_from_sweep(g) if len(g) >= 2 else math.nan
+            noise_cv_from_sweep(g) if len(g) >= 2 and _fitted(g) else math.nan
             for _, g in sweep.groupby(["B", "S"], sort=True)
         ]
     )
