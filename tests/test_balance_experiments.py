@@ -293,3 +293,24 @@ def test_rebalance_tool_reruns_balance_on_a_committed_run(tmp_path):
     assert 50 < m.loc["cv_reduction_sim", "value"] < 80  # the reference run's 64.3%
     with pytest.raises(SystemExit):
         tool.main([str(tmp_path), "--out", str(tmp_path / "x")])
+
+
+def test_rebalance_refit_fits_the_costmodel_with_todays_code(tmp_path):
+    """--refit: the costmodel tables come from today's fit of the sweep (the launch-bound shapes
+    named and left out, M_mem from the run's GPU memory), not copied from the run."""
+    import importlib.util
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("rebalance", root / "tools" / "rebalance.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ref = root / "reports" / "reference" / "h200" / "quick-5753865"
+    out = tmp_path / "re"
+    assert tool.main([str(ref), "--profile", "cpu", "--refit", "--out", str(out)]) == 0
+    fit = pd.read_csv(out / "results" / "costmodel_fit.csv").iloc[0]
+    old = pd.read_csv(ref / "results" / "costmodel_fit.csv").iloc[0]
+    assert "launch_bound_shapes" in fit and "launch_bound_shapes" not in old
+    assert fit["capacity_bytes"] == old["capacity_bytes"] and fit["p"] != old["p"]

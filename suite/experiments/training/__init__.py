@@ -19,10 +19,10 @@ Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) ste
 the three policies on the default mix.
 Full profile: 2 blocks, 10 steps (6 on the long-video mix), the global run included and the
 global policy again at 8 ranks (10 steps, last): ~1,070 rank-steps at the ~1.2 s each measured in
-the full reference, ~1,610 s with the C15 loss runs (3 seeds, ~180 s each); time_budget_s 1800 is
+the full reference, ~1,400 s with the C15 loss runs (3 seeds of 120 steps, ~110 s each); time_budget_s 1800 is
 a cap on the emulated runs that should not bind (spent in the runs' order, so a split into
 invocations never changes which runs there are).
-With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~46
+With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~43
 minutes on one H200, in resumable invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and each seed's C15 loss runs are kept in
@@ -162,12 +162,12 @@ PROFILES = {
         global_steps=10,
         global8_steps=10,  # the 8-rank global run (C7's scale), after the long-video runs
         time_budget_s=1800,
-        loss_steps=200,
+        loss_steps=120,  # x 3 seeds: a t-interval across seeds, where 200 steps of one had none
         maxseq_probes=(15_600, 31_200, 48_360, 62_400),
         real_steps_max=120,
         rank_batch_s_guess=1.2,
         maxseq_s_guess=60,
-        loss_s_guess=180,  # per seed
+        loss_s_guess=110,  # per seed
     ),
 }
 
