@@ -4,7 +4,8 @@
     python tools/readme_results.py reports/reference/h200/quick-5753865/claims.json
 
 --per-gpu: one row per claim, one column per GPU's reference run (REFERENCES; the GPU named by the
-run's env.json) holding its verdict and value [95% CI], the definition key (the metric of
+run's env.json) holding its verdict and value [95% CI] (for C11-C13 also the verdict against
+torch.compile instead of the paper's eager baseline), the definition key (the metric of
 suite/claims.csv the verdict used), and with two GPUs or more whether their verdicts differ (why
 they do is the README's prose). With a claims.json: that run's table, columns id, claim, paper,
 ours [95% CI], verdict, definition key ("-" for a not-run claim).
@@ -72,6 +73,10 @@ def per_gpu_table(runs: list[Path | str]) -> str:
         cells = [r["id"], r["claim"], r["paper_text"]]
         for g in names:
             value = _ours(r[f"{g} measured"], r[f"{g} ci_low"], r[f"{g} ci_high"], units[r["id"]])
+            against = r[f"{g} compile_verdict"]
+            if against:  # the ledger's reading against torch.compile, beside the paper's eager one
+                num = fmt_num(r[f"{g} compile_value"])
+                value += f"; vs torch.compile: **{against}**" + ("" if num == "–" else f" {num}")
             cells.append(f"**{r[f'{g} verdict']}** {value}")
         keys = list(dict.fromkeys(r[f"{g} metric"] for g in names))
         cells.append(" / ".join(f"`{k}`" for k in keys if k) or "-")

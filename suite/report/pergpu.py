@@ -34,8 +34,11 @@ COLUMNS = [
     "measured",
     "ci_low",
     "ci_high",
+    "compile_verdict",
+    "compile_value",
 ]
-VALUES = ["verdict", "metric", "measured", "ci_low", "ci_high"]  # what per_gpu shows per GPU
+# what per_gpu shows per GPU; compile_*: the ledger's reading against torch.compile (C11-C13)
+VALUES = ["verdict", "metric", "measured", "ci_low", "ci_high", "compile_verdict", "compile_value"]
 NO_GPU = "CPU"
 
 
@@ -76,6 +79,8 @@ def claim_rows(claims: Iterable[Mapping], gpu: str, run: str) -> pd.DataFrame:
             "measured": _number(c.get("measured")),
             "ci_low": _number(c.get("ci_low")),
             "ci_high": _number(c.get("ci_high")),
+            "compile_verdict": c.get("compile_verdict", "") or "",
+            "compile_value": _number(c.get("compile_value")),
         }
         for c in claims
     ]
