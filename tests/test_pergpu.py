@@ -108,3 +108,16 @@ def test_opening_figure_of_one_run(tmp_path):
         fig = opening.figure(one)
     assert len(_marks(fig)) == 16
     assert opening.figure(one.iloc[:0]) is None
+
+
+def test_per_gpu_rows_carry_the_verdict_against_torch_compile(two_gpus):
+    """C11-C13 read against torch.compile too (the ledger's compile column): the per-GPU rows carry
+    that verdict and value per GPU; claims without one carry an empty verdict."""
+    wide = pergpu.per_gpu(two_gpus).set_index("id")
+    claims = {c["id"]: c for c in json.loads((REFERENCE / "claims.json").read_text())}
+    for gpu in pergpu.gpus(two_gpus):
+        assert wide.loc["C11", f"{gpu} compile_verdict"] == claims["C11"]["compile_verdict"]
+        assert wide.loc["C11", f"{gpu} compile_value"] == pytest.approx(
+            claims["C11"]["compile_value"]
+        )
+        assert wide.loc["C4", f"{gpu} compile_verdict"] == ""
