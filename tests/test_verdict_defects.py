@@ -4,14 +4,14 @@ C4-C6/C9, the tuned equal-token budget, and each claim's reading under the old a
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from suite.claims import assess, evaluate, load_claims
+from lab.rule_changes import OLD_RULES, old_verdict
+from suite.claims import evaluate, load_claims
 from suite.experiments import costmodel, training
 from suite.experiments.training.peakmem import tuned_token_budget
 from suite.experiments.training.runstats import STATS
@@ -118,23 +118,6 @@ def test_r2_pair_weights():
 # both what the old ledger gave and what the new one gives, on the same numbers.
 H200 = REF.parent
 LEDGER = {c.id: c for c in load_claims()}
-LEVEL = dict(reading="", direction="lower", null="baseline")  # C5/C6 as absolute levels
-OLD_RULES = {
-    "C1": ("r_tokens_sweep", dict(tolerance=0.15 / 0.35)),  # over the designed sweep
-    "C2": ("r_bs2_sweep", dict(tolerance=0.05 / 0.92)),
-    "C4": ("cv_reduction_sim", dict(rule="compare", tolerance=5 / 50)),  # C5 restated
-    "C5": ("rank_cv_sim", dict(LEVEL, paper_value=18.9, tolerance=2 / 18.9)),
-    "C6": ("step_cv_sim", dict(LEVEL, paper_value=10.4, tolerance=2 / 10.4)),
-    "C7": ("throughput_gain_8_sim", dict(tolerance=5 / 25.6)),
-    "C8": ("throughput_gain_16_sim", dict(tolerance=5 / 27.18)),
-    "C10": ("peak_vram_util_gain", dict(tolerance=5 / 22.7)),  # cannot pass by construction
-    "C11": ("fwd_speedup_wan", dict(tolerance=0.2 / 3.3)),
-    "C12": ("bwd_dtile_speedup_wan", dict(rule="compare", tolerance=0.1 / 1.42)),
-    "C13": ("saved_mem_reduction_wan", dict(also=None, tolerance=5 / 61.9)),  # one half
-    "C15": ("loss_max_rel_diff", dict(also=None)),  # kernel numerics only
-    "C17": ("fused_throughput_gain", dict(tolerance=5 / 25)),  # fewer blocks
-    "C18": ("overall_throughput_gain_sim", dict(tolerance=5 / 27.2)),  # compounded, modelled
-}
 # reference, claim: (old verdict, new primary, new verdict)
 CHANGES = {
     ("quick-5753865", "C1"): ("not-reproduced", "r_tokens_steps", "exceeded"),
@@ -177,13 +160,9 @@ def reference_verdicts():
 
 @pytest.mark.parametrize("ref, claim_id", sorted(CHANGES))
 def test_old_rule_and_new_rule_on_the_committed_reference(reference_verdicts, ref, claim_id):
-    old_verdict, new_key, new_verdict = CHANGES[ref, claim_id]
+    old_verdict_want, new_key, new_verdict = CHANGES[ref, claim_id]
     metrics, verdicts = reference_verdicts[ref]
-    key, fields = OLD_RULES[claim_id]
-    r = metrics[(metrics.claim == claim_id) & (metrics.metric == key)].iloc[0]
-    old = replace(LEDGER[claim_id], **fields)
-    got = assess(old, r.value, r.ci_low, r.ci_high, r.baseline, exact=key in old.exact)[0]
-    assert got == old_verdict
+    assert old_verdict(claim_id, metrics) == (old_verdict_want, OLD_RULES[claim_id][0])
     assert (verdicts[claim_id].metric, verdicts[claim_id].verdict) == (new_key, new_verdict)
 
 
