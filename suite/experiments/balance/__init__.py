@@ -93,8 +93,10 @@ from suite.rundir import RunContext
 
 NAME = "balance"
 NEEDS = "cpu"
-# seconds on one H200 (reproduce --budget defers it when they do not fit): measured, 16 cores
-SECONDS = {"quick": 10, "full": 95}
+# seconds on one H200 node (reproduce --budget defers it when they do not fit): the runs measured
+# there (16 cores: 9 / 79 s) plus the bootstrap, predicted from its CPU time on 2 cores (~200 s
+# for quick's 60 replicates of 1000 steps) spread over 8 workers, twice that for full's 100 x 2000
+SECONDS = {"quick": 40, "full": 150}
 __all__ = ["NAME", "NEEDS", "SECONDS", "run", "summarize"]  # the experiment contract
 
 # profile -> (steps, plan seeds, comparison steps at 16 and 1024 ranks, sweep rank-steps,
