@@ -18,7 +18,7 @@ Readings (columns `reading`, `also`, `readings`, `compile`, `absent`):
 - compile: the key of the same claim against torch.compile instead of the paper's eager baseline
   (C11-C13), judged by the same rule and carried as `compile_verdict` beside the verdict.
 - absent: the reason stated when the claim's experiment ran but no primary metric exists (C10:
-  the testable reading needs a run the experiment does not train).
+  a run made before the experiment trained the tuned baseline, or whose budget skipped it).
 
 Primary metric: `primary` lists keys separated by |, tried in order; a key may name the
 experiment that produces it as `experiment:key` (else it is the claim's `experiment`). An

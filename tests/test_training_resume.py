@@ -13,7 +13,8 @@ from suite.experiments.training import emulated as training_emulated
 from suite.experiments.training import parts as training_parts
 from suite.rundir import RunContext, RunDir
 
-SMALL = {"steps": 1, "long_steps": 1, "global8_steps": 1, "skip_maxseq": True, "skip_loss": True}
+SMALL = {"steps": 1, "long_steps": 1, "tuned_steps": 1, "global8_steps": 1}
+SMALL |= {"skip_maxseq": True, "skip_loss": True}
 
 
 def _ctx(tmp_path, deadline, **extra):

@@ -10,19 +10,19 @@ the real ranks alike.
 Quick profile: 1 block (the 1-layer stand-in's budget: one 16-rank emulated step ~8-12 s on one
 H200; a 30-block fwd+bwd of one 81-frame 480p clip is ~2.6 s eager, so every further block adds
 ~1/30 of that per sample, and checkpointing ~1/3 more), 16 virtual ranks, 8 steps per policy on
-the default mix, 3 on the long-video mix, the default pair again on its own 8-rank plans (C7, 4
-steps),
-then the global policy; the emulated runs stop at time_budget_s (a run that would end past it is
+the default mix, 3 on the long-video mix, 3 of C10's baseline (equal-token at the M_tok tuned
+for balance), the default pair again on its own 8-rank plans (C7, 3 steps), then the global
+policy; the emulated runs stop at time_budget_s (a run that would end past it is
 skipped and says so in training_runs, later runs first). Step times of a profile are printed by
 lab/device/train_adaln.sh; the history of the budget is in docs/lab-log.md.
 Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
 the three policies on the default mix.
-Full profile: 2 blocks, 10 steps (6 on the long-video mix), the global run included and the
-global policy again at 8 ranks (10 steps, last): ~1,070 rank-steps at the ~1.2 s each measured in
-the full reference, ~1,400 s with the C15 loss runs (3 seeds of 120 steps, ~110 s each); time_budget_s 1800 is
+Full profile: 2 blocks, 10 steps (6 on the long-video mix and of C10's tuned baseline), the global
+run included and the global policy again at 8 ranks (10 steps, last): ~1,170 rank-steps at the
+~1.2 s each measured in the full reference, ~1,500 s with the C15 loss runs (3 seeds of 120 steps, ~110 s each); time_budget_s 1800 is
 a cap on the emulated runs that should not bind (spent in the runs' order, so a split into
 invocations never changes which runs there are).
-With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~43
+With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~45
 minutes on one H200, in resumable invocations: run it as
 `python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
 each finished emulated run, the C14 probes and each seed's C15 loss runs are kept in
@@ -71,7 +71,7 @@ import numpy as np
 import pandas as pd
 
 from suite.experiments.training.common import _cost_model, _new_model
-from suite.experiments.training.emulated import _emulated_runs
+from suite.experiments.training.emulated import _emulated_runs, tuned_budgets
 from suite.experiments.training.parts import TrainingIncomplete as TrainingIncomplete  # run's
 from suite.experiments.training.probes import _loss_runs, _maxseq
 from suite.rundir import RunContext, read_csv
@@ -97,6 +97,7 @@ CPU_PROFILE = dict(
     ranks=16,
     steps=3,
     long_steps=2,
+    tuned_steps=2,
     global8_steps=2,
     m_mem_factor=2,
     loss_steps=12,
@@ -120,6 +121,7 @@ QUICK_PROFILE = dict(
     ranks=16,
     steps=4,  # validation of the trace simulation (C4-C9 primary); 30-block sweep takes ~150 s
     long_steps=2,
+    tuned_steps=3,  # C10's baseline: equal-token at the M_tok tuned for balance
     steps8=3,  # C7's pair on 8-rank plans
     global_steps=3,
     m_mem_factor=2,
@@ -131,7 +133,7 @@ QUICK_PROFILE = dict(
     maxseq_ref=48_360,
     frame_tokens=1560,
     corpus=20_000,
-    time_budget_s=150,
+    time_budget_s=179,  # 150, + C10's tuned baseline's estimate: 3 steps x 16 ranks x 0.6 s
     real_steps_max=40,
     rank_batch_s_guess=0.6,
     maxseq_s_guess=5,  # C14 probes (not measured alone yet)
@@ -145,6 +147,7 @@ PROFILES = {
         CPU_PROFILE,
         steps=2,
         long_steps=1,
+        tuned_steps=1,
         steps8=1,
         global8_steps=0,
         loss_steps=4,
@@ -158,6 +161,7 @@ PROFILES = {
         layers=2,
         steps=10,
         long_steps=6,
+        tuned_steps=6,
         steps8=10,
         global_steps=10,
         global8_steps=10,  # the 8-rank global run (C7's scale), after the long-video runs
@@ -353,6 +357,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
                 "capacity_bytes": cap,
                 "m_mem": budgets.m_mem,
                 "m_comp": budgets.m_comp,
+                "m_tok_tuned": tuned_budgets(budgets, corpus).m_mem,  # C10's baseline's M_tok
                 "p": budgets.p,
                 "s_cross": s_cross,
                 "s_cross_tuned_on": tuned_on,

@@ -4,7 +4,9 @@ and AdaLN path on the same virtual ranks, each after its own warm-up on a throwa
 end past the invocation's deadline is left to the next invocation (parts.Parts).
 
 - runs (table training_runs): default mix under equal-token/wan, dual/wan and dual/fused (C17,
-  C18), long-video mix under equal-token/wan and dual/wan (C9), the default pair again with its
+  C18), long-video mix under equal-token/wan and dual/wan (C9), C10's baseline
+  default/equal-token-tuned/wan (equal-token at the M_tok tuned for balance, `tuned_budgets`; its
+  own policy segment, so no reader of "equal-token" runs takes it), the default pair again with its
   own 8-rank plans (C7: `@8`), then default/global/wan when the time budget allows (the
   global policy, beyond the paper: per-step LPT over the 16 virtual ranks with the run's cost model, micro-batches
   of <= M_mem tokens, loss weighted by global tokens; after the paper's runs, so a tight budget
@@ -15,6 +17,7 @@ end past the invocation's deadline is left to the next invocation (parts.Parts).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -22,6 +25,18 @@ import pandas as pd
 
 from suite.experiments.training.common import _new_model, _plan
 from suite.experiments.training.parts import Parts
+from suite.experiments.training.peakmem import TUNED, tuned_token_budget
+
+
+def tuned_budgets(budgets, corpus):
+    """C10's baseline: equal-token's M_tok (the budgets' M_mem) tuned for balance on `corpus`,
+    so that its longest sample's batch stays within M_comp (peakmem.tuned_token_budget)."""
+    m_tok = tuned_token_budget(budgets.m_comp, budgets.p, float(corpus.tokens.max()))
+    return dataclasses.replace(budgets, m_mem=m_tok)
+
+
+# a run's policy segment -> (registry policy, its budgets from the mix's): the rest as named
+RUN_POLICIES = {TUNED: ("equal-token", tuned_budgets)}
 
 
 def _warm_batches(corpus, plan, seen: set) -> list:
@@ -52,9 +67,11 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
 
     dev = torch.device(ctx.device)
     R = prof["ranks"]
-    # (mix, policy, adaln, steps, ranks): the paper's runs first, then the global policy (beyond
-    # the paper), also at 8 ranks (C7's scale) where the profile asks for it: a tight
-    # budget drops those before the long-video pair (C9)
+    if not isinstance(budgets, dict):
+        budgets = {"default": budgets, "long": budgets}
+    # (mix, policy, adaln, steps, ranks): the paper's runs first, then C10's tuned baseline, then
+    # the 8-rank pair (C7) and the global policy (beyond the paper), also at 8 ranks where the
+    # profile asks for it: a tight budget drops the later ones first
     specs = [
         ("default", "equal-token", "wan", prof["steps"], R),
         ("default", "dual", "wan", prof["steps"], R),
@@ -62,6 +79,8 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         ("long", "equal-token", "wan", prof["long_steps"], R),
         ("long", "dual", "wan", prof["long_steps"], R),
     ]
+    if prof.get("tuned_steps") and math.isfinite(budgets["default"].m_comp):
+        specs.append(("default", TUNED, "wan", prof["tuned_steps"], R))
     if R > 8:  # C7: the pair on its own 8-rank plans (not halves of the 16-rank steps)
         s8 = prof.get("steps8", prof["steps"])
         specs += [("default", p, "wan", s8, 8) for p in ("equal-token", "dual") if s8]
@@ -78,7 +97,10 @@ def _emulated_runs(ctx, prof, budgets, fused_reason, busbw):
         if adaln == "fused" and fused_reason:
             runs.append({"run": name, "status": f"skipped: {fused_reason}"})
             continue
-        mix_budgets = budgets[mix] if isinstance(budgets, dict) else budgets
+        mix_budgets = budgets[mix]
+        if policy in RUN_POLICIES:
+            policy, of = RUN_POLICIES[policy]
+            mix_budgets = of(mix_budgets, corpora[mix])
         plan = _plan(ctx, corpora[mix], policy, mix_budgets, world, steps)
         jobs.append((corpora[mix], plan, adaln, name, mix, steps))
     parts = Parts(ctx, prof)
