@@ -271,18 +271,24 @@ def test_an_optimizer_timed_apart_is_charged_once_per_step(tmp_path):
     assert "optimizer 4 ms once per step" in row.conditions
 
 
-def test_rebalance_tool_reruns_balance_on_a_committed_run(tmp_path):
-    """tools/rebalance.py: the balance tables and metric rows from a run's measured tables alone;
-    the big per-step tables go unless asked for; a directory without a sweep is refused."""
+def _rebalance_tool():
+    """(the repository root, tools/rebalance.py loaded as a module)."""
     import importlib.util
     from pathlib import Path
-
-    import pandas as pd
 
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("rebalance", root / "tools" / "rebalance.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
+    return root, tool
+
+
+def test_rebalance_tool_reruns_balance_on_a_committed_run(tmp_path):
+    """tools/rebalance.py: the balance tables and metric rows from a run's measured tables alone;
+    the big per-step tables go unless asked for; a directory without a sweep is refused."""
+    import pandas as pd
+
+    root, tool = _rebalance_tool()
     ref = root / "reports" / "reference" / "h200" / "quick-5753865"
     out = tmp_path / "re"
     assert tool.main([str(ref), "--profile", "cpu", "--out", str(out)]) == 0
@@ -298,15 +304,9 @@ def test_rebalance_tool_reruns_balance_on_a_committed_run(tmp_path):
 def test_rebalance_refit_fits_the_costmodel_with_todays_code(tmp_path):
     """--refit: the costmodel tables come from today's fit of the sweep (the launch-bound shapes
     named and left out, M_mem from the run's GPU memory), not copied from the run."""
-    import importlib.util
-    from pathlib import Path
-
     import pandas as pd
 
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("rebalance", root / "tools" / "rebalance.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    root, tool = _rebalance_tool()
     ref = root / "reports" / "reference" / "h200" / "quick-5753865"
     out = tmp_path / "re"
     assert tool.main([str(ref), "--profile", "cpu", "--refit", "--out", str(out)]) == 0
