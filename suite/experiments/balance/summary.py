@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from suite.balance.disclosure import extrapolation_text
 from suite.balance.simulator import NOISE_CV
 from suite.experiments import metric_rows
+from suite.stats import t_interval
 
 T_WORDS = ", 95% t-interval across draws"  # replaced where the bootstrap gives the interval
 
@@ -152,13 +152,13 @@ def _across_draws(per_draw: list[pd.DataFrame]) -> pd.DataFrame:
         if len(v) < 2:
             out.append(row.to_dict())
             continue
-        half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v))
+        mean, lo, hi = t_interval(v)
         out.append(
             row.to_dict()
             | {
-                "value": v.mean(),
-                "ci_low": v.mean() - half,
-                "ci_high": v.mean() + half,
+                "value": mean,
+                "ci_low": lo,
+                "ci_high": hi,
                 "baseline": got["baseline"].astype(float).mean(),
                 "conditions": f"{row.conditions}; mean of {len(v)} plan draws{T_WORDS}",
             }
