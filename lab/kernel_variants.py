@@ -84,9 +84,6 @@ VARIANTS: dict[str, dict] = {
         "bwd_carve": None,
         "bwd_sm2": False,
     },
-    # round 10b: 32 elements of a row per thread under a 96-register cap (twice a thread's
-    # bytes in flight; D = 5120: 4 CTAs of 160 threads, 20 warps per SM, against 3 of 320)
-    "fwd-e32": {"fwd_ept": 32, "fwd_regs": 96},
     # the forward default of round 9 (16 elements per thread at D = 5120): what fwd_wide is
     # measured against
     "fwd-r9": {"fwd_wide": False},
