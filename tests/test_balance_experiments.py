@@ -114,16 +114,22 @@ def test_repeated_draws_give_the_interval_across_draws(run_dir):
 def test_the_bootstrap_gives_the_simulated_intervals(run_dir):
     """The cpu profile's 8 hierarchical bootstrap replicates: each refits p, re-tunes s_cross and
     gives every claim metric of the own policies; the summary's interval is their percentile
-    interval, the value the full-data mean over plan draws."""
+    interval (a level with its baseline: of the ratio, times the full data's baseline), the value
+    the full-data mean over plan draws."""
     tables = run_dir.tables()
     boot, grid = tables["balance_bootstrap"], tables["balance_s_cross"]
     assert sorted(boot["replicate"].unique()) == list(range(8))
     assert boot.groupby("replicate")["p"].first().nunique() > 1  # each replicate refits p
     assert len(grid) == 60 and grid["chosen"].sum() >= 1
     m = bal.summarize(tables).set_index("metric")
+    from scipy.stats.mstats import hdquantiles
+
     for key in ("imbalance_rate_reduction_sim", "rank_cv_sim", "throughput_gain_16_sim"):
-        v = boot.loc[boot["metric"] == key, "value"]
-        lo, hi = np.quantile(v, [0.025, 0.975])
+        b = boot[boot["metric"] == key]
+        v, scale = b["value"], 1.0
+        if key == "rank_cv_sim":  # a level with the replicate's equal-token level beside it
+            v, scale = v / b["baseline"], m.loc[key, "baseline"]
+        lo, hi = scale * np.asarray(hdquantiles(v.to_numpy(), prob=[0.025, 0.975]))
         assert (m.loc[key, "ci_low"], m.loc[key, "ci_high"]) == pytest.approx((lo, hi))
         assert "8 hierarchical bootstrap replicates" in m.loc[key, "conditions"]
     assert "bootstrap" not in m.loc["rank_cv_global_sim", "conditions"]

@@ -58,9 +58,9 @@ Tables:
     balance_sweep_compare  the balance_compare columns and gain_pct (throughput gain over
                      the registry's baseline, equal-token, at the same ranks; %) for the
                      rank sweep (mix default)
-    balance_bootstrap  replicate, claim, metric, value, p, m_mem, s_cross, noise_cv: the
+    balance_bootstrap  replicate, claim, metric, value, baseline, p, m_mem, s_cross, noise_cv: the
                      hierarchical bootstrap of the claim metrics (bootstrap module; REPLICATES
-                     per profile: cpu 8 of 200 steps, quick 60 and full 100 of the profile's
+                     per profile: cpu 8 of 200 steps, quick 200 and full 400 of the profile's
                      steps, one plan seed each), whose percentile intervals the claim rows
                      carry; with a fitted sweep and its quadratic step model only
     balance_s_cross  s_cross, throughput, rank_cv, gain_pct, chosen, p: dual's fine tuning grid
@@ -93,10 +93,11 @@ from suite.rundir import RunContext
 
 NAME = "balance"
 NEEDS = "cpu"
-# seconds on one H200 node (reproduce --budget defers it when they do not fit): the runs measured
-# there (16 cores: 9 / 79 s) plus the bootstrap, predicted from its CPU time on 2 cores (~200 s
-# for quick's 60 replicates of 1000 steps) spread over 8 workers, twice that for full's 100 x 2000
-SECONDS = {"quick": 40, "full": 150}
+# seconds on one GPU node (reproduce --budget defers it when they do not fit): the runs measured
+# there (16 cores: 10 / 79 s) plus the bootstrap, from its measured 11.4 s for quick's 60
+# replicates of 1000 steps on 8 workers (H100 node, 85dc565): 38 s for 200, ~150 s for full's
+# 400 x 2000
+SECONDS = {"quick": 60, "full": 250}
 __all__ = ["NAME", "NEEDS", "SECONDS", "run", "summarize"]  # the experiment contract
 
 # profile -> (steps, plan seeds, comparison steps at 16 and 1024 ranks, sweep rank-steps,

@@ -22,7 +22,9 @@ One replicate (`replicate`):
     4. re-simulate the claim runs (runs.RUNS) of equal-token and dual with a new plan
        seed and noise draw (one draw, the profile's steps) and read the claim metrics as the
        summary does (summary.summarize_draw).
-A metric's interval is the 95% percentile interval over the replicates (`intervals`); its value
+A metric's interval is the 95% percentile interval over the replicates (`summary.intervals`:
+Harrell-Davis quantiles; a level read against the equal-token level gets the interval of its
+ratio to the replicate's own equal-token level, scaled to the full data's); its value
 stays the full-data one (the mean over the plan seeds). The model of the variation: the sweep's
 shapes are a sample of the shapes the cost depends on and its repeats a sample of each shape's
 timing, so resampling both and refitting gives the spread of what a re-measured sweep would
@@ -46,7 +48,7 @@ from suite.balance.validate import noise_cv_from_sweep
 # profile -> (replicates, simulated steps per replicate; None: the profile's claim steps). The
 # cpu profile's are few and short, for CI's time: its intervals say how the machinery works, not
 # what a run's data support.
-REPLICATES = {"cpu": (8, 200), "quick": (60, None), "full": (100, None)}
+REPLICATES = {"cpu": (8, 200), "quick": (200, None), "full": (400, None)}
 SEED_OFFSET = 100_000  # replicate r plans with seed + SEED_OFFSET + r: apart from the claim seeds
 POLICIES = ("equal-token", "dual")
 
@@ -143,7 +145,8 @@ def draw_fit(sweep: pd.DataFrame, fit_row: dict, rng: np.random.Generator, tries
 
 
 def replicate(sweep: pd.DataFrame, fit_row: dict, mixes: dict, steps: int, seed: int, r: int):
-    """Metric rows of replicate r (module doc): claim, metric, value, replicate, p, m_mem,
+    """Metric rows of replicate r (module doc): claim, metric, value, baseline (the replicate's
+    equal-token level, where the metric is a level read against it), replicate, p, m_mem,
     s_cross (dual's, default mix), noise_cv."""
     from suite.experiments.balance.runs import RUNS, _claim_run, _setup, policies
     from suite.experiments.balance.summary import summarize_draw
@@ -163,7 +166,7 @@ def replicate(sweep: pd.DataFrame, fit_row: dict, mixes: dict, steps: int, seed:
     setup = _setup(cost, "bootstrap", truth, by_mix, noise_cv, "bootstrap", opt_s)
     rows = summarize_draw(pd.concat(frames, ignore_index=True), setup, None, "")
     dual = setup[setup["policy"].isin(names(tunes_s_cross=True)) & (setup["mix"] == "default")]
-    return rows[["claim", "metric", "value"]].assign(
+    return rows[["claim", "metric", "value", "baseline"]].assign(
         replicate=r,
         p=cost.p,
         m_mem=cost.m_mem,
