@@ -50,6 +50,21 @@ def test_coverage_counts_ordered_pairs_of_the_same_metric(tool, tmp_path):
     assert tool.verdict(df)["acceptance"] == "NOT met"
 
 
+def test_a_split_names_the_boundary_the_intervals_end_at(tool, tmp_path):
+    """C5 (exceeded above 1.1 x 51.54 = 56.69): intervals that agree but end either side of that
+    boundary differ in verdict; the table says where, and says nothing where they agree."""
+    a = _run(tmp_path, "a.json", C5=("rank_cv_sim", 68.3, 56.5, 74.4), C4=("k", 56.6, 43, 72))
+    b = _run(tmp_path, "b.json", C5=("rank_cv_sim", 68.4, 56.8, 74.4), C4=("k", 56.8, 43, 72))
+    for name, ends in (("a.json", (56.5, 74.4)), ("b.json", (56.8, 74.4))):  # as judged
+        rows = json.loads((tmp_path / name).read_text())
+        rows[0]["verdict"] = "exceeded" if ends[0] > 56.69 else "inconclusive"
+        (tmp_path / name).write_text(json.dumps(rows))
+    df = tool.table([a, b]).set_index("claim")
+    assert df.loc["C5", "same"] == "NO"
+    assert df.loc["C5", "split at"] == "exceeded above 56.69; nearest ends 56.5, 56.8"
+    assert df.loc["C4", "split at"] == ""
+
+
 def test_committed_stability_runs_are_judged_under_todays_rules(tool):
     runs = [str(ROOT / "reports/reference/h200/stability-5753865" / f"run{i}") for i in (1, 2, 3)]
     df = tool.table(runs).set_index("claim")

@@ -15,6 +15,10 @@ without an interval holds nothing and is not counted. A 95% interval that descri
 variation should hold another run's value about 95% of the time; far less says the interval is
 narrower than what moves between runs.
 
+Where the verdicts differ, the column "split at" names the ledger boundary nearest the runs'
+interval ends and each run's nearest end: ends a few tenths either side of one boundary are
+intervals that agree, with a verdict that cannot (any re-measurement flips it).
+
 Prints Markdown: per GPU its table, pooled coverage, the claims under half and the acceptance;
 then, with several GPUs, one summary row per GPU. With --out also writes them, the per-claim rows
 of every GPU as a CSV beside it (same name, .csv) and the per-GPU summary (-summary.csv).
@@ -31,8 +35,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from suite.claims import evaluate
+from suite.claims import evaluate, load_claims
 from suite.report.pergpu import gpu_name
+from suite.verdict_rule import boundaries
 
 ACCEPT_POOLED = 0.75  # pooled coverage the acceptance asks for
 ACCEPT_CLAIM = 0.5  # and no claim with an interval below this
@@ -84,6 +89,26 @@ def coverage(runs: list[dict[str, dict]], cid: str) -> tuple[int, int]:
     return held, pairs
 
 
+def at_boundary(cid: str, runs: list[dict]) -> str:
+    """Where the runs of a claim whose verdict differs split: the ledger boundary nearest any
+    run's interval end (its value where it has no interval) and each run's nearest end, so a
+    split of intervals that agree (ends either side of one boundary) reads apart from one of
+    intervals that do not."""
+    claim = next((c for c in load_claims() if c.id == cid), None)
+    ends = [
+        [x for x in (c.get("ci_low"), c.get("ci_high"), c.get("measured")) if _finite(x)]
+        for c in runs
+    ]
+    if claim is None or not all(ends):
+        return ""
+    edges = [(b, name) for b, name in boundaries(claim) if math.isfinite(b)]
+    if not edges:
+        return ""
+    b, name = min(edges, key=lambda e: min(abs(x - e[0]) for xs in ends for x in xs))
+    nearest = [min(xs, key=lambda x: abs(x - b)) for xs in ends]
+    return f"{name}; nearest ends " + ", ".join(f"{x:.3g}" for x in nearest)
+
+
 def table(runs: list[str]) -> pd.DataFrame:
     """The per-claim table of runs of one GPU (see the module doc)."""
     claims = [{c["id"]: c for c in load(r)} for r in runs]
@@ -98,6 +123,7 @@ def table(runs: list[str]) -> pd.DataFrame:
             row[f"run {k + 1}"] = f"{verdicts[-1]}: {_fmt(c)}" if c else "missing"
         row["metric"] = next((c[cid].get("metric", "") for c in claims if cid in c), "")
         row["same"] = "yes" if len(set(verdicts)) == 1 else "NO"
+        row["split at"] = "" if row["same"] == "yes" else at_boundary(cid, [c.get(cid, {}) for c in claims])
         held, pairs = coverage(claims, cid)
         row["held"], row["pairs"] = held, pairs
         row["coverage"] = f"{held}/{pairs}" if pairs else "no interval"
