@@ -123,7 +123,9 @@ def table(runs: list[str]) -> pd.DataFrame:
             row[f"run {k + 1}"] = f"{verdicts[-1]}: {_fmt(c)}" if c else "missing"
         row["metric"] = next((c[cid].get("metric", "") for c in claims if cid in c), "")
         row["same"] = "yes" if len(set(verdicts)) == 1 else "NO"
-        row["split at"] = "" if row["same"] == "yes" else at_boundary(cid, [c.get(cid, {}) for c in claims])
+        row["split at"] = (
+            "" if row["same"] == "yes" else at_boundary(cid, [c.get(cid, {}) for c in claims])
+        )
         held, pairs = coverage(claims, cid)
         row["held"], row["pairs"] = held, pairs
         row["coverage"] = f"{held}/{pairs}" if pairs else "no interval"
