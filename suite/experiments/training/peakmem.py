@@ -23,16 +23,24 @@ from suite.experiments.training.runstats import compare, pairing_note
 TUNED = "equal-token-tuned"  # the policy segment of C10's trained baseline's run name
 
 
+def step_peak_gain(summ, base, new, paired: bool):
+    """(gain %, CI low, CI high, new's and base's mean per-step peak bytes) of the mean over steps
+    of each step's peak allocated memory, new over base; None where peaks were not measured."""
+    pe, pn = summ[base][0].peak_mem_bytes.mean(), summ[new][0].peak_mem_bytes.mean()
+    if not pe > 0:
+        return None
+    return (*compare(summ, base, new, "peak_gain", paired), pn, pe)
+
+
 def memory_rows(ranks, summ, base, new, capacity: float, cond: str, paired: bool) -> list[dict]:
     """C10: the mean over steps of each step's peak (max over its ranks and micro-batches), new
     over base (run-and-world keys of `summ`, runstats.run_summaries); _rankbatch: the
     mean over rank-batches instead (the earlier definition)."""
-    a, b = summ[base][0], summ[new][0]
-    pe, pn = a.peak_mem_bytes.mean(), b.peak_mem_bytes.mean()
-    if not pe > 0:
+    gain = step_peak_gain(summ, base, new, paired)
+    if gain is None:
         return []
+    v, lo, hi, pn, pe = gain
     rb = {k: ranks[ranks["run"] == k[0]].peak_mem_bytes.mean() for k in (base, new)}
-    v, lo, hi = compare(summ, base, new, "peak_gain", paired)
     rv, rlo, rhi = compare(summ, base, new, "peak_reserved_gain", paired)
     row = {"claim": "C10", "unit": "%", "evidence": "training_ranks"}
     return [
@@ -115,12 +123,10 @@ def tuned_measured_row(summ, tuned, new, info: pd.Series, cond: str, paired: boo
     """C10 _tuned_measured: the mean per-step peak of run-and-world key `new` (dual) over `tuned`
     (equal-token trained at the M_tok tuned for balance), both measured; [] where either run is
     missing or peaks were not measured (CPU)."""
-    if tuned not in summ or new not in summ:
+    gain = step_peak_gain(summ, tuned, new, paired) if tuned in summ and new in summ else None
+    if gain is None:
         return []
-    pe, pn = summ[tuned][0].peak_mem_bytes.mean(), summ[new][0].peak_mem_bytes.mean()
-    if not pe > 0:
-        return []
-    v, lo, hi = compare(summ, tuned, new, "peak_gain", paired)
+    v, lo, hi, pn, pe = gain
     return [
         {
             "claim": "C10",
