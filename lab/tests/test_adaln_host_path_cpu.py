@@ -116,6 +116,32 @@ def test_forward_launch_arguments_and_plan_reuse(stub):
     assert (a2[0], a2[3], a2[7]) == (x2.data_ptr(), s2.data_ptr(), y2.data_ptr())
 
 
+def test_no_grad_call_reuses_the_plan_its_spec_carries(stub, monkeypatch):
+    """After the first no-grad call of a signature, a call looks up one key (the spec, which
+    carries the forward's launch plan), not a second one in the plan cache."""
+    x, e, s, h = _wan()
+    adaln(x, s, h)
+    lookups = []
+    real = fused_cuda.forward_plan
+    monkeypatch.setattr(
+        fused_cuda, "forward_plan", lambda *a: lookups.append(a[0].shape) or real(*a)
+    )
+    x2, _, s2, h2 = _wan()
+    y2 = adaln(x2, s2, h2)
+    assert lookups == []
+    a = _fwd_args(stub)[3]
+    assert (a[0], a[3], a[4], a[7]) == (x2.data_ptr(), s2.data_ptr(), h2.data_ptr(), y2.data_ptr())
+
+
+@pytest.mark.parametrize("B0,N0", [(0, 6), (2, 0)])
+def test_empty_no_grad_inputs_launch_nothing(stub, B0, N0):
+    x = torch.randn(B0, N0, D, dtype=torch.bfloat16)
+    e = torch.randn(B0, 6, D)
+    for _ in range(2):  # the first call makes the spec, the second one reads it
+        assert adaln(x, e[:, 1:2], e[:, 0:1]).shape == x.shape
+    assert stub.launches == 0
+
+
 def test_misaligned_x_takes_the_scalar_kernel(stub):
     x = torch.randn(B * N * D + 1, dtype=torch.bfloat16)[1:].view(B, N, D)  # 2 bytes off
     e = torch.randn(B, 6, D)

@@ -148,20 +148,31 @@ def _fwd_plan(key, x, scale, shift, eps, mode, out_dtype):
     return plan
 
 
-def forward_into(
-    x, scale, shift, eps: float, mode: int, out_dtype, y, mean_ptr: int, rstd_ptr: int
-):
-    """Launch the forward writing y and the fp32 mean / rstd at the given device addresses
-    (both 0: no statistics written)."""
+def forward_plan(x, scale, shift, eps: float, mode: int, out_dtype):
+    """The cached launch plan of the forward for these inputs' layout (built on first use)."""
     key = (x.shape, x.stride(), scale.stride(), shift.stride(), x.dtype, scale.dtype, out_dtype,
            mode, x.device, eps)  # fmt: skip
-    plan = _fwd_plans.get(key) or _fwd_plan(key, x, scale, shift, eps, mode, out_dtype)
+    return _fwd_plans.get(key) or _fwd_plan(key, x, scale, shift, eps, mode, out_dtype)
+
+
+def launch_forward(plan, x, scale, shift, y, mean_ptr: int, rstd_ptr: int) -> None:
+    """Launch `plan` (from forward_plan, for these inputs' layout) writing y and the fp32 mean /
+    rstd at the given device addresses (both 0: no statistics written)."""
     xp, sp, hp, yp = x.data_ptr(), scale.data_ptr(), shift.data_ptr(), y.data_ptr()
     run = plan[3] if plan[3] is not None and not (xp | sp | hp | yp) & 15 else plan[4]
     args = run.args
     a = args.slots
     a[0], a[3], a[4], a[7], a[8], a[9] = xp, sp, hp, yp, mean_ptr, rstd_ptr
     L.launch_packed(run.func, run.grid, run.block, 0, L.current_stream_handle(plan[2]), args)
+
+
+def forward_into(
+    x, scale, shift, eps: float, mode: int, out_dtype, y, mean_ptr: int, rstd_ptr: int
+):
+    """Launch the forward writing y and the fp32 mean / rstd at the given device addresses
+    (both 0: no statistics written)."""
+    plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
+    launch_forward(plan, x, scale, shift, y, mean_ptr, rstd_ptr)
 
 
 def forward(x, scale, shift, eps: float, mode: int, out_dtype):
@@ -176,13 +187,16 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     return y, mean, rstd
 
 
-def forward_y(x, scale, shift, eps: float, mode: int, out_dtype):
+def forward_y(x, scale, shift, eps: float, mode: int, out_dtype, plan=None):
     """forward without the statistics (null pointers: the kernel writes none), for calls no
-    backward follows; one allocation fewer on the host path. Returns y."""
+    backward follows; one allocation fewer on the host path. `plan`: forward_plan's for these
+    inputs, when the caller has it cached (saves the second signature lookup). Returns y."""
     B, N, D = x.shape
     y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
     if B * N:
-        forward_into(x, scale, shift, eps, mode, out_dtype, y, 0, 0)
+        if plan is None:
+            plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
+        launch_forward(plan, x, scale, shift, y, 0, 0)
     return y
 
 
