@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU regression benchmarks on a GPU node: pytest-benchmark kernels (JSON) and the asv GPU suite
-# saved under machine "h200" for the commit whose .git travels with the tree.
+# saved under the GPU's machine name (h100, h200; MACHINE=<name> overrides) for the commit whose
+# .git travels with the tree.
 #   usage (device tool; carry .whl and .gitbundle, since .git itself cannot travel): bash tools/device/bench.sh
 #   .gitbundle holds shallow.tgz, the .git of a depth-1 clone (same SHA and date), partial and
 #   sparse (~3.5 MB; a full one, 23 MB, no longer fits beside the tree and .whl): make it with
@@ -10,6 +11,10 @@
 set -uo pipefail
 out=${OUT:-/tmp/out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+# asv keeps one history per machine: an H100 point must not land in the H200's series
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+machine=${MACHINE:-$(echo "$gpu" | grep -oiE 'h100|h200|a100|b200' | head -1 | tr A-Z a-z)}
+machine=${machine:-gpu}
 exec > >(tee "$out/bench.log") 2>&1
 python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite
 [ -n "${SKIP_PYTEST:-}" ] || timeout 120 python3 -m pytest -q tests/bench/test_bench_kernels.py --benchmark-enable \
@@ -26,5 +31,6 @@ fi
 git log -1 --format='asv at %H'
 # 280 s: one commit's point of bench_kernels took ~190 s, and a 200 s limit once cut another with
 # nothing written; bench_kernel_claims (C11-C13, C16) adds an estimated ~60 s, not yet measured
-timeout 400 python3 -m benchmarks.run_asv --machine h200 --bench "^bench_kernel(s|_claims)\."
+echo "asv machine: $machine ($gpu)"
+timeout 400 python3 -m benchmarks.run_asv --machine "$machine" --bench "^bench_kernel(s|_claims)\."
 tar czf "$out/asv_results.tgz" .asv/results
