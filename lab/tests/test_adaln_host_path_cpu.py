@@ -133,6 +133,23 @@ def test_no_grad_call_reuses_the_plan_its_spec_carries(stub, monkeypatch):
     assert (a[0], a[3], a[4], a[7]) == (x2.data_ptr(), s2.data_ptr(), h2.data_ptr(), y2.data_ptr())
 
 
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "fp32-out"])
+def test_y_is_contiguous_in_its_dtype_whatever_x(stub, layout, grad):
+    """y is allocated like x only where that is y's layout (x contiguous, of y's dtype): a dense
+    but permuted x (strides (D, B*D, 1)) must still give a contiguous y, which the kernel writes."""
+    x = torch.randn(N, B, D, dtype=torch.bfloat16).transpose(0, 1) if layout == "permuted" else (
+        torch.randn(B, N, D, dtype=torch.bfloat16))  # fmt: skip
+    x.requires_grad_(grad)
+    e = torch.randn(B, 6, D)
+    out = torch.float32 if layout == "fp32-out" else None
+    for _ in range(2):  # first call and cached plan
+        y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out)
+        assert y.shape == x.shape and y.is_contiguous()
+        assert y.dtype == (out or x.dtype)
+        assert _fwd_args(stub)[3][7] == y.data_ptr()
+
+
 @pytest.mark.parametrize("B0,N0", [(0, 6), (2, 0)])
 def test_empty_no_grad_inputs_launch_nothing(stub, B0, N0):
     x = torch.randn(B0, N0, D, dtype=torch.bfloat16)

@@ -141,7 +141,10 @@ def _fwd_plan(key, x, scale, shift, eps, mode, out_dtype):
     )
     scalar = _fwd_launch(cfg, False, idx, B, N, D, strides, eps)
     vec = _fwd_launch(cfg, True, idx, B, N, D, strides, eps) if ok else None
-    plan = ((B, N, D), (B, N), idx, vec, scalar)
+    # y like x: x contiguous and of y's dtype, so torch.empty_like(x) is y's layout and costs the
+    # host ~0.8 us less than torch.empty's shape / dtype / device parsing
+    like_x = x.is_contiguous() and x.dtype == out_dtype
+    plan = ((B, N, D), (B, N), idx, vec, scalar, like_x)
     if len(_fwd_plans) >= _PLANS_MAX:
         _fwd_plans.clear()
     _fwd_plans[key] = plan
@@ -187,16 +190,23 @@ def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     return y, mean, rstd
 
 
+def _empty_y(plan, x, out_dtype):
+    return (
+        torch.empty_like(x) if plan[5] else torch.empty(plan[0], dtype=out_dtype, device=x.device)
+    )
+
+
 def forward_y(x, scale, shift, eps: float, mode: int, out_dtype, plan=None):
     """forward without the statistics (null pointers: the kernel writes none), for calls no
     backward follows; one allocation fewer on the host path. `plan`: forward_plan's for these
     inputs, when the caller has it cached (saves the second signature lookup). Returns y."""
-    B, N, D = x.shape
-    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
-    if B * N:
-        if plan is None:
-            plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
-        launch_forward(plan, x, scale, shift, y, 0, 0)
+    if plan is None:
+        B, N, D = x.shape
+        if not B * N:
+            return torch.empty((B, N, D), dtype=out_dtype, device=x.device)
+        plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
+    y = _empty_y(plan, x, out_dtype)
+    launch_forward(plan, x, scale, shift, y, 0, 0)
     return y
 
 
@@ -204,11 +214,13 @@ def forward_stats(x, scale, shift, eps: float, mode: int, out_dtype):
     """forward with mean and rstd in one fp32 [2, B, N] buffer (one allocation, no views): the
     eager path's. Returns y and that buffer."""
     B, N, D = x.shape
-    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
     stats = torch.empty((2, B, N), dtype=torch.float32, device=x.device)
-    if B * N:
-        p = stats.data_ptr()
-        forward_into(x, scale, shift, eps, mode, out_dtype, y, p, p + 4 * B * N)
+    if not B * N:
+        return torch.empty((B, N, D), dtype=out_dtype, device=x.device), stats
+    plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
+    y = _empty_y(plan, x, out_dtype)
+    p = stats.data_ptr()
+    launch_forward(plan, x, scale, shift, y, p, p + 4 * B * N)
     return y, stats
 
 
