@@ -636,6 +636,23 @@ def test_no_grad_forward_equals_the_training_forward(n, d):
 
 
 @gpu_only
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "fp32-out"])
+def test_no_grad_y_is_contiguous_and_right_whatever_x(layout):
+    """The no-grad forward allocates y like x only where that is y's layout: a dense but permuted
+    x (strides (D, B*D, 1)) still gets a contiguous y, written where its strides say."""
+    B, N, D = 3, 50, 1536
+    x = rand(N, B, D, dtype=torch.bfloat16)
+    x = x.transpose(0, 1) if layout == "permuted" else x.reshape(B, N, D)
+    e = rand(B, 6, D)
+    out = torch.float32 if layout == "fp32-out" else None
+    for _ in range(2):  # the first call fills the plan, the second uses it
+        with torch.no_grad():
+            y = adaln(x, e[:, 1:2], e[:, 0:1], out_dtype=out)
+        assert y.is_contiguous() and y.dtype == (out or x.dtype)
+        assert rel(y, ref64(x, e[:, 1:2], e[:, 0:1])) < TOL[y.dtype]
+
+
+@gpu_only
 def test_ten_runs_bitwise_deterministic():
     x, e, dy = wan(8, 1560, 1536)
     first = fwd_bwd(x, e, dy)
