@@ -101,6 +101,28 @@ def test_percentile_intervals_per_metric():
     assert hd_sd < 0.9 * plain_sd
 
 
+def test_interval_ends_carry_their_monte_carlo_error():
+    """se_low / se_high: what the replicate count alone moves each end by. It shrinks about as
+    1 / sqrt(replicates), matches the spread of the end over independent replicate sets, and
+    the summary's conditions state it, so an end closer than that to a verdict boundary reads as
+    decided by the replicates drawn."""
+    rng = np.random.default_rng(3)
+
+    def frame(v):
+        return pd.DataFrame({"claim": "C8", "metric": "throughput_gain_16_sim", "value": v})
+
+    small, large = (bs.intervals(frame(rng.normal(30.0, 4.0, n))).iloc[0] for n in (100, 1600))
+    assert 0 < large.se_low < small.se_low / 2.5 and 0 < large.se_high < small.se_high / 2.5
+    ends = [bs.intervals(frame(rng.normal(30.0, 4.0, 200))).ci_low.iloc[0] for _ in range(200)]
+    se = bs.intervals(frame(rng.normal(30.0, 4.0, 200))).se_low.iloc[0]
+    assert se == pytest.approx(np.std(ends), rel=0.5)
+    row = {"claim": "C8", "metric": "throughput_gain_16_sim", "value": 30.0, "ci_low": 29.0,
+           "ci_high": 31.0, "conditions": "simulated" + bs.T_WORDS}  # fmt: skip
+    boot = frame(rng.normal(30.0, 4.0, 200)).assign(p=1.4)
+    out = bs.with_bootstrap(bs.metric_rows([row]), boot).iloc[0]
+    assert "Monte Carlo SE of its ends" in out.conditions
+
+
 def test_a_level_with_its_baseline_gets_the_interval_of_the_ratio():
     """Each replicate re-simulates both policies: where the baseline moves with the level (the
     same refitted p), the interval is the ratio's, scaled by the full data's baseline, so a

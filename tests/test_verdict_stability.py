@@ -65,6 +65,22 @@ def test_a_split_names_the_boundary_the_intervals_end_at(tool, tmp_path):
     assert df.loc["C4", "split at"] == ""
 
 
+def test_a_split_within_the_monte_carlo_error_says_so(tool):
+    """The H100 re-simulations keep their bootstrap tables: C5's lower ends (56.5, 56.8, 56.9)
+    straddle 56.69 by less than their Monte Carlo SE (~1 point with 200 replicates), so the split
+    is the replicates drawn; the table gives each end's SE and says so."""
+    h100 = ROOT / "reports/reference/h100"
+    runs = [str(h100 / "stability-85dc565/bootstrap-cpu" / r) for r in ("run1", "run2")]
+    runs.append(str(h100 / "c1c3-0e6e473/balance-cpu"))
+    errors = [tool.mc_errors(r) for r in runs]
+    assert all(0.5 < e["C5"]["ci_low"] < 2.0 for e in errors)  # reduction points
+    assert tool.mc_errors(str(ROOT / "reports/reference/h200/stability-5753865/run1")) == {}
+    df = tool.table(runs).set_index("claim")
+    split = df.loc["C5", "split at"]
+    assert split.startswith("exceeded above 56.69; nearest ends 56.5 ±1.2, 56.8 ±1.2, 56.9 ±0.8")
+    assert split.endswith("(Monte Carlo SE: every end within it of the boundary)")
+
+
 def test_committed_stability_runs_are_judged_under_todays_rules(tool):
     runs = [str(ROOT / "reports/reference/h200/stability-5753865" / f"run{i}") for i in (1, 2, 3)]
     df = tool.table(runs).set_index("claim")
