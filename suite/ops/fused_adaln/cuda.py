@@ -169,59 +169,45 @@ def launch_forward(plan, x, scale, shift, y, mean_ptr: int, rstd_ptr: int) -> No
     L.launch_packed(run.func, run.grid, run.block, 0, L.current_stream_handle(plan[2]), args)
 
 
-def forward_into(
-    x, scale, shift, eps: float, mode: int, out_dtype, y, mean_ptr: int, rstd_ptr: int
-):
-    """Launch the forward writing y and the fp32 mean / rstd at the given device addresses
-    (both 0: no statistics written)."""
-    plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
+def _y(x, scale, shift, eps: float, mode: int, out_dtype, mean_ptr: int, rstd_ptr: int, plan=None):
+    """Allocate y and launch the forward into it, writing the fp32 mean / rstd at the given
+    device addresses (both 0: no statistics written); an empty x launches nothing. `plan`:
+    forward_plan's for these inputs where the caller has it cached. y is allocated like x where
+    that is its layout (the plan says; torch.empty parses shape, dtype and device every call)."""
+    if plan is None:
+        B, N, D = x.shape
+        if not B * N:
+            return torch.empty((B, N, D), dtype=out_dtype, device=x.device)
+        plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
+    y = torch.empty_like(x) if plan[5] else torch.empty(plan[0], dtype=out_dtype, device=x.device)
     launch_forward(plan, x, scale, shift, y, mean_ptr, rstd_ptr)
+    return y
 
 
 def forward(x, scale, shift, eps: float, mode: int, out_dtype):
     """x [B, N, D] (last dim contiguous), scale/shift as `mode` says (last dim contiguous).
     Returns y [B, N, D] contiguous in out_dtype, mean and rstd [B, N] fp32."""
-    B, N, D = x.shape
-    y = torch.empty((B, N, D), dtype=out_dtype, device=x.device)
+    B, N, _ = x.shape
     mean = torch.empty((B, N), dtype=torch.float32, device=x.device)
     rstd = torch.empty((B, N), dtype=torch.float32, device=x.device)
-    if B * N:
-        forward_into(x, scale, shift, eps, mode, out_dtype, y, mean.data_ptr(), rstd.data_ptr())
+    y = _y(x, scale, shift, eps, mode, out_dtype, mean.data_ptr(), rstd.data_ptr())
     return y, mean, rstd
-
-
-def _empty_y(plan, x, out_dtype):
-    return (
-        torch.empty_like(x) if plan[5] else torch.empty(plan[0], dtype=out_dtype, device=x.device)
-    )
 
 
 def forward_y(x, scale, shift, eps: float, mode: int, out_dtype, plan=None):
     """forward without the statistics (null pointers: the kernel writes none), for calls no
     backward follows; one allocation fewer on the host path. `plan`: forward_plan's for these
     inputs, when the caller has it cached (saves the second signature lookup). Returns y."""
-    if plan is None:
-        B, N, D = x.shape
-        if not B * N:
-            return torch.empty((B, N, D), dtype=out_dtype, device=x.device)
-        plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
-    y = _empty_y(plan, x, out_dtype)
-    launch_forward(plan, x, scale, shift, y, 0, 0)
-    return y
+    return _y(x, scale, shift, eps, mode, out_dtype, 0, 0, plan)
 
 
 def forward_stats(x, scale, shift, eps: float, mode: int, out_dtype):
     """forward with mean and rstd in one fp32 [2, B, N] buffer (one allocation, no views): the
     eager path's. Returns y and that buffer."""
-    B, N, D = x.shape
+    B, N, _ = x.shape
     stats = torch.empty((2, B, N), dtype=torch.float32, device=x.device)
-    if not B * N:
-        return torch.empty((B, N, D), dtype=out_dtype, device=x.device), stats
-    plan = forward_plan(x, scale, shift, eps, mode, out_dtype)
-    y = _empty_y(plan, x, out_dtype)
     p = stats.data_ptr()
-    launch_forward(plan, x, scale, shift, y, p, p + 4 * B * N)
-    return y, stats
+    return _y(x, scale, shift, eps, mode, out_dtype, p, p + 4 * B * N), stats
 
 
 class _BwdPlan:
