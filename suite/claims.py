@@ -212,10 +212,12 @@ def _read(claim: Claim, r: pd.Series) -> pd.Series:
         r["unit"] = f"level {_s(r['unit'])}".strip()
         return r
     ends = [100 * (1 - _f(r[k]) / b) for k in ("ci_high", "ci_low")]
+    mcse = [100 * _f(r.get(k)) / b for k in ("ci_high_mcse", "ci_low_mcse")]  # the ends swap
     levels = (
         f"relative reduction 1 - {v:.4g}% / {b:.4g}% (the levels: after {v:.4g}%, before {b:.4g}%)"
     )
     r["value"], r["ci_low"], r["ci_high"], r["baseline"] = 100 * (1 - v / b), *ends, math.nan
+    r["ci_low_mcse"], r["ci_high_mcse"] = mcse
     r["conditions"] = "; ".join(x for x in (levels, _s(r["conditions"])) if x)
     return r
 
@@ -244,7 +246,8 @@ def _assess_row(claim: Claim, key: str, r: pd.Series) -> tuple[str, str]:
     if claim.reading and _s(r["unit"]).startswith("level"):
         return "not-run", f"{key} has no measured baseline to read a {claim.reading} from"
     v = (_f(r["value"]), _f(r["ci_low"]), _f(r["ci_high"]), _f(r["baseline"]))
-    return assess(claim, *v, exact=key in claim.exact)
+    mcse = (_f(r.get("ci_low_mcse")), _f(r.get("ci_high_mcse")))
+    return assess(claim, *v, exact=key in claim.exact, mcse=mcse)
 
 
 def _alt_verdict(claim: Claim, key: str, r: pd.Series) -> str:

@@ -9,6 +9,9 @@ A metric row is one number for one claim under one definition:
     unit        "%", "x", "R", "tokens/s", "GB", "kernels", ...
     conditions  short text: width, layers, seq lengths, dtype, ranks, real or emulated
     evidence    table name(s) and figure name the number comes from
+    ci_low_mcse, ci_high_mcse   Monte Carlo standard error of each end where the interval is a
+                percentile over a finite number of resampled replicates (a bootstrap), else NaN:
+                how far the replicate count alone moves it (the verdict rule reads it)
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ METRIC_COLUMNS = [
     "unit",
     "conditions",
     "evidence",
+    "ci_low_mcse",
+    "ci_high_mcse",
 ]
 
 

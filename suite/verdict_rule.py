@@ -24,7 +24,10 @@ verdict is `inconclusive` and the reason names the boundary the interval straddl
 reads the interval itself (above): it is inconclusive only where the interval straddles the null. A metric with
 no interval keeps its verdict only if the ledger lists it in `exact` (deterministic quantities:
 kernel counts, saved bytes, the longest sequence that fits, each the same in every run of a
-commit); any other metric without an interval is `inconclusive` ("no interval").
+commit); any other metric without an interval is `inconclusive` ("no interval"). A bootstrap's
+interval ends carry a Monte Carlo standard error (the finite replicate count's); a verdict that a
+boundary within MC_Z such errors of an end would change is `inconclusive` as well: the reason says
+which end and boundary, and the interval shown stays the bootstrap's own.
 """
 
 from __future__ import annotations
@@ -139,24 +142,13 @@ def boundaries(claim: Claim, baseline: float = math.nan) -> list[tuple[float, st
     ]
 
 
-def assess(
-    claim: Claim,
-    value: float,
-    ci_low: float = math.nan,
-    ci_high: float = math.nan,
-    baseline: float = math.nan,
-    exact: bool = False,
-) -> tuple[str, str]:
-    """(verdict, reason) under the interval rule: judge()'s verdict where the whole interval gets
-    it (or the metric is exact and has none), else "inconclusive" with the boundary straddled."""
-    point = judge(claim, value, baseline)
-    if point == "not-run":
-        return point, "no finite value"
-    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        if exact:
-            return point, ""
-        return "inconclusive", f"no interval (the value {value:.4g} alone reads {point})"
-    lo, hi = min(ci_low, value), max(ci_high, value)
+# an interval end within this many Monte Carlo SEs of a boundary is decided by the replicates
+# drawn, not by the data (two-sided 95% for a normal Monte Carlo error)
+MC_Z = 1.96
+
+
+def _interval(claim: Claim, value: float, lo: float, hi: float, baseline: float, point: str):
+    """(verdict, reason) of the interval [lo, hi] (holding value) under the interval rule."""
     if claim.rule == "upto":  # the interval itself is read: reaching the bound is enough
         verdict = _upto(claim, lo, hi, baseline)
         if verdict != "inconclusive":
@@ -173,4 +165,46 @@ def assess(
     return "inconclusive", (
         f"95% interval [{lo:.4g}, {hi:.4g}] straddles {' and '.join(names)} "
         f"(the value {value:.4g} alone reads {point})"
+    )
+
+
+def assess(
+    claim: Claim,
+    value: float,
+    ci_low: float = math.nan,
+    ci_high: float = math.nan,
+    baseline: float = math.nan,
+    exact: bool = False,
+    mcse: tuple[float, float] = (math.nan, math.nan),
+) -> tuple[str, str]:
+    """(verdict, reason) under the interval rule: judge()'s verdict where the whole interval gets
+    it (or the metric is exact and has none), else "inconclusive" with the boundary straddled.
+    `mcse`: the Monte Carlo standard errors of (ci_low, ci_high) where the interval is a
+    percentile over bootstrap replicates; a verdict that a boundary within MC_Z of them from an
+    end would change is inconclusive too (the replicate count, not the data, decides it)."""
+    point = judge(claim, value, baseline)
+    if point == "not-run":
+        return point, "no finite value"
+    if not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        if exact:
+            return point, ""
+        return "inconclusive", f"no interval (the value {value:.4g} alone reads {point})"
+    lo, hi = min(ci_low, value), max(ci_high, value)
+    verdict, reason = _interval(claim, value, lo, hi, baseline, point)
+    reach = [MC_Z * e if math.isfinite(e) and e > 0 else 0.0 for e in mcse]
+    if verdict == "inconclusive" or not any(reach):
+        return verdict, reason
+    if _interval(claim, value, lo - reach[0], hi + reach[1], baseline, point)[0] == verdict:
+        return verdict, reason
+    near = [
+        f"its {end} end {x:.4g} lies {abs(b - x):.2g} from {name}, within {MC_Z} Monte Carlo SE "
+        f"({e:.2g})"
+        for end, x, e, r in (("low", lo, mcse[0], reach[0]), ("high", hi, mcse[1], reach[1]))
+        for b, name in boundaries(claim, baseline)
+        if math.isfinite(b) and abs(b - x) <= r
+    ]
+    return "inconclusive", (
+        f"95% interval [{lo:.4g}, {hi:.4g}] reads {verdict}, but {' and '.join(near)}: the "
+        f"bootstrap's replicate count, not the data, decides it (the value {value:.4g} alone "
+        f"reads {point})"
     )

@@ -1,6 +1,8 @@
 """The balance experiment's hierarchical bootstrap (suite.experiments.balance.bootstrap) and the
 fine s_cross tuner."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -121,6 +123,9 @@ def test_interval_ends_carry_their_monte_carlo_error():
     boot = frame(rng.normal(30.0, 4.0, 200)).assign(p=1.4)
     out = bs.with_bootstrap(bs.metric_rows([row]), boot).iloc[0]
     assert "Monte Carlo SE of its ends" in out.conditions
+    c = bs.intervals(boot).iloc[0]  # the metric row carries them, for the verdict rule
+    assert (out.ci_low_mcse, out.ci_high_mcse) == (c.se_low, c.se_high)
+    assert math.isnan(bs.metric_rows([row]).iloc[0].ci_low_mcse)  # no bootstrap, no error
 
 
 def test_a_level_with_its_baseline_gets_the_interval_of_the_ratio():

@@ -295,7 +295,8 @@ def test_evaluate_prefers_first_primary_and_lists_fallback_as_alternative():
 
 def test_alternative_in_another_unit_is_shown_not_judged():
     metrics = rows(("C5", "rank_cv_sim", 18.0, 39.0))
-    metrics.loc[len(metrics)] = ["C5", "rank_maxmean_sim", 1.2, NAN, NAN, NAN, "x", "", ""]
+    row = {"claim": "C5", "metric": "rank_maxmean_sim", "value": 1.2, "unit": "x"}
+    metrics.loc[len(metrics)] = experiments.metric_rows([row]).iloc[0]
     v = {v.id: v for v in evaluate(metrics, {"training": "needs a CUDA GPU"})}["C5"]
     (alt,) = [a for a in v.alternatives if a["metric"] == "rank_maxmean_sim"]
     assert alt["value"] == 1.2 and alt["verdict"] == ""
@@ -397,6 +398,38 @@ def test_match_interval_straddling_both_edges_is_inconclusive(ledger):
     assert assess(c, 0.8, 0.6, 0.9)[0] == "not-reproduced"
     verdict, why = assess(c, 0.35, 0.1, 0.6)  # both ends read not-reproduced, the middle not
     assert verdict == "inconclusive" and "0.2" in why and "0.5" in why
+
+
+def test_an_end_within_monte_carlo_reach_of_a_boundary_is_inconclusive(ledger):
+    """Old behaviour: a bootstrap interval's ends were read as exact, so [56.8, 80] read exceeded
+    above 56.69 on one run and [56.5, 80] inconclusive on a re-run of the same data, each end
+    carrying a Monte Carlo SE of ~1.2 points from its 200 replicates. Now an end within MC_Z SEs
+    of a boundary leaves the verdict inconclusive; far from every boundary it stays decisive."""
+    from suite.verdict_rule import MC_Z
+
+    c = claim(ledger, rule="compare", paper_value=51.54, paper_low=NAN, paper_high=NAN,
+              tolerance=0.1, null="0")  # fmt: skip
+    assert assess(c, 68.0, 56.8, 80.0) == ("exceeded", "")  # no SE: the old reading
+    verdict, why = assess(c, 68.0, 56.8, 80.0, mcse=(1.2, 1.5))
+    assert verdict == "inconclusive"
+    assert "reads exceeded" in why and "low end 56.8" in why and "exceeded above 56.69" in why
+    assert f"within {MC_Z} Monte Carlo SE (1.2)" in why and "high end" not in why
+    assert assess(c, 68.0, 60.0, 80.0, mcse=(1.2, 1.5)) == ("exceeded", "")  # 3.3 away
+    assert assess(c, 68.0, 56.8, 80.0, mcse=(0.05, 1.5)) == ("exceeded", "")  # SE small
+    assert assess(c, 68.0, 56.8, 80.0, mcse=(NAN, NAN)) == ("exceeded", "")  # none given
+    assert assess(c, 60.0, 50.0, 70.0, mcse=(0.1, 0.1))[0] == "inconclusive"  # as before
+
+
+def test_a_reduction_claim_reads_its_levels_monte_carlo_error(ledger):
+    """C5 reads a level row as 1 - level / baseline: the level's high end (and its SE) becomes
+    the reduction's low end, scaled by 100 / baseline."""
+    row = {"claim": "C5", "metric": "rank_cv_sim", "value": 10.0, "ci_low": 8.0, "ci_high": 21.0,
+           "ci_low_mcse": 0.0, "ci_high_mcse": 0.6, "baseline": 50.0, "unit": "%"}  # fmt: skip
+    plain = {k: v for k, v in row.items() if "mcse" not in k}
+    a, b = ({v.id: v for v in evaluate(experiments.metric_rows([r]))}["C5"] for r in (plain, row))
+    assert a.metric == "rank_cv_sim" and a.ci_low == b.ci_low == pytest.approx(58.0)
+    assert a.verdict == "exceeded" and b.verdict == "inconclusive"  # 58 - 56.69 < 1.96 * 1.2
+    assert "within 1.96 Monte Carlo SE (1.2)" in b.reason
 
 
 def test_baseline_null_is_a_boundary(ledger):

@@ -17,10 +17,9 @@ narrower than what moves between runs.
 
 Where the verdicts differ, the column "split at" names the ledger boundary nearest the runs'
 interval ends and each run's nearest end: ends a few tenths either side of one boundary are
-intervals that agree, with a verdict that cannot (any re-measurement flips it). Where a run keeps
-its bootstrap table (results/balance_bootstrap.csv), each end also shows its Monte Carlo standard
-error on the claim's axis (the jackknife SE of the Harrell-Davis end, carried through the claim's
-rule): a split whose ends all lie within it of the boundary is the replicates drawn, not the data.
+intervals that agree, with a verdict that cannot (any re-measurement flips it). A bootstrap end
+within its Monte Carlo reach of a boundary (the metric rows' ci_low_mcse / ci_high_mcse) is no
+such split: the rule itself reads it inconclusive (suite.verdict_rule.assess).
 
 Prints Markdown: per GPU its table, pooled coverage, the claims under half and the acceptance;
 then, with several GPUs, one summary row per GPU. With --out also writes them, the per-claim rows
@@ -92,68 +91,27 @@ def coverage(runs: list[dict[str, dict]], cid: str) -> tuple[int, int]:
     return held, pairs
 
 
-def mc_errors(run: str) -> dict[str, dict[str, float]]:
-    """Per claim, the Monte Carlo SE of its interval ends on the claim's own axis ({"ci_low": se,
-    "ci_high": se}), for a run directory that keeps its bootstrap table and metric rows: each
-    bootstrapped metric row's ends are moved by their SE (summary.intervals' se_low / se_high,
-    scaled like the ends) and the claims judged again; an end's SE is how far it moved."""
-    from suite.experiments.balance.summary import intervals
-
-    p = Path(run)
-    boot_csv, metrics_csv = p / "results" / "balance_bootstrap.csv", p / "metrics.csv"
-    if not (boot_csv.is_file() and metrics_csv.is_file()):
-        return {}
-    ci = intervals(pd.read_csv(boot_csv)).set_index(["claim", "metric"])
-    rows = pd.read_csv(metrics_csv)
-    moved = rows.copy()
-    for i, r in rows.iterrows():
-        if (r["claim"], r["metric"]) in ci.index:
-            c = ci.loc[(r["claim"], r["metric"])]
-            scale = float(r["baseline"]) if c["relative"] else 1.0
-            moved.at[i, "ci_low"] = r["ci_low"] + scale * c["se_low"]
-            moved.at[i, "ci_high"] = r["ci_high"] + scale * c["se_high"]
-    before = {v.to_json()["id"]: v.to_json() for v in evaluate(rows)}
-    out = {}
-    for v in evaluate(moved):
-        a = v.to_json()
-        b = before.get(a["id"], {})
-        se = {k: abs(a[k] - b[k]) for k in ("ci_low", "ci_high") if _finite(a.get(k), b.get(k))}
-        if any(se.values()):
-            out[a["id"]] = se
-    return out
-
-
-def at_boundary(cid: str, runs: list[dict], errors: list[dict] | None = None) -> str:
+def at_boundary(cid: str, runs: list[dict]) -> str:
     """Where the runs of a claim whose verdict differs split: the ledger boundary nearest any
     run's interval end (its value where it has no interval) and each run's nearest end, so a
     split of intervals that agree (ends either side of one boundary) reads apart from one of
-    intervals that do not. `errors`: per run, mc_errors' entry of this claim ({} where none);
-    with them each end shows its Monte Carlo SE, and a split with every end within its SE of the
-    boundary says so."""
+    intervals that do not."""
     claim = next((c for c in load_claims() if c.id == cid), None)
     keys = ("ci_low", "ci_high", "measured")
-    ends = [[(k, c[k]) for k in keys if _finite(c.get(k))] for c in runs]
+    ends = [[c[k] for k in keys if _finite(c.get(k))] for c in runs]
     if claim is None or not all(ends):
         return ""
     edges = [(b, name) for b, name in boundaries(claim) if math.isfinite(b)]
     if not edges:
         return ""
-    b, name = min(edges, key=lambda e: min(abs(x - e[0]) for xs in ends for _, x in xs))
-    nearest = [min(xs, key=lambda kx: abs(kx[1] - b)) for xs in ends]
-    errors = errors or [{} for _ in runs]
-    ses = [err.get(k, math.nan) for (k, _), err in zip(nearest, errors)]
-    text = ", ".join(
-        f"{x:.3g}" + (f" ±{se:.2g}" if _finite(se) else "") for (_, x), se in zip(nearest, ses)
-    )
-    within = all(_finite(se) and abs(x - b) < se for (_, x), se in zip(nearest, ses))
-    note = " (Monte Carlo SE: every end within it of the boundary)" if within else ""
-    return f"{name}; nearest ends {text}{note}"
+    b, name = min(edges, key=lambda e: min(abs(x - e[0]) for xs in ends for x in xs))
+    nearest = [min(xs, key=lambda x: abs(x - b)) for xs in ends]
+    return f"{name}; nearest ends {', '.join(f'{x:.3g}' for x in nearest)}"
 
 
 def table(runs: list[str]) -> pd.DataFrame:
     """The per-claim table of runs of one GPU (see the module doc)."""
     claims = [{c["id"]: c for c in load(r)} for r in runs]
-    errors = [mc_errors(r) for r in runs]
     ids = sorted(set().union(*claims), key=lambda i: int(i.lstrip("C")))
     rows = []
     for cid in ids:
@@ -165,13 +123,8 @@ def table(runs: list[str]) -> pd.DataFrame:
             row[f"run {k + 1}"] = f"{verdicts[-1]}: {_fmt(c)}" if c else "missing"
         row["metric"] = next((c[cid].get("metric", "") for c in claims if cid in c), "")
         row["same"] = "yes" if len(set(verdicts)) == 1 else "NO"
-        row["split at"] = (
-            ""
-            if row["same"] == "yes"
-            else at_boundary(
-                cid, [c.get(cid, {}) for c in claims], [e.get(cid, {}) for e in errors]
-            )
-        )
+        split = row["same"] != "yes"
+        row["split at"] = at_boundary(cid, [c.get(cid, {}) for c in claims]) if split else ""
         held, pairs = coverage(claims, cid)
         row["held"], row["pairs"] = held, pairs
         row["coverage"] = f"{held}/{pairs}" if pairs else "no interval"

@@ -127,6 +127,8 @@ def with_bootstrap(rows: pd.DataFrame, boot: pd.DataFrame) -> pd.DataFrame:
                 row |= {
                     "ci_low": scale * float(c["ci_low"]),
                     "ci_high": scale * float(c["ci_high"]),
+                    "ci_low_mcse": scale * float(c["se_low"]),
+                    "ci_high_mcse": scale * float(c["se_high"]),
                     "conditions": f"{row['conditions'].replace(T_WORDS, '')}; 95% interval: "
                     f"percentile (Harrell-Davis){words} over "
                     f"{int(c['n'])} hierarchical bootstrap replicates (sweep shapes and repeats "
