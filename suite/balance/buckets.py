@@ -28,3 +28,14 @@ def bucket_index(tokens) -> tuple[np.ndarray, np.ndarray]:
     """(distinct S values, bucket index of every sample)."""
     S, inv = np.unique(np.asarray(tokens, dtype=np.int64), return_inverse=True)
     return S, inv
+
+
+def bucket_members(tokens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct S values ascending, every sample's index grouped by bucket, group starts): bucket
+    k's samples are members[starts[k]:starts[k + 1]] in ascending index order, what
+    np.flatnonzero(bucket_index(tokens)[1] == k) gives, from one stable sort."""
+    t = np.asarray(tokens, np.int64)
+    members = np.argsort(t, kind="stable")
+    st = t[members]
+    first = np.flatnonzero(np.r_[True, st[1:] != st[:-1]]) if len(st) else np.zeros(0, np.int64)
+    return st[first], members, np.r_[first, len(st)].astype(np.int64)

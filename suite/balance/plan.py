@@ -279,25 +279,30 @@ def bucket_epoch_plan(
     seeded by (seed, epoch), each bucket is shuffled and cut into batches of its B, the batches are
     shuffled, batch j goes to step j // world, rank j % world (the final incomplete round is
     dropped). The random stream is BucketBatchSampler's, so both give the same batches."""
-    from suite.balance.buckets import bucket_index
+    from suite.balance.buckets import bucket_members
 
-    S, bucket = bucket_index(tokens)
+    S, members, starts = bucket_members(tokens)
     B = np.asarray(batch_size(S), np.int64)
     if (B < 1).any():
         raise ValueError(f"the policy gave batch sizes < 1: {B.min()}")
     rng = np.random.default_rng([seed, epoch])
-    parts, batch_ids, n = [], [], 0
+    parts, sizes = [], []
     for k in range(len(S)):
-        idx = rng.permutation(np.flatnonzero(bucket == k))
-        nb = -(-len(idx) // B[k])
+        idx = rng.permutation(members[starts[k] : starts[k + 1]])
+        full, rest = divmod(len(idx), int(B[k]))
         parts.append(idx)
-        batch_ids.append(n + np.arange(len(idx)) // B[k])
-        n += nb
+        sizes += [B[k]] * full + ([rest] if rest else [])
     sample = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    batch = np.concatenate(batch_ids) if batch_ids else np.zeros(0, np.int64)
+    size = np.asarray(sizes, np.int64)  # old batch b holds sample[first[b] : first[b] + size[b]]
+    n = len(size)
     order = rng.permutation(n)  # position p holds old batch order[p]
+    # regroup the samples by new position, each batch's samples in their order (a stable sort by
+    # new position, in O(samples)): sample i of old batch b goes to start[pos[b]] + its offset
+    first = np.cumsum(size) - size
+    start = np.cumsum(size[order]) - size[order]
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)
-    new = pos[batch]
-    o = np.argsort(new, kind="stable")
-    return Plan.from_batches(world, new[o], sample[o], policy)
+    batch = np.repeat(np.arange(n), size)
+    out = np.empty_like(sample)
+    out[start[pos[batch]] + np.arange(len(sample)) - first[batch]] = sample
+    return Plan.from_batches(world, np.repeat(np.arange(n), size[order]), out, policy)

@@ -22,8 +22,8 @@ GPU-to-GPU spread, which one GPU cannot measure); NOISE_CV = 5% (assumed) where 
 repeated sweep or uses the analytic model. Without costmodel_fit: the analytic Wan-14B-on-H200
 model (and every condition says so); ctx.options["balance_cost"] = "analytic" forces it (a CPU
 sweep of a tiny model is not attention-bound). The runs are simulated in up to
-ctx.options["balance_workers"] processes (default: the machine's cores, at most 8); the tables do
-not depend on it.
+ctx.options["balance_workers"] processes (default: the machine's cores, at most 16); the tables
+do not depend on it.
 Validation (not judged): where the run also has the emulated training trace (training_ranks),
 the simulator's error on its held-out step times (suite.balance.validate.emulation_error).
 
@@ -94,9 +94,10 @@ from suite.rundir import RunContext
 NAME = "balance"
 NEEDS = "cpu"
 # seconds on one GPU node (reproduce --budget defers it when they do not fit): the runs measured
-# there (16 cores: 10 / 79 s) plus the bootstrap, from its measured 11.4 s for quick's 60
-# replicates of 1000 steps on 8 workers (H100 node, 85dc565): 38 s for 200, ~150 s for full's
-# 400 x 2000
+# there (16 cores: 10-26 / 79 s) plus the bootstrap, from its measured 11.4-24.9 s for quick's 60
+# replicates of 1000 steps on 8 workers (H100 and H200 nodes, 85dc565), since cut to ~0.63x a
+# replicate (one sort per epoch plan): 24-52 s for 200 on 8 workers, up to half that on 16;
+# four times that for full's 400 x 2000
 SECONDS = {"quick": 60, "full": 250}
 __all__ = ["NAME", "NEEDS", "SECONDS", "run", "summarize"]  # the experiment contract
 
@@ -211,7 +212,7 @@ def uncertainty_tables(ctx: RunContext, cost: CostModel, steps: int) -> dict[str
 
 
 def workers(ctx: RunContext) -> int:
-    return int(ctx.options.get("balance_workers", min(8, os.cpu_count() or 1)))
+    return int(ctx.options.get("balance_workers", min(16, os.cpu_count() or 1)))
 
 
 def sweep_noise(run) -> tuple[float, str]:
