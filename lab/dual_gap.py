@@ -2,7 +2,7 @@
 crossover lengths s_cross against equal-token, with the step model that predicts the run's
 measured steps best (its validation's quadratic refit on the emulated rank-batches) as the truth.
 
-    PYTHONPATH=. python lab/dual_gap.py reports/reference/h200/quick-284a9bc [--mix long-video] [--out FILE.csv]
+    PYTHONPATH=. python lab/dual_gap.py reports/reference/h200/quick-5753865 [--mix long-video] [--out FILE.csv]
         [--windows 1000 [--window-steps 8] [--window-s-cross 9360,28800] [--below 12.5]] [--replay]
 
 Rows: the rule B = min(M_mem/S, M_comp/S^p) with the run's p at each candidate s_cross (the one the

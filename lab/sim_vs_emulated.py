@@ -3,7 +3,7 @@ run's own policies (its training_info: M_mem, M_comp, p; the global planner on t
 with each candidate step model as the truth, and put the simulated gains beside the run's
 emulated ones (claims C7, C8, C9 and issue 7's global policy).
 
-    PYTHONPATH=. python lab/sim_vs_emulated.py reports/reference/h200/quick-284a9bc [--out FILE.csv]
+    PYTHONPATH=. python lab/sim_vs_emulated.py reports/reference/h200/quick-5753865 [--out FILE.csv]
 
 Step models: the sweep's power law (costmodel_fit, what balance simulated with until d45682e),
 the sweep's quadratic fit (costmodel_quadratic, what it simulates with since), and the
