@@ -325,13 +325,17 @@ def tune_s_cross(
     if spacing not in grids:
         raise ValueError(f"spacing must be one of {sorted(grids)}, got {spacing!r}")
     cands = np.unique(grids[spacing]())
+    cfg = SimConfig(ranks=ranks, steps=steps, seed=seed)
+    pols = [DualConstraint(m_mem=m_mem, m_comp=m_mem * s ** (p - 1), p=p) for s in cands]
+    # one draw for the whole grid: simulate() would draw each candidate's corpus_size samples
+    # with the same seed, and a shorter draw is a prefix of a longer one (the same tokens)
+    sizes = [corpus_size(buckets, cfg, samples_per_rank_step(pol, buckets)) for pol in pols]
+    corpus = draw_corpus(buckets, max(sizes), seed)
     seen, rows = {}, []
-    for s in cands:
-        pol = DualConstraint(m_mem=m_mem, m_comp=m_mem * s ** (p - 1), p=p)
+    for s, pol, n in zip(cands, pols, sizes):
         key = pol.batch_size(S).tobytes()
         if key not in seen:
-            cfg = SimConfig(ranks=ranks, steps=steps, seed=seed)
-            seen[key] = simulate(buckets, pol, cost, cfg).metrics()
+            seen[key] = simulate(corpus[:n], pol, cost, cfg).metrics()
         m = seen[key]
         rows.append({"s_cross": s, "throughput": m["throughput"], "rank_cv": m["rank_cv"]})
     table = pd.DataFrame(rows)
