@@ -95,8 +95,8 @@ NAME = "balance"
 NEEDS = "cpu"
 # seconds on one GPU node (reproduce --budget defers it when they do not fit): the runs measured
 # there (16 cores: 10-26 / 79 s) plus the bootstrap, from its measured 11.4-24.9 s for quick's 60
-# replicates of 1000 steps on 8 workers (H100 and H200 nodes, 85dc565), since cut to ~0.5x a
-# replicate (one sort per epoch plan, one corpus draw per tuning grid): 19-42 s for 200 on 8
+# replicates of 1000 steps on 8 workers (H100 and H200 nodes, 85dc565), since cut to 0.46x a
+# replicate (one sort per epoch plan, one corpus draw per tuning grid): 17-38 s for 200 on 8
 # workers, up to half that on 16; four times that for full's 400 x 2000
 SECONDS = {"quick": 60, "full": 250}
 __all__ = ["NAME", "NEEDS", "SECONDS", "run", "summarize"]  # the experiment contract
