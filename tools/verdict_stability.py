@@ -97,8 +97,10 @@ def at_boundary(cid: str, runs: list[dict]) -> str:
     split of intervals that agree (ends either side of one boundary) reads apart from one of
     intervals that do not."""
     claim = next((c for c in load_claims() if c.id == cid), None)
-    keys = ("ci_low", "ci_high", "measured")
-    ends = [[c[k] for k in keys if _finite(c.get(k))] for c in runs]
+    ends = [
+        [x for x in (c.get("ci_low"), c.get("ci_high"), c.get("measured")) if _finite(x)]
+        for c in runs
+    ]
     if claim is None or not all(ends):
         return ""
     edges = [(b, name) for b, name in boundaries(claim) if math.isfinite(b)]
@@ -106,7 +108,7 @@ def at_boundary(cid: str, runs: list[dict]) -> str:
         return ""
     b, name = min(edges, key=lambda e: min(abs(x - e[0]) for xs in ends for x in xs))
     nearest = [min(xs, key=lambda x: abs(x - b)) for xs in ends]
-    return f"{name}; nearest ends {', '.join(f'{x:.3g}' for x in nearest)}"
+    return f"{name}; nearest ends " + ", ".join(f"{x:.3g}" for x in nearest)
 
 
 def table(runs: list[str]) -> pd.DataFrame:
@@ -123,8 +125,9 @@ def table(runs: list[str]) -> pd.DataFrame:
             row[f"run {k + 1}"] = f"{verdicts[-1]}: {_fmt(c)}" if c else "missing"
         row["metric"] = next((c[cid].get("metric", "") for c in claims if cid in c), "")
         row["same"] = "yes" if len(set(verdicts)) == 1 else "NO"
-        split = row["same"] != "yes"
-        row["split at"] = at_boundary(cid, [c.get(cid, {}) for c in claims]) if split else ""
+        row["split at"] = (
+            "" if row["same"] == "yes" else at_boundary(cid, [c.get(cid, {}) for c in claims])
+        )
         held, pairs = coverage(claims, cid)
         row["held"], row["pairs"] = held, pairs
         row["coverage"] = f"{held}/{pairs}" if pairs else "no interval"
