@@ -215,7 +215,11 @@ def check_grads(outs, refs, leaves, refs_leaves, needs, tol, device, gen, amp=No
     want = torch.autograd.grad(refs, [refs_leaves[i] for i in needs], ups)
     for i, g, w in zip(needs, got, want):
         assert g.shape == leaves[i].shape and g.dtype == leaves[i].dtype, i
-        err = rel(g, w, 1e-2 * max(1.0, (amp or {}).get(i, 1.0)))
+        # a leaf smaller than the output (weight, bias, a per-sample row) sums k output elements
+        # per element: its rounding noise grows as sqrt(k), so its floor does too (a bias
+        # gradient of 33 rows that cancels to ~1e-4 errs by ~1e-6 in fp32)
+        k = max(1.0, max(o.numel() for o in outs) / max(1, leaves[i].numel()))
+        err = rel(g, w, 1e-2 * max(1.0, (amp or {}).get(i, 1.0), k**0.5))
         assert err < tol(leaves[i].dtype), (i, leaves[i].dtype, err)
 
 
