@@ -68,18 +68,13 @@ def scale_steps(ranks: int, steps: int, rank_steps: int = 32_000) -> int:
     return int(min(steps, max(steps // 20, rank_steps // ranks)))
 
 
-S_CROSS_GRID = 60  # dual's s_cross: points of the fine geometric grid it is tuned on
-
-
 def tune_dual(cost: CostModel, buckets: pd.DataFrame) -> tuple[float, pd.DataFrame]:
     """dual's s_cross on `buckets`, tuned by simulated throughput on the cost's step model over a
-    fine geometric grid (S_CROSS_GRID points: the gain is a sawtooth in s_cross, one tooth per
+    fine geometric grid (tune_s_cross's default: the gain is a sawtooth in s_cross, one tooth per
     floor() step of a bucket's batch size, which a coarse grid samples at one tooth), keeping the
     power law's p; (s_cross, the grid's table)."""
     step = cost.step_model()
-    return tune_s_cross(
-        buckets, step, cost.m_mem, p=cost.p, candidates=S_CROSS_GRID, spacing="geometric"
-    )
+    return tune_s_cross(buckets, step, cost.m_mem, p=cost.p)
 
 
 def policies(cost: CostModel, buckets: pd.DataFrame, wanted=None) -> dict:
