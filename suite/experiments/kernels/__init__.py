@@ -134,7 +134,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if t is None or t.empty:
         return metric_rows([])
     cond = (
-        f"H200-class GPU, x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
+        f"x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
         f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed; "
         + (
             "95% CI: percentile bootstrap of each impl's repetitions at each width"
