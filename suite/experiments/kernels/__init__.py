@@ -137,7 +137,8 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         f"x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
         f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed; "
         + (
-            "95% CI: percentile bootstrap of each impl's repetitions at each width"
+            "95% CI: percentile bootstrap of each impl's repetitions at each width, on this GPU "
+            "(another unit of the same model, with its own memory bandwidth, can read outside it)"
             if samples is not None and not samples.empty
             else "no CI (no kernels_samples table)"
         )
