@@ -37,7 +37,7 @@ Method (same data order and seed for every run; a fresh model with the same init
   H200 with activation checkpointing), and a step of 16 virtual ranks must stay a few seconds.
   (At M_mem = 100k, 1.3 x the longest sample, the tuned dual policy degenerates to equal-token:
   the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's
-  simulator for that M_mem, M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's
+  simulator on its fine geometric grid (one tooth of the sawtooth each) for that M_mem, M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's
   quadratic fit where there is one (it predicts the emulated steps best; tuned on the power law,
   dual came out almost equal-token: _tuning_model), on each mix's own buckets (the long-video
   pair of C9 has its own s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
