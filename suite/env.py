@@ -45,6 +45,7 @@ SMI_FIELDS = (
     "temperature.gpu",
     "pstate",
     "compute_cap",
+    "uuid",  # which unit: runs of one GPU model on different units differ (memory bandwidth)
 )
 
 

@@ -53,11 +53,14 @@ def test_missing_nvidia_smi_is_absent(monkeypatch):
 
 
 def test_nvidia_smi_output_is_parsed(monkeypatch):
-    line = "NVIDIA H200, 570.86, 143771, 1980, 1980, 2619, 2619, 120.5, 700.0, Enabled, 31, P0, 9.0"
+    line = (
+        "NVIDIA H200, 570.86, 143771, 1980, 1980, 2619, 2619, 120.5, 700.0, Enabled, 31, P0, 9.0, "
+        "GPU-5e0b1c2d-0000-1111-2222-333344445555"
+    )
     monkeypatch.setattr(env, "_run", lambda *a, **k: line)
     (gpu,) = env.nvidia_smi()
     assert gpu["name"] == "NVIDIA H200" and gpu["ecc.mode.current"] == "Enabled"
-    assert gpu["power.limit"] == "700.0"
+    assert gpu["power.limit"] == "700.0" and gpu["uuid"].startswith("GPU-")
 
 
 def test_git_sha_from_launcher_when_the_tree_has_no_commit(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ fi
 export PYTHONPATH=$PWD:/tmp/site
 
 gpu_env() {
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current --format=csv
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw,ecc.mode.current,uuid --format=csv
   python3 -c "import torch, cuda.bindings as cb; from cuda.bindings import nvrtc; \
 print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cuda-bindings', cb.__version__, \
 'nvrtc', nvrtc.nvrtcVersion()[1:])"
