@@ -313,10 +313,9 @@ def tune_s_cross(
     shortest to the longest bucket, evenly in log S ("geometric", the default: a fine grid that
     sees every tooth of the throughput's sawtooth in s_cross, where the batch table changes at
     floor() steps between bucket lengths) or at quantiles of the bucket lengths ("quantile"). A
-    coarse grid samples one tooth, and two nearly equal fits can then pick teeth a few percent
-    apart and train different batch tables (12 quantiles: 18,720 and 25,200 tokens from two H100
-    sweeps with p 1.328 and 1.330; 60 geometric points: 24,711 for both). Candidates that give the same batch table are simulated once (same seed, same
-    throughput). The seed differs from evaluation seeds so the choice is not tuned to the runs
+    coarse grid samples one tooth, so two nearly equal fits can pick teeth a few percent apart
+    and train different batch tables (lab/training_s_cross.py). Candidates that give the same
+    batch table are simulated once (same seed, same throughput). The seed differs from evaluation seeds so the choice is not tuned to the runs
     it is judged on. Returns (best s_cross, table of candidates: s_cross, throughput, rank_cv).
     """
     from suite.balance.policies import DualConstraint
