@@ -316,7 +316,8 @@ def tune_s_cross(
     coarse grid samples one tooth, so two nearly equal fits can pick teeth a few percent apart
     and train different batch tables (lab/training_s_cross.py). Candidates that give the same
     batch table are simulated once (same seed, same throughput). The seed differs from
-    evaluation seeds so the choice is not tuned to the runs it is judged on. Returns (best s_cross, table of candidates: s_cross, throughput, rank_cv).
+    evaluation seeds so the choice is not tuned to the runs it is judged on. Returns (best
+    s_cross, table of candidates: s_cross, throughput, rank_cv).
     """
     from suite.balance.policies import DualConstraint
 

@@ -148,11 +148,11 @@ VARIANTS = {
 # lands here only after lab/epilogue_variants.py measured it faster on a GPU and the GPU tests
 # passed with it; shipped_configs() (the CPU compile and spill test) covers every line.
 _GM, _RMS = RESID | GATE | MOD, RMS | WEIGHT  # Wan's residual_norm and rms_norm
-# % of a copy of the byte floor, rule -> shipped: H100 (reports/reference/h100/epilogue-3abb1f2) at
-# N = 65,536 / 75,600; H200 (reports/reference/h200/ops-a14fc79/variants) at 75,600. One table for both:
-# the H200 needs ~1.4x the bytes in flight per SM, so the backward takes the CTA per SM that fits
-# without spilling; on the H100 that line reads within ~4 points of its best. Wan's other flag sets
-# keep the rule's kernels (not timed).
+# % of a copy of the byte floor, rule -> shipped: H100 (reports/reference/h100/epilogue-3abb1f2)
+# at N = 65,536 / 75,600; H200 (reports/reference/h200/ops-a14fc79/variants) at 75,600. One table
+# for both: the H200 needs ~1.4x the bytes in flight per SM, so the backward takes the CTA per SM
+# that fits without spilling; on the H100 that line reads within ~4 points of its best. Wan's
+# other flag sets keep the rule's kernels (not timed).
 SHIPPED: dict[tuple[str, int, str, int], str] = {
     ("bf16", _GM, "bwd", 1536): "bwd-pf-lb3",  # H100 61 -> 87 / 86; H200 83 (pf-lb1) -> 91
     ("bf16", _GM, "bwd", 3072): "bwd-pfs-lb2",  # H100 66 -> 91 / 92; H200 85 (pf-lb1) -> 93
