@@ -1,0 +1,78 @@
+"""The kernel speedups' interval holds the between-run spread of the GPU model: each side at least
+1.96 x the committed tau in log space where the run's tables name a GPU with a run_spread row;
+the bootstrap alone, said so, where they do not. CPU: a committed reference's kernel tables."""
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from suite.experiments import kernels
+from suite.experiments.kernels import spread
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "reports" / "reference" / "h100" / "quick-85dc565" / "results"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _tables(gpu: str | None) -> dict[str, pd.DataFrame]:
+    t = pd.read_csv(RESULTS / "kernels_timings.csv")
+    s = pd.read_csv(RESULTS / "kernels_samples.csv")
+    return {"kernels_timings": t if gpu is None else t.assign(gpu=gpu), "kernels_samples": s}
+
+
+def test_widen_keeps_the_wider_side_and_nan():
+    lo, hi = spread.widen(10.0, 9.99, 10.5, 0.01)
+    assert lo == pytest.approx(10.0 / math.exp(1.96 * 0.01)) and hi == 10.5
+    assert spread.widen(10.0, 9.0, 11.0, 0.001) == (9.0, 11.0)
+    lo, hi = spread.widen(10.0, math.nan, math.nan, 0.01)
+    assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_pooled_tau_centres_each_metric_on_its_own_mean():
+    runs = pd.DataFrame({"a": [2.0, 8.0], "b": [2.0 * math.e**0.01, 8.0 * math.e**-0.01]})
+    tau, df = spread.pooled_tau(runs)
+    assert df == 2 and tau == pytest.approx(math.sqrt(2 * 2 * 0.005**2 / 2))
+    with pytest.raises(ValueError):
+        spread.pooled_tau(runs[["a"]])
+
+
+def test_a_named_gpu_with_a_row_widens_the_speedups():
+    row = spread.spread_for(H100)
+    assert row is not None
+    plain = kernels.summarize(_tables(None)).set_index("metric")
+    wide = kernels.summarize(_tables(H100)).set_index("metric")
+    speedups = plain.index[plain["unit"] == "x"]
+    reach = math.exp(1.96 * row["tau_log"])
+    for m in speedups:
+        v = wide.loc[m, "value"]
+        assert v == plain.loc[m, "value"]
+        assert wide.loc[m, "ci_low"] <= min(plain.loc[m, "ci_low"], v / reach) * (1 + 1e-12)
+        assert wide.loc[m, "ci_high"] >= max(plain.loc[m, "ci_high"], v * reach) * (1 - 1e-12)
+        assert "between-run log SD" in wide.loc[m, "conditions"]
+    # the H100's C11 interval from 85dc565's run 2 now holds run 3's value (8.804x, another unit)
+    assert wide.loc["fwd_speedup_wan", "ci_low"] < 8.804 < plain.loc["fwd_speedup_wan", "ci_low"]
+
+
+@pytest.mark.parametrize("gpu", [None, "NVIDIA B200"])
+def test_without_a_row_the_bootstrap_stays_and_says_so(gpu):
+    plain = kernels.summarize(_tables(None))
+    got = kernels.summarize(_tables(gpu))
+    np.testing.assert_array_equal(got["ci_low"].to_numpy(), plain["ci_low"].to_numpy())
+    cond = got.loc[got["metric"] == "fwd_speedup_wan", "conditions"].iloc[0]
+    assert "between runs: not included" in cond and (gpu is None or gpu in cond)
+
+
+@pytest.mark.parametrize("row", spread.spreads().to_dict("records"), ids=lambda r: r["gpu"])
+def test_committed_rows_follow_from_their_runs(row):
+    runs = [REPO / p.strip() for p in row["source"].split(";")]
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "kernel_run_spread.py"), *map(str, runs), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
