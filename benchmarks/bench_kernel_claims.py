@@ -47,15 +47,13 @@ def _row(metrics, claim: str, metric: str | None = None) -> dict:
 
 def measure_speedups():
     """kernels' metric rows from a timing of the claims' shapes and impls only."""
-    import pandas as pd
 
     from suite.experiments import kernels
     from suite.experiments.kernels import bench
 
     shapes = [(1, kernels.CLAIM_N, D, "bfloat16") for D in kernels.WAN_WIDTHS]
     raw, rows = bench.measure(shapes, FWD_IMPLS, BWD_IMPLS, REPS, log=lambda _: None)
-    tables = {"kernels_timings": pd.DataFrame(rows), "kernels_samples": pd.DataFrame(raw)}
-    return kernels.summarize(tables)
+    return kernels.summarize(kernels.tables_of(raw, rows))
 
 
 def measure_opmemory():

@@ -76,3 +76,16 @@ def test_committed_rows_follow_from_their_runs(row):
         text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_measured_tables_name_their_gpu(monkeypatch):
+    """run() and the asv benchmark build their tables with tables_of, so both widen alike."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: H100)
+    t = pd.read_csv(RESULTS / "kernels_timings.csv").to_dict("records")
+    s = pd.read_csv(RESULTS / "kernels_samples.csv").to_dict("records")
+    tables = kernels.tables_of(s, t)
+    assert set(tables["kernels_timings"]["gpu"]) == {H100}
+    got = kernels.summarize(tables).set_index("metric")
+    assert "between-run log SD" in got.loc["fwd_speedup_wan", "conditions"]

@@ -90,13 +90,18 @@ def grid(profile: str) -> list[tuple[int, int, int, str]]:
 
 
 def run(ctx) -> dict[str, pd.DataFrame]:
-    import torch
-
     from suite.experiments.kernels import bench
 
     reps = {"full": 40, "reference": 25}.get(ctx.profile, 30)
-    raw, rows = bench.measure(grid(ctx.profile), FWD_IMPLS, BWD_IMPLS, reps, ctx.log)
-    timings = pd.DataFrame(rows).assign(gpu=torch.cuda.get_device_name())  # spread.py's key
+    return tables_of(*bench.measure(grid(ctx.profile), FWD_IMPLS, BWD_IMPLS, reps, ctx.log))
+
+
+def tables_of(raw: list[dict], rows: list[dict]) -> dict[str, pd.DataFrame]:
+    """bench.measure's samples and rows as the experiment's tables, the timings naming the GPU
+    they ran on (the key of the between-run spread summarize widens the intervals with)."""
+    import torch
+
+    timings = pd.DataFrame(rows).assign(gpu=torch.cuda.get_device_name())
     return {"kernels_timings": timings, "kernels_samples": pd.DataFrame(raw)}
 
 
