@@ -15,7 +15,7 @@ import pandas as pd
 
 from suite.balance.buckets import bucket_table
 from suite.balance.simulator import tune_s_cross
-from suite.experiments.training import PROFILES, _tuning_model
+from suite.experiments.training import PROFILES, _tuning_model, memory_budget
 from suite.experiments.training.common import _cost_model
 from suite.rundir import RunContext, RunDir
 from suite.train.data import load_corpus
@@ -26,8 +26,7 @@ def tunes(run_dir: Path, fine: int) -> pd.DataFrame:
     prof = PROFILES["quick"]
     corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
     cm, _ = _cost_model(ctx)
-    m_mem = min(float(prof["m_mem_factor"] * corpus.tokens.max()), float(cm.m_mem))
-    m_mem = max(m_mem, float(corpus.tokens.max()))
+    m_mem = memory_budget(cm, corpus, prof)
     model, tuned_on = _tuning_model(ctx, cm)
     buckets = bucket_table(corpus.tokens)
     rows = []

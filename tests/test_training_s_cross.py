@@ -30,7 +30,7 @@ def _tuned(run_dir: Path, **grid) -> float:
         return training._budgets(ctx, corpus, prof)[1]
     cm, _ = training._cost_model(ctx)
     step, _ = training._tuning_model(ctx, cm)
-    m_mem = max(min(2.0 * corpus.tokens.max(), cm.m_mem), corpus.tokens.max())
+    m_mem = training.memory_budget(cm, corpus, prof)
     return tune_s_cross(bucket_table(corpus.tokens), step, m_mem, p=cm.p, **grid)[0]
 
 

@@ -37,10 +37,11 @@ Method (same data order and seed for every run; a fresh model with the same init
   H200 with activation checkpointing), and a step of 16 virtual ranks must stay a few seconds.
   (At M_mem = 100k, 1.3 x the longest sample, the tuned dual policy degenerates to equal-token:
   the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's
-  simulator on its fine geometric grid (one tooth of the sawtooth each) for that M_mem, M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's
-  quadratic fit where there is one (it predicts the emulated steps best; tuned on the power law,
-  dual came out almost equal-token: _tuning_model), on each mix's own buckets (the long-video
-  pair of C9 has its own s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
+  simulator on its fine geometric grid (one tooth of the sawtooth each) for that M_mem,
+  M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's quadratic fit where there is
+  one (it predicts the emulated steps best; tuned on the power law, dual came out almost
+  equal-token: _tuning_model), on each mix's own buckets (the long-video pair of C9 has its own
+  s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
   (the same memory cap).
 - runs (tables training_runs, training_ranks): emulated.py.
 - C14 (training_maxseq), C15 (training_loss): probes.py; the C15 runs once per seed of the
@@ -186,16 +187,22 @@ def _profile(ctx: RunContext) -> dict:
     return prof
 
 
+def memory_budget(cm, corpus: pd.DataFrame, prof: dict) -> float:
+    """M_mem of the runs: m_mem_factor x the longest sample, capped by the cost model's M_mem
+    where it has one, never below the longest sample."""
+    m_mem = float(prof["m_mem_factor"] * corpus.tokens.max())
+    if cm is not None and math.isfinite(getattr(cm, "m_mem", math.nan)):
+        m_mem = min(m_mem, float(cm.m_mem))
+    return max(m_mem, float(corpus.tokens.max()))
+
+
 def _budgets(ctx: RunContext, corpus: pd.DataFrame, prof: dict):
     from suite.balance.buckets import bucket_table
     from suite.balance.simulator import tune_s_cross
     from suite.train.plan import Budgets
 
     cm, source = _cost_model(ctx)
-    m_mem = float(prof["m_mem_factor"] * corpus.tokens.max())
-    if cm is not None and math.isfinite(getattr(cm, "m_mem", math.nan)):
-        m_mem = min(m_mem, float(cm.m_mem))
-    m_mem = max(m_mem, float(corpus.tokens.max()))
+    m_mem = memory_budget(cm, corpus, prof)
     if cm is None:
         p, s_cross, tuned_on = 2.0, float(np.median(corpus.tokens)), "median length"
     else:
