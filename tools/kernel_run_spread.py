@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -84,20 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     if len(a.runs) < 2:
         ap.error("give at least two runs")
     new = row(a.runs)
-    table = (
-        pd.read_csv(spread.TABLE)
-        if spread.TABLE.is_file()
-        else pd.DataFrame(columns=spread.COLUMNS)
-    )
-    have = table[table["gpu"] == new["gpu"]]
     if a.check:
-        ok = (
-            not have.empty
-            and have.iloc[0][spread.COLUMNS[1:5]].tolist() == [new[c] for c in spread.COLUMNS[1:5]]
-            and abs(float(have.iloc[0]["tau_log"]) - new["tau_log"]) < 1e-6
+        have = spread.spread_for(new["gpu"])
+        ok = have is not None and all(
+            math.isclose(have[c], new[c], abs_tol=1e-6) if c == "tau_log" else have[c] == new[c]
+            for c in spread.COLUMNS
         )
         print(("holds" if ok else "does not hold") + f" {new}")
         return 0 if ok else 1
+    table = spread.spreads()
     table = pd.concat([table[table["gpu"] != new["gpu"]], pd.DataFrame([new])], ignore_index=True)
     table[spread.COLUMNS].to_csv(spread.TABLE, index=False, lineterminator="\n")
     print(f"{spread.TABLE.relative_to(REPO)}: {new}")
