@@ -12,7 +12,13 @@ import pytest
 
 from suite.claims import evaluate, load_claims
 from suite.experiments import REGISTRY
-from suite.report.build import compute_metrics, experiment_states, open_run, ranks_notes
+from suite.report.build import (
+    compute_metrics,
+    experiment_states,
+    open_run,
+    ranks_notes,
+    run_env_table,
+)
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reports" / "reference"
 REF = REFERENCE / "h200"
@@ -57,7 +63,7 @@ def _rebuild(run_dir: Path) -> dict:
     """What `python -m suite report` computes before writing, without writing into run_dir."""
     run = open_run(run_dir)
     states = experiment_states(run)
-    metrics, not_run, errors = compute_metrics(run.tables(), states)
+    metrics, not_run, errors = compute_metrics(run.tables() | run_env_table(run), states)
     return {"metrics": metrics, "not_run": not_run, "errors": errors, "states": states}
 
 

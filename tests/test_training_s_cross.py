@@ -16,7 +16,7 @@ from suite.train.data import load_corpus
 REF = Path(__file__).resolve().parents[1] / "reports" / "reference"
 SWEEPS = [  # run directories whose results/ hold the sweep's cost fits
     REF / "h100" / "stability-85dc565" / "bootstrap-cpu" / "run1",
-    REF / "h100" / "quick-85dc565",
+    REF / "h100" / "stability-85dc565" / "bootstrap-cpu" / "run2",
     REF / "h100" / "stability-85dc565" / "bootstrap-cpu" / "run3",
     REF / "h200" / "quick-85dc565",
 ]

@@ -21,7 +21,7 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from suite import experiments
+from suite import experiments, spread
 from suite.claims import Verdict, evaluate, load_claims
 from suite.derived import derive
 from suite.report import beyond, html, pdf, plots
@@ -104,6 +104,14 @@ def experiment_states(run: RunDir) -> list[dict[str, Any]]:
             state.update(status="not-run", reason=reason)
         states.append(state)
     return states
+
+
+def run_env_table(run: RunDir) -> dict[str, pd.DataFrame]:
+    """The run's GPU and commit from env.json as the summaries' RUN_ENV table (the intervals that
+    hold the GPU model's between-run spread read it beside the raw tables)."""
+    env_path = run.root / "env.json"
+    env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
+    return {spread.RUN_ENV: spread.run_env(env)}
 
 
 def compute_metrics(
@@ -214,9 +222,11 @@ def draw_figures(
 def build_report(run_dir: Path | str) -> BuildResult:
     """Recompute everything derived in `run_dir` from its raw tables; write the report files."""
     run = open_run(run_dir)
+    env_path = run.root / "env.json"
+    env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
     tables = run.tables()
     states = experiment_states(run)
-    metrics, not_run, errors = compute_metrics(tables, states)
+    metrics, not_run, errors = compute_metrics(tables | run_env_table(run), states)
     atomic_write_text(run.root / "metrics.csv", metrics.to_csv(index=False, lineterminator="\n"))
     verdicts = evaluate(metrics, not_run)
     notes = ranks_notes(verdicts, states)
@@ -227,8 +237,6 @@ def build_report(run_dir: Path | str) -> BuildResult:
         claims_json.append(d)
     write_json(run.root / "claims.json", claims_json)
 
-    env_path = run.root / "env.json"
-    env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
     with mpl.rc_context(plots.RC):
         gpu = gpu_name(env)
         figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts, gpu)

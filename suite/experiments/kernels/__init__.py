@@ -13,8 +13,8 @@ The median over the repetitions is reported; every sample is kept, with its host
 (table kernels_samples). One impl's repetitions run as one block, so repetition i of two impls
 are not paired: a speedup's 95% CI resamples each impl's repetitions at each width on its own and
 carries them through the geometric mean over widths (suite.stats.median_ratio_ci). That covers the
-repetition noise of this run; spread.py widens it to the between-run spread of the GPU model where
-committed repeat runs give one (kernels_timings names the GPU).
+repetition noise of this run; suite.spread widens it to the between-run spread of the GPU model
+where committed repeat runs give one (kernels_timings names the GPU).
 
 Bytes model (suite/experiments/kernels/traffic.py: the fewest bytes each mode must move; the same
 model for every impl of a row):
@@ -28,8 +28,8 @@ import math
 
 import pandas as pd
 
+from suite import spread
 from suite.experiments import metric_rows
-from suite.experiments.kernels import spread
 from suite.stats import median_ratio_ci
 
 NAME = "kernels"
@@ -143,14 +143,12 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     t, samples = tables.get("kernels_timings"), tables.get("kernels_samples")
     if t is None or t.empty:
         return metric_rows([])
-    gpu = str(t["gpu"].iloc[0]) if "gpu" in t.columns else None
-    between = spread.spread_for(gpu) if gpu else None
+    between, model = spread.between(tables, "kernels_timings", "kernels")
     cond = (
         f"x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
         f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed; "
         + (
-            "95% CI: percentile bootstrap of each impl's repetitions at each width; "
-            + spread.describe(between, gpu)
+            "95% CI: percentile bootstrap of each impl's repetitions at each width; " + model
             if samples is not None and not samples.empty
             else "no CI (no kernels_samples table)"
         )
@@ -226,8 +224,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for claim, metric, op, impl, base, what in specs:
         value, ratios, lo, hi = _speedup(t, op, impl, base, samples)
-        if between is not None:
-            lo, hi = spread.widen(value, lo, hi, float(between["tau_log"]))
+        lo, hi = spread.widen_in("kernels", value, lo, hi, between)
         per_d = ", ".join(f"D={d}: {r:.2f}x" for d, r in zip(WAN_WIDTHS, ratios))
         rows.append(
             dict(
