@@ -196,6 +196,15 @@ def capture(profile: str = "", world_size: int = 1) -> dict[str, Any]:
     }
 
 
+def gpu_model(env: dict) -> str | None:
+    """The GPU model a captured env ran on: torch's device name, else nvidia-smi's; None for a
+    run without a CUDA GPU."""
+    torch_env = env.get("torch") if isinstance(env.get("torch"), dict) else {}
+    smi = env.get("nvidia_smi") if isinstance(env.get("nvidia_smi"), list) else []
+    names = [torch_env.get("device_name")] + [g.get("name") for g in smi if isinstance(g, dict)]
+    return next((str(n) for n in names if n), None)
+
+
 if __name__ == "__main__":
     import json
 

@@ -17,6 +17,7 @@ the report waits for the invocation that finishes it (exit status 3: rerun the s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -46,6 +47,30 @@ def cuda_available() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:
         return False
+
+
+def other_gpu(run: RunDir, have_cuda: bool) -> str | None:
+    """Why `run` cannot resume here, or None: its env.json names another GPU model than this
+    machine's (one run's tables, and the intervals that read its GPU, come from one model)."""
+    from suite.env import gpu_model
+
+    path = run.root / "env.json"
+    try:
+        started = gpu_model(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None  # unreadable: the report says env.json is missing or broken
+    if not have_cuda:
+        return None  # a CPU invocation runs no GPU experiment: the run's GPU tables stay whole
+    import torch
+
+    here = torch.cuda.get_device_name(0)
+    if started is None or started == here:
+        return None
+    return (
+        f"{path} says this run started on {started}, and this machine has {here}: a run's "
+        "measurements come from one GPU model. Resume it on that model, or start a new run "
+        "directory (--out), or pass --force to redo every experiment here."
+    )
 
 
 def default_profile() -> str:
@@ -293,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
             from suite.env import capture
 
             write_json(run.root / "env.json", capture(profile, world))
+        elif reason := other_gpu(run, have_cuda):
+            print(f"error: {reason}", file=sys.stderr)
+            return 2
     ctx = RunContext(
         run=run,
         profile=profile,

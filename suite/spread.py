@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from suite.env import gpu_model
+
 TABLE = Path(__file__).with_name("run_spread.csv")
 COLUMNS = ["gpu", "family", "commit", "runs", "units", "df", "tau_log", "source"]
 Z = 1.96
@@ -89,10 +91,7 @@ def run_of(tables: dict[str, pd.DataFrame], table: str) -> tuple[str | None, str
 def run_env(env: dict) -> pd.DataFrame:
     """The RUN_ENV table of a run's env.json: its GPU model (torch's device name, else
     nvidia-smi's) and commit; empty for a run without a GPU."""
-    torch_info = env.get("torch") if isinstance(env.get("torch"), dict) else {}
-    smi = env.get("nvidia_smi") if isinstance(env.get("nvidia_smi"), list) else []
-    names = [torch_info.get("device_name")] + [g.get("name") for g in smi if isinstance(g, dict)]
-    gpu = next((str(n) for n in names if n), None)
+    gpu = gpu_model(env)
     git = env.get("git") if isinstance(env.get("git"), dict) else {}
     return pd.DataFrame([{"gpu": gpu, "commit": git.get("sha")}] if gpu else [])
 

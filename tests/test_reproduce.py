@@ -19,6 +19,7 @@ import pytest
 from suite import experiments, reproduce
 from suite.claims import claims_of, load_claims
 from suite.report import build, plots
+from suite.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parent.parent
 IDS = [f"C{i}" for i in range(1, 19)]
@@ -287,6 +288,30 @@ def test_a_run_resumed_at_another_commit_says_so(fake, tmp_path, monkeypatch):
     html = (run / "report.html").read_text()
     assert "git <code>aaaa111</code>" in html and "some experiments ran at bbbb222" in html
     assert "<th>Commit</th>" in html and "<td><code>bbbb222</code></td>" in html
+
+
+def test_a_run_started_on_another_gpu_model_does_not_resume_here(
+    fake, tmp_path, monkeypatch, capsys
+):
+    """One run's tables come from one GPU model: resuming a run directory whose env.json names
+    another model stops with exit 2 and says what to do; the same model, a CPU invocation or
+    --force go on."""
+    import torch
+
+    run = tmp_path / "run"
+    reproduce.main(["--out", str(run)])
+    env = json.loads((run / "env.json").read_text())
+    env["torch"] = {"device_name": "NVIDIA H200"}
+    (run / "env.json").write_text(json.dumps(env))
+    monkeypatch.setattr(reproduce, "cuda_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    assert reproduce.main(["--out", str(run), "--profile", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "started on NVIDIA H200" in err and "NVIDIA H100 80GB HBM3" in err and "--force" in err
+    assert runs(fake, "shapes") == 1  # nothing ran
+    assert reproduce.other_gpu(RunDir(run), have_cuda=False) is None
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    assert reproduce.other_gpu(RunDir(run), have_cuda=True) is None
 
 
 def test_an_experiment_with_parts_from_earlier_commits_records_them(fake, tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from suite.claims import load_claims
+from suite.env import gpu_model
 
 # one row per (run, claim); the ledger's direction says which way of the paper's value is better
 COLUMNS = [
@@ -45,10 +46,7 @@ NO_GPU = "CPU"
 def gpu_name(env: Mapping) -> str:
     """The GPU a run ran on, without the vendor prefix ("H200"): torch's device name in env.json,
     else nvidia-smi's; "CPU" for a run without a CUDA GPU."""
-    torch_info = env.get("torch") if isinstance(env.get("torch"), Mapping) else {}
-    smi = env.get("nvidia_smi") if isinstance(env.get("nvidia_smi"), list) else []
-    names = [torch_info.get("device_name")] + [g.get("name") for g in smi if isinstance(g, Mapping)]
-    name = next((str(n) for n in names if n), "")
+    name = gpu_model(dict(env)) or ""
     return name.removeprefix("NVIDIA ").strip() or NO_GPU
 
 
