@@ -31,6 +31,19 @@ def test_results_table_is_generated_from_the_committed_references():
     assert readme_results.per_gpu_table(list(readme_results.REFERENCES)) in README
 
 
+def test_the_per_gpu_figure_is_the_references_opening_figure(tmp_path):
+    """The README shows the committed figure; redrawn from REFERENCES it carries the same text
+    (the claims, one legend entry per GPU): a reference that moves without it fails here."""
+    readme_results = _readme_results()
+    committed = ROOT / "docs" / "claims-per-gpu.svg"
+    assert "(docs/claims-per-gpu.svg)" in README and committed.is_file()
+    out = tmp_path / "figure.svg"
+    readme_results.per_gpu_figure(list(readme_results.REFERENCES), out)
+    texts = lambda p: re.findall(r"<!-- (.*?) -->", p.read_text())  # noqa: E731  text as comments
+    assert texts(out) == texts(committed)
+    assert any("H200" in t for t in texts(out)) and any("H100" in t for t in texts(out))
+
+
 def test_single_run_table_reads_a_claims_json():
     readme_results = _readme_results()
     claims = json.loads((ROOT / readme_results.REFERENCE / "claims.json").read_text())

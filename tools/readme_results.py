@@ -1,6 +1,7 @@
 """Print the README's verdict table (markdown) from committed runs.
 
     python tools/readme_results.py --per-gpu          # the README's table: one column per GPU
+    python tools/readme_results.py --figure docs/claims-per-gpu.svg   # the README's figure
     python tools/readme_results.py reports/reference/h200/quick-5753865/claims.json
 
 --per-gpu: one row per claim, one column per GPU's reference run (REFERENCES; the GPU named by the
@@ -8,7 +9,8 @@ run's env.json) holding its verdict and value [95% CI] (for C11-C13 also the ver
 torch.compile instead of the paper's eager baseline), the definition key (the metric of
 suite/claims.csv the verdict used), and with two GPUs or more whether their verdicts differ (why
 they do is the README's prose). With a claims.json: that run's table, columns id, claim, paper,
-ours [95% CI], verdict, definition key ("-" for a not-run claim).
+ours [95% CI], verdict, definition key ("-" for a not-run claim). --figure PATH: the report's
+opening figure drawn from REFERENCES, one mark per GPU (SVG or PNG by PATH's suffix).
 """
 
 from __future__ import annotations
@@ -85,11 +87,28 @@ def per_gpu_table(runs: list[Path | str]) -> str:
     return "\n".join(out)
 
 
+def per_gpu_figure(runs: list[Path | str], path: Path) -> None:
+    """The opening figure (suite.report.plots.opening) of the runs, one mark per GPU, saved."""
+    import matplotlib as mpl
+
+    from suite.report.plots import RC, opening
+
+    long = pd.concat([load_run(ROOT / r) for r in runs], ignore_index=True)
+    with mpl.rc_context(RC):
+        fig = opening.figure(long)
+        fig.savefig(path, metadata={"Date": None} if path.suffix == ".svg" else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("claims", nargs="?", type=Path, help="a run's claims.json (single-run table)")
     ap.add_argument("--per-gpu", action="store_true", help="one column per GPU (REFERENCES)")
+    ap.add_argument("--figure", type=Path, help="save the opening figure of REFERENCES here")
     a = ap.parse_args(argv)
+    if a.figure:
+        per_gpu_figure(list(REFERENCES), a.figure)
+        print(f"wrote {a.figure}")
+        return 0
     if a.per_gpu:
         if a.claims:
             ap.error("--per-gpu reads REFERENCES; give no claims.json with it")
