@@ -8,7 +8,9 @@ Each module defines
         e.g. "kernels_timings". The runner writes them atomically.
     def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame
         pure: raw tables -> metric rows (schema METRIC_COLUMNS, suite/metrics.py). Used both by `reproduce`
-        and by `report RUN_DIR`, so verdicts are always recomputed from the raw tables alone.
+        and by `report RUN_DIR`, so verdicts are always recomputed from the raw tables alone
+        (beside them the report passes `run_env`, the run's GPU model and commit from env.json:
+        suite.spread reads it).
 
 A metric row is one number for one claim under one definition (suite/metrics.py). Which claims an
 experiment feeds is said once, in the ledger (suite/claims.csv; suite.claims.claims_of).
