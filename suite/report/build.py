@@ -106,12 +106,16 @@ def experiment_states(run: RunDir) -> list[dict[str, Any]]:
     return states
 
 
+def read_env(run: RunDir) -> dict:
+    """The run's env.json, {} where it has none."""
+    path = run.root / "env.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
 def run_env_table(run: RunDir) -> dict[str, pd.DataFrame]:
     """The run's GPU and commit from env.json as the summaries' RUN_ENV table (the intervals that
     hold the GPU model's between-run spread read it beside the raw tables)."""
-    env_path = run.root / "env.json"
-    env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
-    return {spread.RUN_ENV: spread.run_env(env)}
+    return {spread.RUN_ENV: spread.run_env(read_env(run))}
 
 
 def compute_metrics(
@@ -222,8 +226,7 @@ def draw_figures(
 def build_report(run_dir: Path | str) -> BuildResult:
     """Recompute everything derived in `run_dir` from its raw tables; write the report files."""
     run = open_run(run_dir)
-    env_path = run.root / "env.json"
-    env = json.loads(env_path.read_text(encoding="utf-8")) if env_path.exists() else {}
+    env = read_env(run)
     tables = run.tables()
     states = experiment_states(run)
     metrics, not_run, errors = compute_metrics(tables | run_env_table(run), states)
