@@ -94,12 +94,13 @@ def test_adaln_any_layout(device, entry, data):
         return refused(err, D, device)
     assert device == "cpu" or D <= MAX_D, "accepted a D past the kernels' limit"
     rl = ref_leaves(leaves, needs)
-    yr = _adaln_ref(xview(rl[0]), *mview(*rl[1:]), eps)
+    s_ref, h_ref = mview(*rl[1:])
+    yr = _adaln_ref(xview(rl[0]), s_ref, h_ref, eps)
     assert y.shape == (B, N, D) and y.dtype == (out_dtype or xdt)
     assert rel(y, yr) < TOL[y.dtype], (rel(y, yr), y.dtype)
     if needs:
         check_grads([y], [yr], leaves, rl, needs, lambda dt: GRAD_TOL[coarsest(dt, xdt, y.dtype)],
-                     device, gen, {0: amplification(xview(rl[0]), xleaf, eps)})  # fmt: skip
+                     device, gen, {0: amplification(xview(rl[0]), xleaf, eps, gain=1 + s_ref)})  # fmt: skip
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -148,7 +149,7 @@ def test_affine_layer_norm_any_layout(device, entry, data):
     assert rel(y, yr) < TOL[xdt], rel(y, yr)
     if needs:
         check_grads([y], [yr], leaves, rl, needs, lambda dt: GRAD_TOL[coarsest(dt, xdt)],
-                     device, gen, {0: amplification(xview(rl[0]), xleaf)})  # fmt: skip
+                     device, gen, {0: amplification(xview(rl[0]), xleaf, gain=w)})  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ caches
