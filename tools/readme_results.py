@@ -67,7 +67,8 @@ def per_gpu_table(runs: list[Path | str]) -> str:
     wide, names = per_gpu(long), gpus(long)
     units = long.drop_duplicates("id").set_index("id")["unit"]
     several = len(names) > 1
-    head = ["id", "claim", "paper", *(f"{g}: verdict, ours [95% CI]" for g in names)]
+    run_of = long.groupby("gpu")["run"].first()  # <gpu>/<kind>-<sha>: which run, which commit
+    head = ["id", "claim", "paper", *(f"{g} ({run_of[g]}): verdict, ours [95% CI]" for g in names)]
     head += ["definition key"] + (["GPUs"] if several else [])
     out = [_row(head), _row(["---"] * len(head))]
     for r in wide.to_dict("records"):
