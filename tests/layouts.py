@@ -8,6 +8,7 @@ same view of the leaf's float64 copy and gradients are compared at the leaves.
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -55,18 +56,18 @@ def rel(a, b, floor: float = 1e-2) -> float:
     return ((a - b).norm() / b.norm().clamp_min(floor * b.numel() ** 0.5)).item()
 
 
-def amplification(rows, leaf, eps: float = 1e-6, rms: bool = False, gain=None) -> float:
+def amplification(rows, leaf, eps: float = 1e-6, rms: bool = False, gains=()) -> float:
     """The largest 1 / std (LayerNorm; 1 / rms for RMSNorm) over the rows a norm divides: the
     factor by which the input gradient's fp32 noise grows where a row is nearly constant (D = 2
     or 3 draws such rows), times the square root of how many rows one element of the leaf feeds
     (an expanded x sums that noise): the floor's scale for the gradients of what enters the norm.
-    gain: what multiplies the upstream gradient before the norm's backward (an affine weight,
-    AdaLN's 1 + scale); its largest magnitude scales that noise too (a D = 2 LayerNorm with a
+    gains: what multiplies the upstream gradient before the norm's backward (an affine weight,
+    AdaLN's 1 + scale; None for an absent one); their largest magnitudes scale that noise too (a D = 2 LayerNorm with a
     weight of 2.1 erred 1.09e-4 against the 1e-4 an ungained floor allowed)."""
     r = rows.detach().double()
     var = r.square().mean(-1) if rms else r.var(-1, unbiased=False)
     fan = max(1.0, r.numel() / max(1, leaf.numel())) ** 0.5
-    g = 1.0 if gain is None else max(1.0, float(gain.detach().abs().max()))
+    g = math.prod(max(1.0, float(t.detach().abs().max())) for t in gains if t is not None)
     return (var + eps).rsqrt().max().item() * fan * g if r.numel() else 1.0
 
 

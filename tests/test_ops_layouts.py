@@ -100,7 +100,7 @@ def test_adaln_any_layout(device, entry, data):
     assert rel(y, yr) < TOL[y.dtype], (rel(y, yr), y.dtype)
     if needs:
         check_grads([y], [yr], leaves, rl, needs, lambda dt: GRAD_TOL[coarsest(dt, xdt, y.dtype)],
-                     device, gen, {0: amplification(xview(rl[0]), xleaf, eps, gain=1 + s_ref)})  # fmt: skip
+                     device, gen, {0: amplification(xview(rl[0]), xleaf, eps, gains=[1 + s_ref])})  # fmt: skip
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -149,7 +149,7 @@ def test_affine_layer_norm_any_layout(device, entry, data):
     assert rel(y, yr) < TOL[xdt], rel(y, yr)
     if needs:
         check_grads([y], [yr], leaves, rl, needs, lambda dt: GRAD_TOL[coarsest(dt, xdt)],
-                     device, gen, {0: amplification(xview(rl[0]), xleaf, gain=w)})  # fmt: skip
+                     device, gen, {0: amplification(xview(rl[0]), xleaf, gains=[w])})  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ caches

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from suite import spread  # noqa: E402
+from suite.env import gpu_model  # noqa: E402
 
 
 def _env(run: Path) -> tuple[str, str, str | None]:
@@ -34,11 +35,14 @@ def _env(run: Path) -> tuple[str, str, str | None]:
         raise SystemExit(f"{path}: missing (a run directory has env.json)")
     env = json.loads(path.read_text())
     sha = (env.get("git") or {}).get("sha") if isinstance(env.get("git"), dict) else None
-    smi = env.get("nvidia_smi")
-    gpu = smi[0] if isinstance(smi, list) and smi else {}
-    if not sha or not gpu.get("name"):
+    name = gpu_model(env)
+    if not sha or not name:
         raise SystemExit(f"{path}: no commit or GPU name recorded")
-    return str(sha), str(gpu["name"]), gpu.get("uuid")
+    smi = env.get("nvidia_smi")
+    uuid = (
+        smi[0].get("uuid") if isinstance(smi, list) and smi and isinstance(smi[0], dict) else None
+    )
+    return str(sha), name, uuid
 
 
 def _units(runs: list[Path], uuids: list[str | None]) -> int:
