@@ -60,9 +60,18 @@ def test_a_split_names_the_boundary_the_intervals_end_at(tool, tmp_path):
         rows[0]["verdict"] = "exceeded" if ends[0] > 56.69 else "inconclusive"
         (tmp_path / name).write_text(json.dumps(rows))
     df = tool.table([a, b]).set_index("claim")
-    assert df.loc["C5", "same"] == "NO"
+    assert df.loc["C5", "same"] == "NO" and df.loc["C5", "how"] == "inconclusive vs exceeded"
     assert df.loc["C5", "split at"] == "exceeded above 56.69; nearest ends 56.5, 56.8"
-    assert df.loc["C4", "split at"] == ""
+    assert df.loc["C4", "split at"] == "" and df.loc["C4", "how"] == ""
+
+
+def test_decisive_verdicts_that_differ_contradict(tool):
+    assert tool.how_they_differ(["exceeded", "exceeded"]) == ""
+    assert tool.how_they_differ(["inconclusive", "reproduced", "inconclusive"]) == (
+        "inconclusive vs reproduced"
+    )
+    assert tool.how_they_differ(["reproduced", "exceeded", "inconclusive"]) == "contradict"
+    assert tool.how_they_differ(["reproduced", "not-run"]) == "not run in some"
 
 
 def test_ends_within_their_monte_carlo_reach_no_longer_split(tool):

@@ -15,7 +15,10 @@ without an interval holds nothing and is not counted. A 95% interval that descri
 variation should hold another run's value about 95% of the time; far less says the interval is
 narrower than what moves between runs.
 
-Where the verdicts differ, the column "split at" names the ledger boundary nearest the runs'
+Where the verdicts differ, the column "how" says whether two decisive verdicts contradict each
+other ("contradict") or runs read inconclusive where another decides ("inconclusive vs <verdict>":
+a run with more data, a full profile beside quick ones, may decide where a narrower sample cannot;
+it is still a difference, counted in "verdicts differ"). The column "split at" names the ledger boundary nearest the runs'
 interval ends and each run's nearest end: ends a few tenths either side of one boundary are
 intervals that agree, with a verdict that cannot (any re-measurement flips it). A bootstrap end
 within its Monte Carlo reach of a boundary (the metric rows' ci_low_mcse / ci_high_mcse) is no
@@ -91,6 +94,18 @@ def coverage(runs: list[dict[str, dict]], cid: str) -> tuple[int, int]:
     return held, pairs
 
 
+def how_they_differ(verdicts: list[str]) -> str:
+    """ "" where the verdicts agree; "not run in some" where a run has none; "inconclusive vs
+    V" where the runs are inconclusive or V (one decisive verdict); else "contradict"."""
+    kinds = set(verdicts)
+    if len(kinds) == 1:
+        return ""
+    if kinds & {"not-run", "missing"}:
+        return "not run in some"
+    decisive = kinds - {"inconclusive"}
+    return f"inconclusive vs {decisive.pop()}" if len(decisive) == 1 else "contradict"
+
+
 def at_boundary(cid: str, runs: list[dict]) -> str:
     """Where the runs of a claim whose verdict differs split: the ledger boundary nearest any
     run's interval end (its value where it has no interval) and each run's nearest end, so a
@@ -125,6 +140,7 @@ def table(runs: list[str]) -> pd.DataFrame:
             row[f"run {k + 1}"] = f"{verdicts[-1]}: {_fmt(c)}" if c else "missing"
         row["metric"] = next((c[cid].get("metric", "") for c in claims if cid in c), "")
         row["same"] = "yes" if len(set(verdicts)) == 1 else "NO"
+        row["how"] = how_they_differ(verdicts)
         row["split at"] = (
             "" if row["same"] == "yes" else at_boundary(cid, [c.get(cid, {}) for c in claims])
         )
@@ -157,6 +173,7 @@ def verdict(df: pd.DataFrame) -> dict:
         "pooled": f"{held}/{pairs} ({100 * share:.0f}%)" if pairs else "no interval",
         "claims under half": ", ".join(under) or "none",
         "verdicts differ": ", ".join(df.loc[df["same"] != "yes", "claim"]) or "none",
+        "contradict": ", ".join(df.loc[df["how"] == "contradict", "claim"]) or "none",
         "acceptance": "met" if pairs and share >= ACCEPT_POOLED and not under else "NOT met",
     }
 
@@ -176,7 +193,8 @@ def acceptance(df: pd.DataFrame) -> str:
     return (
         f"acceptance (pooled >= {100 * ACCEPT_POOLED:.0f}%, no claim under "
         f"{100 * ACCEPT_CLAIM:.0f}%): {s['acceptance']}; claims under half: "
-        f"{s['claims under half']}; verdicts that differ: {s['verdicts differ']}"
+        f"{s['claims under half']}; verdicts that differ: {s['verdicts differ']} (decisive "
+        f"verdicts that contradict: {s['contradict']})"
     )
 
 
