@@ -37,7 +37,8 @@ from suite.env import gpu_model
 TABLE = Path(__file__).with_name("run_spread.csv")
 COLUMNS = ["gpu", "family", "commit", "runs", "units", "df", "tau_log", "source"]
 Z = 1.96
-RUN_ENV = "run_env"  # the one-row table of the run's GPU and commit (suite.env.run_env_table)
+# the one-row table of the run's GPU and commit (suite.report.build.run_env_table)
+RUN_ENV = "run_env"
 
 
 @dataclass(frozen=True)
