@@ -1,7 +1,8 @@
 """The committed references are what they say. Every claim run under reports/reference/ (a folder
 with results/, metrics.csv and claims.json; found, not listed, so a newly committed run is checked
 too): today's summarize() on its raw tables gives its metrics.csv, and today's rules on those rows
-give its claims.json. The H200 quick and full references are also one complete run of one commit."""
+give its claims.json. The quick and full references of each GPU are also one complete run of one
+commit."""
 
 import json
 import math
@@ -21,7 +22,6 @@ from suite.report.build import (
 )
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reports" / "reference"
-REF = REFERENCE / "h200"
 
 # claim runs whose results/ cannot rebuild their summaries: run -> why (checked below to hold)
 NOT_REBUILT = {
@@ -127,12 +127,16 @@ def test_verdicts_follow_from_the_committed_metric_rows(rebuilt):
     assert wrong == []
 
 
-@pytest.mark.parametrize("reference", ["quick-5753865", "full-dd54683"])
+@pytest.mark.parametrize(
+    "reference",
+    ["h200/quick-5753865", "h200/full-dd54683", "h100/quick-c2036da", "h100/full-c2036da"],
+)
 def test_reference_is_one_complete_run_of_one_commit(reference):
-    ref = REF / reference
+    ref = REFERENCE / reference
+    profile = ref.name.split("-")[0]
     env = json.loads((ref / "env.json").read_text())
     sha = env["git"]["sha"]
-    assert not env["git"]["dirty"] and env["profile"] == reference.split("-")[0]
+    assert not env["git"]["dirty"] and env["profile"] == profile
     done = {
         p.name.removesuffix(".done.json"): json.loads(p.read_text())
         for p in (ref / "results").glob("*.done.json")
@@ -141,7 +145,7 @@ def test_reference_is_one_complete_run_of_one_commit(reference):
     for name, d in done.items():
         assert sha.startswith(d["git"]) and d["profile"] == env["profile"], name
     runs = pd.read_csv(ref / "results" / "training_runs.csv")
-    if reference.startswith("full"):  # the quick profile's global run may not fit its budget
+    if profile == "full":  # the quick profile's global run may not fit its budget
         assert runs.status.str.startswith("ok").all(), runs
     # not-run only where the ledger says why the experiment cannot give the claim's metric
     absent = {c.id: c.absent for c in load_claims() if c.absent}
