@@ -3,21 +3,28 @@ end-to-end step gains (C17).
 
 A run's interval holds its own repetition noise only. Another run of the same code on the same
 GPU model reads differently: another unit has its own memory bandwidth (two H100s at one commit
-read C11 8.85x and 8.80x, 0.6% apart, with bootstrap intervals 0.1% wide), and each process
-lands at its own level (three H100 runs of one commit on one unit read C17 5.87, 6.11 and
-5.97%, each with a paired interval ~0.3 points wide). The model is a random effect per run: a
-speedup r of run k is r * exp(u_k) with u_k ~ N(0, tau^2), tau per GPU model and family.
+read C11 8.85x and 8.80x, 0.6% apart, with bootstrap intervals 0.1% wide), each process lands at
+its own level (three H100 runs of one commit on one unit read C17 5.87, 6.11 and 5.97%, each with
+a paired interval ~0.3 points wide), and torch.compile's baselines land in a slower compiled
+variant now and then (one H100 run of five read the fused forward 1.79x over compiled eager, the
+others 1.67x). The model is a random effect per run: a speedup r of run k is r * exp(u_k) with
+u_k ~ N(0, tau^2), tau per GPU model and family. The families keep apart what moves for different
+reasons: the speedups over eager and the Wan path (the unit's bandwidth), those over
+torch.compile (inductor's code as well), and the e2e gains.
 
-run_spread.csv holds, per (GPU model, family), tau as the pooled standard deviation of
-log(speedup) across committed repeat runs of one commit (every metric of the family, each
-centred on its own mean over the runs). tools/run_spread.py computes a row from the runs'
-metrics.csv; its `units` column is a lower bound on the distinct GPUs the runs used, so a row
-that cannot tell its runs' units apart says it may miss unit-to-unit spread.
+run_spread.csv holds, per (GPU model, family, commit), tau as the pooled standard deviation of
+log(speedup) across committed repeat runs of that commit (every metric of the family, each
+centred on its own mean over the runs), with its degrees of freedom. tools/run_spread.py computes
+a row from the runs' metrics.csv; its `units` column is a lower bound on the distinct GPUs the
+runs used, so a row that cannot tell its runs' units apart says it may miss unit-to-unit spread.
+
+A run is widened by tau pooled over the rows of every other commit (variances weighted by their
+d.f.): never by its own commit's runs, so a committed run's coverage against its sibling runs is
+checked out of sample, while a new run draws on every commit's runs.
 
 A speedup's 95% interval is then, on each side, the wider of the run's own interval and
 1.96 * tau in log space: two runs with that spread differ by more than 1.96 * tau about 17% of
-the time, so one run's interval holds another's value about 83% of the time. A run of the
-commit a row was estimated from is not widened by it (it is one of the runs that estimate it).
+the time, so one run's interval holds another's value about 83% of the time.
 
 Which GPU and commit: a table's own `gpu` column (the kernel tables name it), else the one-row
 table `run_env` the report builds from the run's env.json (gpu, commit).
@@ -46,13 +53,20 @@ class Family:
     claims: tuple[str, ...]
     unit: str  # "x": a speedup; "%": a throughput gain, speedup = 1 + gain / 100
     prefix: str = ""  # metric names it holds start with this
+    over_compile: bool | None = (
+        None  # True: only speedups over torch.compile; False: none; None: any
+    )
 
     def holds(self, metrics: pd.DataFrame) -> pd.Series:
-        return (
+        name = metrics["metric"].astype(str)
+        held = (
             metrics["claim"].isin(self.claims)
             & (metrics["unit"] == self.unit)
-            & metrics["metric"].astype(str).str.startswith(self.prefix)
+            & name.str.startswith(self.prefix)
         )
+        if self.over_compile is not None:
+            held &= name.map(over_compile) == self.over_compile
+        return held
 
     def ratio(self, v: float) -> float:
         return v if self.unit == "x" else 1.0 + v / 100.0
@@ -61,22 +75,53 @@ class Family:
         return r if self.unit == "x" else (r - 1.0) * 100.0
 
 
+def over_compile(metric: str) -> bool:
+    """A kernel speedup over torch.compile (its name says compile)."""
+    return "compile" in metric
+
+
 FAMILIES = {
-    "kernels": Family(("C11", "C12"), "x"),
+    "kernels": Family(("C11", "C12"), "x", over_compile=False),
+    "kernels-compile": Family(("C11", "C12"), "x", over_compile=True),
     "e2e": Family(("C17",), "%", "e2e_gain_"),
 }
 
 
+def kernel_family(metric: str) -> str:
+    return "kernels-compile" if over_compile(metric) else "kernels"
+
+
 @cache
 def spreads() -> pd.DataFrame:
-    return pd.read_csv(TABLE)
+    return pd.read_csv(TABLE, dtype={"commit": str})
 
 
-def spread_for(gpu: str, family: str) -> dict | None:
-    """The run_spread row of GPU model `gpu` (nvidia-smi's name) and `family`, or None."""
+def _same_commit(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and (a.startswith(b) or b.startswith(a))
+
+
+def rows_of(gpu: str, family: str) -> pd.DataFrame:
+    """The run_spread rows of GPU model `gpu` (nvidia-smi's name) and `family`, one per commit."""
     t = spreads()
-    rows = t[(t["gpu"] == gpu) & (t["family"] == family)]
-    return None if rows.empty else rows.iloc[0].to_dict()
+    return t[(t["gpu"] == gpu) & (t["family"] == family)]
+
+
+def spread_for(gpu: str, family: str, commit: str | None = None) -> dict | None:
+    """`gpu`'s `family` spread pooled over the rows of every commit but `commit` (the run's own),
+    as one row (runs and d.f. summed, tau from the d.f.-weighted variances, units the largest
+    lower bound), or None where no other commit has one."""
+    rows = rows_of(gpu, family)
+    rows = rows[[not _same_commit(commit, str(c)) for c in rows["commit"]]]
+    if rows.empty:
+        return None
+    df = int(rows["df"].sum())
+    tau = math.sqrt(float((rows["df"] * rows["tau_log"] ** 2).sum()) / df)
+    join = "; ".join
+    return dict(
+        gpu=gpu, family=family, commit=", ".join(map(str, rows["commit"])),
+        runs=int(rows["runs"].sum()), units=int(rows["units"].max()), df=df, tau_log=tau,
+        source=join(rows["source"]),
+    )  # fmt: skip
 
 
 def run_of(tables: dict[str, pd.DataFrame], table: str) -> tuple[str | None, str | None]:
@@ -97,23 +142,19 @@ def run_env(env: dict) -> pd.DataFrame:
     return pd.DataFrame([{"gpu": gpu, "commit": git.get("sha")}] if gpu else [])
 
 
-def _same_commit(a: str | None, b: str | None) -> bool:
-    return bool(a and b) and (a.startswith(b) or b.startswith(a))
-
-
 def between(tables: dict[str, pd.DataFrame], table: str, family: str) -> tuple[dict | None, str]:
-    """(the row that widens this run's `family` intervals or None, the model in words for the
-    metric's conditions)."""
+    """(the pooled row that widens this run's `family` intervals or None, the model in words for
+    the metric's conditions)."""
     gpu, commit = run_of(tables, table)
     if gpu is None:
         return None, "between runs: not included (the run does not name its GPU)"
-    row = spread_for(gpu, family)
+    row = spread_for(gpu, family, commit)
     if row is None:
-        return None, f"between runs: not included (no committed repeat runs of {gpu})"
-    if _same_commit(commit, str(row["commit"])):
+        if rows_of(gpu, family).empty:
+            return None, f"between runs: not included (no committed repeat runs of {gpu})"
         return None, (
-            f"between runs: not included (this run's commit {commit} is the one whose repeat "
-            f"runs estimate {gpu}'s spread)"
+            f"between runs: not included (only this run's commit {commit} has repeat runs "
+            f"estimating {gpu}'s spread)"
         )
     units = int(row["units"])
     of_units = (

@@ -1,7 +1,7 @@
 """The kernel speedups' and the e2e gains' intervals hold the between-run spread of the GPU model:
-each side at least 1.96 x the committed tau in log space where the run names a GPU with a
-run_spread row (and is not of the commit that estimated it); the run's own interval alone, said
-so, where it does not. CPU: committed references' tables."""
+each side at least 1.96 x the committed tau in log space, pooled over the run_spread rows of every
+commit but the run's own, where the run names a GPU with such rows; the run's own interval alone,
+said so, where it does not. CPU: committed references' tables."""
 
 import math
 import subprocess
@@ -44,13 +44,12 @@ def test_pooled_tau_centres_each_metric_on_its_own_mean():
 
 
 def test_a_named_gpu_with_a_row_widens_the_speedups():
-    row = spread.spread_for(H100, "kernels")
-    assert row is not None
     plain = kernels.summarize(_tables(None)).set_index("metric")
     wide = kernels.summarize(_tables(H100)).set_index("metric")
     speedups = plain.index[plain["unit"] == "x"]
-    reach = math.exp(1.96 * row["tau_log"])
     for m in speedups:
+        row = spread.spread_for(H100, spread.kernel_family(m))  # no commit named: every row
+        reach = math.exp(1.96 * row["tau_log"])
         v = wide.loc[m, "value"]
         assert v == plain.loc[m, "value"]
         assert wide.loc[m, "ci_low"] <= min(plain.loc[m, "ci_low"], v / reach) * (1 + 1e-12)
@@ -69,8 +68,19 @@ def test_without_a_row_the_bootstrap_stays_and_says_so(gpu):
     assert "between runs: not included" in cond and (gpu is None or gpu in cond)
 
 
+def test_the_kernel_families_split_the_speedups_by_their_baseline():
+    m = pd.read_csv(RESULTS.parent / "metrics.csv")
+    eager, compiled = (m[spread.FAMILIES[f].holds(m)] for f in ("kernels", "kernels-compile"))
+    assert set(eager.metric) & set(compiled.metric) == set()
+    assert set(eager.metric) | set(compiled.metric) == set(m[m.claim.isin(["C11", "C12"])].metric)
+    assert {"fwd_speedup_compile_wan", "bwd_fused_speedup_compile_wan"} <= set(compiled.metric)
+    assert {"fwd_speedup_wan", "bwd_dtile_speedup_wan"} <= set(eager.metric)
+
+
 @pytest.mark.parametrize(
-    "row", spread.spreads().to_dict("records"), ids=lambda r: f"{r['gpu']}-{r['family']}"
+    "row",
+    spread.spreads().to_dict("records"),
+    ids=lambda r: f"{r['gpu']}-{r['family']}-{r['commit']}",
 )
 def test_committed_rows_follow_from_their_runs(row):
     runs = [REPO / p.strip() for p in row["source"].split(";")]
@@ -106,7 +116,8 @@ def _env(gpu: str, sha: str) -> dict:
 
 
 def test_the_e2e_gains_widen_as_speedups_from_the_runs_env():
-    row = spread.spread_for(H100, "e2e")
+    row = spread.spread_for(H100, "e2e", "c2036da")
+    assert "c2036da" not in row["commit"] and "85dc565" in row["commit"]
     plain = e2e.summarize(_e2e(None)).set_index("metric")
     wide = e2e.summarize(_e2e(_env(H100, "c2036da"))).set_index("metric")
     reach = math.exp(1.96 * row["tau_log"])
@@ -121,11 +132,32 @@ def test_the_e2e_gains_widen_as_speedups_from_the_runs_env():
     assert "not name its GPU" in plain["conditions"].iloc[0]
 
 
-def test_a_run_of_the_estimating_commit_is_not_widened_by_its_own_row():
+def _table(*rows) -> pd.DataFrame:
+    return pd.DataFrame(
+        [dict(gpu=H100, family="e2e", commit=c, runs=3, units=2, df=df, tau_log=tau, source=c)
+         for c, df, tau in rows]
+    )  # fmt: skip
+
+
+def test_a_run_is_widened_by_every_commit_but_its_own(monkeypatch):
+    monkeypatch.setattr(
+        spread, "spreads", lambda: _table(("aaa1111", 4, 0.01), ("bbb2222", 12, 0.02))
+    )
+    own = spread.spread_for(H100, "e2e", "aaa1111ff")  # a longer sha of a row's commit
+    assert own["tau_log"] == 0.02 and own["commit"] == "bbb2222" and own["df"] == 12
+    new = spread.spread_for(H100, "e2e", "ccc3333")
+    assert new["tau_log"] == pytest.approx(math.sqrt((4 * 0.01**2 + 12 * 0.02**2) / 16))
+    assert new["df"] == 16 and new["runs"] == 6 and new["commit"] == "aaa1111, bbb2222"
+    wide = e2e.summarize(_e2e(_env(H100, "aaa1111"))).set_index("metric")
+    assert "0.02% of" not in wide["conditions"].iloc[0] and "2.00% of" in wide["conditions"].iloc[0]
+
+
+def test_a_run_of_the_only_estimating_commit_is_not_widened(monkeypatch):
+    monkeypatch.setattr(spread, "spreads", lambda: _table(("85dc565", 4, 0.01)))
     plain = e2e.summarize(_e2e(None))
-    own = e2e.summarize(_e2e(_env(H100, "85dc565ab")))  # a longer sha of the row's commit
+    own = e2e.summarize(_e2e(_env(H100, "85dc565ab")))
     np.testing.assert_array_equal(own["ci_low"].to_numpy(), plain["ci_low"].to_numpy())
-    assert "estimate" in own["conditions"].iloc[0]
+    assert "only this run's commit" in own["conditions"].iloc[0]
 
 
 def test_run_env_reads_the_gpu_from_torch_or_nvidia_smi():

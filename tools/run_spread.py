@@ -1,8 +1,10 @@
-"""The between-run spread of one family of speedups (kernels: C11, C12; e2e: C17's step gains)
-of one GPU model, from committed repeat runs of one commit: writes (or replaces) that model's
-row of suite/run_spread.csv, which the kernels and e2e summaries widen their intervals with.
+"""The between-run spread of one family of speedups (kernels: C11, C12 over eager and the Wan
+path; kernels-compile: C11, C12 over torch.compile; e2e: C17's step gains) of one GPU model, from
+committed repeat runs of one commit: writes (or replaces) that model's row for that commit in
+suite/run_spread.csv, which the kernels and e2e summaries widen their intervals with (pooled
+over the other commits' rows: suite/spread.py).
 
-    PYTHONPATH=. python tools/run_spread.py {kernels,e2e} RUN RUN [RUN ...] [--check]
+    PYTHONPATH=. python tools/run_spread.py {kernels,kernels-compile,e2e} RUN RUN [RUN ...] [--check]
 
 Each RUN is a run directory with metrics.csv and env.json (a stability run's folder). The runs
 must be of one commit and one GPU model (env.json says; a run without a commit or a GPU name is
@@ -91,15 +93,19 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give at least two runs")
     new = row(a.family, a.runs)
     if a.check:
-        have = spread.spread_for(new["gpu"], a.family)
-        ok = have is not None and all(
-            math.isclose(have[c], new[c], abs_tol=1e-6) if c == "tau_log" else have[c] == new[c]
+        have = spread.rows_of(new["gpu"], a.family)
+        have = have[have["commit"] == new["commit"]].to_dict("records")
+        ok = len(have) == 1 and all(
+            math.isclose(have[0][c], new[c], abs_tol=1e-6)
+            if c == "tau_log"
+            else have[0][c] == new[c]
             for c in spread.COLUMNS
         )
         print(("holds" if ok else "does not hold") + f" {new}")
         return 0 if ok else 1
     table = spread.spreads()
-    other = (table["gpu"] != new["gpu"]) | (table["family"] != new["family"])
+    key = ["gpu", "family", "commit"]
+    other = (table[key] != pd.Series({k: new[k] for k in key})).any(axis=1)
     table = pd.concat([table[other], pd.DataFrame([new])], ignore_index=True)
     table[spread.COLUMNS].to_csv(spread.TABLE, index=False, lineterminator="\n")
     print(f"{spread.TABLE.relative_to(REPO)}: {new}")

@@ -143,13 +143,17 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     t, samples = tables.get("kernels_timings"), tables.get("kernels_samples")
     if t is None or t.empty:
         return metric_rows([])
-    between, model = spread.between(tables, "kernels_timings", "kernels")
+    # speedups over torch.compile move between runs for more reasons than the rest (spread.py)
+    between = {
+        f: spread.between(tables, "kernels_timings", f) for f in ("kernels", "kernels-compile")
+    }
+    with_ci = samples is not None and not samples.empty
     cond = (
         f"x bf16, per-sample fp32 modulation, B=1, N={CLAIM_N}, "
         f"geometric mean over D in {list(WAN_WIDTHS)}; median of CUDA-event timings, L2 flushed; "
         + (
-            "95% CI: percentile bootstrap of each impl's repetitions at each width; " + model
-            if samples is not None and not samples.empty
+            "95% CI: percentile bootstrap of each impl's repetitions at each width; "
+            if with_ci
             else "no CI (no kernels_samples table)"
         )
     )
@@ -224,7 +228,9 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     rows = []
     for claim, metric, op, impl, base, what in specs:
         value, ratios, lo, hi = _speedup(t, op, impl, base, samples)
-        lo, hi = spread.widen_in("kernels", value, lo, hi, between)
+        family = spread.kernel_family(metric)
+        row, model = between[family]
+        lo, hi = spread.widen_in(family, value, lo, hi, row)
         per_d = ", ".join(f"D={d}: {r:.2f}x" for d, r in zip(WAN_WIDTHS, ratios))
         rows.append(
             dict(
@@ -234,7 +240,7 @@ def summarize(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 ci_low=lo,
                 ci_high=hi,
                 unit="x",
-                conditions=f"{what}; {cond}; {per_d}",
+                conditions=f"{what}; {cond}{model if with_ci else ''}; {per_d}",
                 evidence=ev,
             )
         )
