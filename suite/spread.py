@@ -53,9 +53,8 @@ class Family:
     claims: tuple[str, ...]
     unit: str  # "x": a speedup; "%": a throughput gain, speedup = 1 + gain / 100
     prefix: str = ""  # metric names it holds start with this
-    over_compile: bool | None = (
-        None  # True: only speedups over torch.compile; False: none; None: any
-    )
+    # True: only the speedups over torch.compile; False: none of them; None: either
+    over_compile: bool | None = None
 
     def holds(self, metrics: pd.DataFrame) -> pd.Series:
         name = metrics["metric"].astype(str)
@@ -116,11 +115,10 @@ def spread_for(gpu: str, family: str, commit: str | None = None) -> dict | None:
         return None
     df = int(rows["df"].sum())
     tau = math.sqrt(float((rows["df"] * rows["tau_log"] ** 2).sum()) / df)
-    join = "; ".join
     return dict(
         gpu=gpu, family=family, commit=", ".join(map(str, rows["commit"])),
         runs=int(rows["runs"].sum()), units=int(rows["units"].max()), df=df, tau_log=tau,
-        source=join(rows["source"]),
+        source="; ".join(rows["source"]),
     )  # fmt: skip
 
 

@@ -27,7 +27,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from suite import spread  # noqa: E402
-from suite.env import gpu_model  # noqa: E402
 
 
 def _env(run: Path) -> tuple[str, str, str | None]:
@@ -36,8 +35,8 @@ def _env(run: Path) -> tuple[str, str, str | None]:
     if not path.is_file():
         raise SystemExit(f"{path}: missing (a run directory has env.json)")
     env = json.loads(path.read_text())
-    sha = (env.get("git") or {}).get("sha") if isinstance(env.get("git"), dict) else None
-    name = gpu_model(env)
+    run = spread.run_env(env).to_dict("records")
+    sha, name = (run[0]["commit"], run[0]["gpu"]) if run else (None, None)
     if not sha or not name:
         raise SystemExit(f"{path}: no commit or GPU name recorded")
     smi = env.get("nvidia_smi")

@@ -48,13 +48,12 @@ def unpack(tgz: Path, into: Path) -> Path:
 def one_commit_and_gpu(runs: list[Path]) -> None:
     import json
 
-    from suite.env import gpu_model
+    from suite.spread import run_env
 
     seen = set()
     for r in runs:
-        env = json.loads((r / "env.json").read_text())
-        git = env.get("git") if isinstance(env.get("git"), dict) else {}
-        seen.add((git.get("sha"), gpu_model(env)))
+        env = run_env(json.loads((r / "env.json").read_text())).to_dict("records")
+        seen.add((env[0]["commit"], env[0]["gpu"]) if env else (None, None))
     if len(seen) != 1:
         raise SystemExit(f"runs of more than one (commit, GPU model): {sorted(map(str, seen))}")
 
