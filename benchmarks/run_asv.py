@@ -45,10 +45,18 @@ def asv_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "asv", *args]
 
 
+def benchmark_path(code_root: Path, environ) -> str:
+    """The benchmark processes' import path: code_root's `suite` first, then these benchmark
+    files, then the caller's PYTHONPATH. asv drops PYTHONPATH and honours only ASV_PYTHONPATH,
+    so packages found through PYTHONPATH (asv_runner among them, where a GPU machine installs
+    the wheelhouse with pip --target) must be passed on here."""
+    inherited = [p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys([str(code_root), str(ROOT), *inherited]))
+
+
 def run_at(commit: str, code_root: Path, args: argparse.Namespace, save: bool) -> None:
     """Run the benchmarks importing `suite` from code_root, labelled as `commit`."""
-    # asv drops PYTHONPATH but honours ASV_PYTHONPATH for the benchmark processes
-    env = dict(os.environ, ASV_PYTHONPATH=os.pathsep.join([str(code_root), str(ROOT)]))
+    env = dict(os.environ, ASV_PYTHONPATH=benchmark_path(code_root, os.environ))
     cmd = asv_cmd("run", "--python=same", "--show-stderr", "--launch-method", "spawn")
     cmd += ["--machine", args.machine] if args.machine else []
     cmd += ["--bench", args.bench] if args.bench else []

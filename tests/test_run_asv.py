@@ -1,11 +1,22 @@
 """The asv regression gate: a slowdown beyond the threshold and outside the noise fails."""
 
-from benchmarks.run_asv import _param_combos, regressions
+import os
+from pathlib import Path
+
+from benchmarks.run_asv import ROOT, _param_combos, benchmark_path, regressions
 
 
 def test_param_combos_match_asv_names():
     assert _param_combos([["64", "1024"], ["'dual'"]]) == ["[64, 'dual']", "[1024, 'dual']"]
     assert _param_combos([]) == [""]
+
+
+def test_benchmark_processes_see_the_callers_pythonpath():
+    """asv drops PYTHONPATH in the benchmark processes: a wheelhouse installed with pip --target
+    (asv_runner there) must reach them through ASV_PYTHONPATH, after the code under test."""
+    env = {"PYTHONPATH": os.pathsep.join(["/tmp/site", "", str(ROOT)])}
+    assert benchmark_path(Path("/w"), env).split(os.pathsep) == ["/w", str(ROOT), "/tmp/site"]
+    assert benchmark_path(Path("/w"), {}).split(os.pathsep) == ["/w", str(ROOT)]
 
 
 def test_time_regression_needs_ratio_and_separated_intervals():

@@ -9,14 +9,16 @@
 #   or repo.bundle (`git bundle create .gitbundle/repo.bundle main`: the whole history, which
 #   outgrew the 64 MiB a call carries at 68 MB)
 set -uo pipefail
-out=${OUT:-/tmp/out}; mkdir -p "$out"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+# the wheelhouse (asv, asv_runner, ...) lands in /tmp/site, on PYTHONPATH; benchmarks.run_asv passes
+# that on to asv's benchmark processes (asv itself drops PYTHONPATH)
+. tools/device/common.sh
+out=$OUT
+export NCCL_NVLS_ENABLE=0
 # asv keeps one history per machine: an H100 point must not land in the H200's series
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 machine=${MACHINE:-$(echo "$gpu" | grep -oiE 'h100|h200|a100|b200' | head -1 | tr A-Z a-z)}
 machine=${machine:-gpu}
 exec > >(tee "$out/bench.log") 2>&1
-python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite
 [ -n "${SKIP_PYTEST:-}" ] || timeout 120 python3 -m pytest -q tests/bench/test_bench_kernels.py --benchmark-enable \
   --benchmark-timer suite.timing.cuda_synced_perf_counter --benchmark-json "$out/bench_kernels.json" \
   --benchmark-columns median,iqr,rounds -p no:cacheprovider
