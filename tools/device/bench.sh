@@ -30,6 +30,9 @@ if [ -f .gitbundle/shallow.tgz ]; then
 elif [ -f .gitbundle/repo.bundle ]; then
   rm -rf /tmp/repo; git clone -q -b main .gitbundle/repo.bundle /tmp/repo && cd /tmp/repo
 fi
+# the clone's code on the path, not the carried tree's: the image's python may not put the working
+# directory first (benchmarks.run_asv read the carried tree's stale .git and labelled a point wrong)
+export PYTHONPATH=$PWD:/tmp/site
 git log -1 --format='asv at %H'
 # 280 s: one commit's point of bench_kernels took ~190 s, and a 200 s limit once cut another with
 # nothing written; bench_kernel_claims (C11-C13, C16) adds an estimated ~60 s, not yet measured
