@@ -69,10 +69,13 @@ def run_at(commit: str, code_root: Path, args: argparse.Namespace, save: bool) -
         sys.exit(f"error: asv run at {commit[:8]} had failing benchmarks (exit {out.returncode})")
 
 
-def load_results(commit: str, machine: str) -> dict[str, tuple[float, float, float]]:
-    """{benchmark name (+params): (value, ci99_low, ci99_high)} from asv's JSON for one commit.
-    track_ benchmarks have no interval: their bounds are the value itself."""
-    folder = RESULTS / machine
+def load_results(
+    commit: str, machine: str, results: Path = RESULTS
+) -> dict[str, tuple[float, float, float]]:
+    """{benchmark name (+params): (value, ci99_low, ci99_high)} from asv's JSON for one commit
+    (under `results`, asv's results folder or the committed reports/asv). track_ benchmarks have
+    no interval: their bounds are the value itself."""
+    folder = results / machine
     values: dict[str, tuple[float, float, float]] = {}
     for path in sorted(folder.glob(f"{commit[:8]}-*.json")):
         data = json.loads(path.read_text())

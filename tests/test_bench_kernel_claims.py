@@ -61,3 +61,29 @@ def test_run_asv_reads_the_direction_of_each_track():
     assert not worse(f"{cls}.track_speedup[C11]", 8.0, 10.0)
     assert worse("bench_kernel_claims.OpMemoryClaims.track_saved_mem_reduction", 75.0, 60.0)
     assert worse("bench_kernel_claims.OpMemoryClaims.track_kernels_per_call", 1.0, 3.0)
+
+
+def test_the_committed_gpu_point_agrees_with_that_gpus_reference():
+    """The first GPU point of these tracks (reports/asv/h100, one H100) measured what the H100 quick
+    reference measured: each speedup inside the reference's interval, each memory and kernel count
+    equal, and the names are the ones asv saved (a renamed track starts a new, empty series)."""
+    ref = Path(__file__).resolve().parents[1] / "reports/reference/h100/quick-c2036da"
+    metrics = pd.read_csv(ref / "metrics.csv")
+    saved = run_asv.load_results("b33b3cb7", "h100", run_asv.ROOT / "reports/asv")
+    cls = "bench_kernel_claims"
+    for cid in bench.SPEEDUP_CLAIMS:
+        row = bench._row(metrics, cid)
+        value = saved[f"{cls}.KernelSpeedupClaims.track_speedup['{cid}']"][0]
+        low = saved[f"{cls}.KernelSpeedupClaims.track_speedup_ci_low['{cid}']"][0]
+        high = saved[f"{cls}.KernelSpeedupClaims.track_speedup_ci_high['{cid}']"][0]
+        assert low <= value <= high, cid
+        assert row["ci_low"] <= value <= row["ci_high"], cid
+    assert saved[f"{cls}.OpMemoryClaims.track_saved_mem_reduction"][0] == pytest.approx(
+        bench._row(metrics, bench.MEMORY_CLAIM)["value"]
+    )
+    assert saved[f"{cls}.OpMemoryClaims.track_saved_gb"][0] == pytest.approx(
+        bench._row(metrics, bench.MEMORY_CLAIM, "saved_mem_gb_wan")["value"]
+    )
+    assert saved[f"{cls}.OpMemoryClaims.track_kernels_per_call"][0] == bench._row(
+        metrics, bench.KERNELS_CLAIM
+    )["value"]

@@ -34,8 +34,8 @@ fi
 # directory first (benchmarks.run_asv read the carried tree's stale .git and labelled a point wrong)
 export PYTHONPATH=$PWD:/tmp/site
 git log -1 --format='asv at %H'
-# 280 s: one commit's point of bench_kernels took ~190 s, and a 200 s limit once cut another with
-# nothing written; bench_kernel_claims (C11-C13, C16) adds an estimated ~60 s, not yet measured
+# 400 s: one commit's point of bench_kernels took ~190 s, and a 200 s limit once cut another with
+# nothing written; with bench_kernel_claims (C11-C13, C16) the whole call took 266 s on an H100
 echo "asv machine: $machine ($gpu)"
 timeout 400 python3 -m benchmarks.run_asv --machine "$machine" --bench "^bench_kernel(s|_claims)\."
 tar czf "$out/asv_results.tgz" .asv/results
