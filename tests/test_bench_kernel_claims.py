@@ -84,6 +84,7 @@ def test_the_committed_gpu_point_agrees_with_that_gpus_reference():
     assert saved[f"{cls}.OpMemoryClaims.track_saved_gb"][0] == pytest.approx(
         bench._row(metrics, bench.MEMORY_CLAIM, "saved_mem_gb_wan")["value"]
     )
-    assert saved[f"{cls}.OpMemoryClaims.track_kernels_per_call"][0] == bench._row(
-        metrics, bench.KERNELS_CLAIM
-    )["value"]
+    assert (
+        saved[f"{cls}.OpMemoryClaims.track_kernels_per_call"][0]
+        == bench._row(metrics, bench.KERNELS_CLAIM)["value"]
+    )
