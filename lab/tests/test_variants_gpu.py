@@ -50,22 +50,37 @@ def test_remat_is_bitwise(D):
         assert torch.equal(a, b), (D, i)
 
 
+def forward_kernels(fn) -> list[str]:
+    """The fused forward kernels `fn` launches, by name (CUDA profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    cuda = torch.autograd.DeviceType.CUDA
+    return [ev.name for ev in prof.events() if ev.device_type == cuda and "adaln_fwd" in ev.name]
+
+
 @pytest.mark.parametrize("B,N", [(1, 49152), (2, 24577)])
 def test_many_rows_forward_at_d_3072(B, N):
     """Launches of >= fwd_many_rows rows at D = 3072 (bf16, fp32 per-sample modulation) run
-    another forward (round 21: two warps per row; round 28: two rows per row group): every row
-    written (poisoned output), y against float64, mean and rstd feeding the backward; the same
-    rows through the one-kernel rule (fwd-r20) agree."""
+    another forward (round 21: two warps per row; round 28: two rows per row group), seen by
+    name in the profiler: every row written (poisoned output), y against float64, mean and rstd
+    feeding the backward; the same rows through the one-kernel rule (fwd-r20) agree. (Not by
+    comparing bits: on an H100 the two kernels' outputs are bitwise equal.)"""
     x = rand(B, N, 3072, dtype=torch.bfloat16)
     e = rand(B, 6, 3072)
     check(x, e[:, 1], e[:, 0])
+    run = lambda: adaln(x, e[:, 1], e[:, 0])  # noqa: E731
+    many = forward_kernels(run)
     prev = set_variant("fwd-r20")
     try:
-        old = adaln(x, e[:, 1], e[:, 0])
+        one, old = forward_kernels(run), run()
     finally:
         set_variant(prev)
-    assert not torch.equal(adaln(x, e[:, 1], e[:, 0]), old)  # another kernel ran (another order)
-    assert rel(adaln(x, e[:, 1], e[:, 0]), old) < 1e-2
+    assert many and all("adaln_fwd_r2<" in n for n in many), many
+    assert one and not any("adaln_fwd_r2" in n for n in one), one
+    assert rel(run(), old) < 1e-2
 
 
 @pytest.mark.parametrize("D", [1536, 3072])
