@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         line += f"  C2 {fmt(c2(med, shapes))}"
         if a.balance:
             rows = balance_rows(a.run, sweep, shapes, a.balance / f"design{i}")
-            line += "".join(f"  {k} {fmt(v)}" for k, v in rows.items() if all(map(math.isfinite, v)))
+            line += "".join(
+                f"  {k} {fmt(v)}" for k, v in rows.items() if all(map(math.isfinite, v))
+            )
         print(line, flush=True)
     return 0
 
