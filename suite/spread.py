@@ -132,12 +132,18 @@ def run_of(tables: dict[str, pd.DataFrame], table: str) -> tuple[str | None, str
     return gpu, (str(env["commit"]) if env.get("commit") else None)
 
 
-def run_env(env: dict) -> pd.DataFrame:
-    """The RUN_ENV table of a run's env.json: its GPU model (torch's device name, else
-    nvidia-smi's) and commit; empty for a run without a GPU."""
+def gpu_and_commit(env: dict) -> tuple[str | None, str | None]:
+    """A run's env.json's GPU model (torch's device name, else nvidia-smi's) and commit; the
+    commit is None for a run without a GPU."""
     gpu = gpu_model(env)
     git = env.get("git") if isinstance(env.get("git"), dict) else {}
-    return pd.DataFrame([{"gpu": gpu, "commit": git.get("sha")}] if gpu else [])
+    return (gpu, git.get("sha")) if gpu else (None, None)
+
+
+def run_env(env: dict) -> pd.DataFrame:
+    """The RUN_ENV table of a run's env.json: its GPU model and commit; empty without a GPU."""
+    gpu, commit = gpu_and_commit(env)
+    return pd.DataFrame([{"gpu": gpu, "commit": commit}] if gpu else [])
 
 
 def between(tables: dict[str, pd.DataFrame], table: str, family: str) -> tuple[dict | None, str]:

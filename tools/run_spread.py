@@ -35,8 +35,7 @@ def _env(run: Path) -> tuple[str, str, str | None]:
     if not path.is_file():
         raise SystemExit(f"{path}: missing (a run directory has env.json)")
     env = json.loads(path.read_text())
-    run = spread.run_env(env).to_dict("records")
-    sha, name = (run[0]["commit"], run[0]["gpu"]) if run else (None, None)
+    name, sha = spread.gpu_and_commit(env)
     if not sha or not name:
         raise SystemExit(f"{path}: no commit or GPU name recorded")
     smi = env.get("nvidia_smi")

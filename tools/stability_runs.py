@@ -48,14 +48,11 @@ def unpack(tgz: Path, into: Path) -> Path:
 def one_commit_and_gpu(runs: list[Path]) -> None:
     import json
 
-    from suite.spread import run_env
+    from suite.spread import gpu_and_commit
 
-    seen = set()
-    for r in runs:
-        env = run_env(json.loads((r / "env.json").read_text())).to_dict("records")
-        seen.add((env[0]["commit"], env[0]["gpu"]) if env else (None, None))
+    seen = {gpu_and_commit(json.loads((r / "env.json").read_text())) for r in runs}
     if len(seen) != 1:
-        raise SystemExit(f"runs of more than one (commit, GPU model): {sorted(map(str, seen))}")
+        raise SystemExit(f"runs of more than one (GPU model, commit): {sorted(map(str, seen))}")
 
 
 def copy(src: Path, names, dest: Path) -> None:

@@ -18,8 +18,8 @@ narrower than what moves between runs.
 Where the verdicts differ, the column "how" says whether two decisive verdicts contradict each
 other ("contradict") or runs read inconclusive where another decides ("inconclusive vs <verdict>":
 a run with more data, a full profile beside quick ones, may decide where a narrower sample cannot;
-it is still a difference, counted in "verdicts differ"). The column "split at" names the ledger boundary nearest the runs'
-interval ends and each run's nearest end: ends a few tenths either side of one boundary are
+it is still a difference, counted in "verdicts differ"). The column "split at" names the ledger
+boundary nearest the runs' interval ends and each run's nearest end: ends a few tenths either side of one boundary are
 intervals that agree, with a verdict that cannot (any re-measurement flips it). A bootstrap end
 within its Monte Carlo reach of a boundary (the metric rows' ci_low_mcse / ci_high_mcse) is no
 such split: the rule itself reads it inconclusive (suite.verdict_rule.assess).
