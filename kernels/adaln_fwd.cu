@@ -13,7 +13,7 @@
 // modulation loads beside 16-bit x whole 16-byte words, coalesced across the warp).
 // MINB: resident CTAs per SM ptxas must allow (a register cap). The row groups' reductions
 // wait on the CTA's barrier (a named barrier per row group measured within 1% of it: 79.4
-// against 78.9% of the copy, fp32 y at D = 1536; docs/lab-log.md).
+// against 78.9% of the copy, fp32 y at D = 1536).
 template <typename TX, typename TM, typename TY, int D, int RT, int ROWS, int MODE, bool VECTOR,
           int LV = 0, int MINB = 1>
 __global__ void __launch_bounds__(RT * ROWS, MINB)
@@ -81,7 +81,7 @@ adaln_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,          // x[b, n, d] = x
 // unpacked at each of their three reads (unpack_again: ptxas cannot keep the unpacked copies).
 // Per row the same additions in the same order as adaln_fwd, but not bitwise its output: there
 // the compiler contracts the mean into each subtraction (one FFMA), here it rounds the mean first
-// (y differs by 2e-9 to 1.4e-8 relative; docs/lab-log.md); both are within fp32 rounding of a
+// (y differs by 2e-9 to 1.4e-8 relative); both are within fp32 rounding of a
 // float64 reference.
 // A pair is rows 2p, 2p + 1 of one sample (with N odd, a sample's last pair has one row), so
 // both rows share the modulation. One CTA per block of ROWS pairs (the host launches one per
@@ -206,8 +206,8 @@ adaln_fwd_r2(const TX* __restrict__ x, i64 sxb, i64 sxn,
 // Persistent, software-pipelined forward (16-byte aligned rows only; the host falls back to
 // adaln_fwd otherwise). The CTA takes row blocks blockIdx.x, blockIdx.x + gridDim.x, ..., so the
 // resident rows are one window sweeping the tensor (as a copy's are), not gridDim.x streams at
-// far-apart addresses (a contiguous run per CTA: 2-6% slower at N = 65536, bf16 y;
-// docs/lab-log.md). It issues the loads of its next row before reducing the current one, so every
+// far-apart addresses (a contiguous run per CTA: 2-6% slower at N = 65536, bf16 y).
+// It issues the loads of its next row before reducing the current one, so every
 // resident row group keeps one row of x in flight through its reductions and stores (adaln_fwd
 // has none in flight while it reduces). The prefetched row stays packed (bf16: 8 registers per 16
 // elements). Same arithmetic as adaln_fwd: bitwise the same output. MINB: resident CTAs per SM

@@ -1,4 +1,4 @@
-"""Where does a small fused backward's time go? (docs/lab-log.md, Next measurements 1)
+"""Where does a small fused backward's time go? (lab/LOG.md, Next measurements 1)
 
 For each width and N (bf16 x and dy, B = 1, Wan's per-sample modulation), times the fused
 backward L2-cold with the suite's Timer (CUDA events, as kernels.csv), then again under

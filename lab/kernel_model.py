@@ -1,5 +1,5 @@
 """Occupancy and bytes-in-flight model of the fused AdaLN row kernels on sm_90 (pure Python, no
-GPU): the predictions in docs/lab-log.md come from here, written before the measurement.
+GPU): the predictions in lab/LOG.md come from here, written before the measurement.
 
 Model (Little's law with a fixed latency): while a row kernel waits on its loads, an SM has
 `warps x 32 x bytes loaded per thread before the first use` bytes in flight; with the memory

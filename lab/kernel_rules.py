@@ -4,7 +4,7 @@
 At its defaults a RuleConfig names and launches exactly what the shipped table does
 (lab/tests/test_lab_kernel_config.py checks every width); names and launch geometry come from
 suite.ops.fused_adaln.kernel_config.KernelNames, the op's one copy of them. The measurements
-behind each rule are in docs/lab-log.md.
+behind each rule are in lab/LOG.md.
 """
 
 from __future__ import annotations

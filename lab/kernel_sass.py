@@ -1,6 +1,6 @@
 """SASS of the fused AdaLN kernels without a GPU: compiles one configuration (optionally a variant)
 with NVRTC and disassembles the CUBIN with nvdisasm, to see where a kernel's registers and
-instructions go before spending device time (docs/lab-log.md, round 18). Prints, per kernel:
+instructions go before spending device time (lab/LOG.md, round 18). Prints, per kernel:
 registers, spills, instructions, and the memory and synchronisation opcodes counted; --full
 prints the listing.
 

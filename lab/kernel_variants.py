@@ -1,11 +1,11 @@
 """The fused AdaLN kernels' benchmark variants: named sets of RuleConfig fields
 (lab/kernel_rules.py) that lab/device/kernel_variants.sh and suite.experiments.kernels.bench time
-beside the defaults. Data only; the analysis of each round is in docs/lab-log.md.
+beside the defaults. Data only; the analysis of each round is in lab/LOG.md.
 """
 
 from __future__ import annotations
 
-# Benchmark-only kernel variants (docs/lab-log.md, rounds 1 and 2). The op uses "default"
+# Benchmark-only kernel variants (lab/LOG.md, rounds 1 and 2). The op uses "default"
 # unless $ADAPTIVELOAD_ADALN_VARIANT or set_variant() picks another; every variant computes the
 # same function (lab/tests/test_variants_gpu.py compares each with the default). Kept: the
 # designs that win somewhere, and the first reference kernels to measure the defaults against.
@@ -16,7 +16,7 @@ from __future__ import annotations
 # the streamed rows (round 10: lost 2-31%, loads and stores alike; code at commit c51ac9e).
 # Retired with the template switches only they used (the shipped kernels keep one path): fwd-pfm,
 # fwd-named, fwd-r18, bwd-r18, bwd-r22, bwd-r29, bwd-r31; code at commit 728903d, what each
-# measured in docs/lab-log.md ("Lab-only kernel switches retired").
+# measured in lab/LOG.md ("Lab-only kernel switches retired").
 VARIANTS: dict[str, dict] = {
     "default": {},
     # the designs of the first H200 reference (since then sharing round 4's reductions, and
@@ -60,7 +60,7 @@ VARIANTS: dict[str, dict] = {
     # the backward default of round 7 (D = 5120 without round 8's dynamic shared memory): what
     # round 8's default is measured against
     "bwd-r7": {"bwd_dyn": False, "bwd_sm2": False},
-    # round 8 (docs/lab-log.md): round 7's design through dynamic shared memory everywhere,
+    # round 8 (lab/LOG.md): round 7's design through dynamic shared memory everywhere,
     # fp32 dy and D <= 3072 included (the default at D = 5120, 16-bit dy only)
     "bwd-dyn5": {
         "bwd_sacc": True,
@@ -93,7 +93,7 @@ VARIANTS: dict[str, dict] = {
     # cp.async.bulk into shared memory, adaln_fwd_tma) and round 13 (the modulation kept in
     # registers at 16 or 24 elements per thread; the prefetching forward for fp32 y) lost at
     # every N = 65536 shape, up to a third, and were removed (code at commit d2c7ae9,
-    # docs/lab-log.md)
+    # lab/LOG.md)
     "fwd-e24": {"fwd_ept": 24, "fwd_regs": 80},
     # round 14: the backward's shared multiplier and column sums as 16-byte words (the default
     # since, where the row is <= 96 threads): what the default is measured against. (4 CTAs of
@@ -112,7 +112,7 @@ VARIANTS: dict[str, dict] = {
     "bwd-r17": {"bwd_remat": False},
     # round 18 (lost 2-3% for bf16 y at N = 65536, removed; code at commit 8b4ad06): the
     # prefetching forward's x loaded with L1::no_allocate, meant to keep the modulation in L1;
-    # it was already there (docs/lab-log.md), and the hint made x evict-first in L2
+    # it was already there (lab/LOG.md), and the hint made x evict-first in L2
     # round 20 (lost, removed): the prefetching forward for fp32 y with round 19's interleaved
     # rows, {"fwd_pf": True} (-1.6 to -6.4% at N = 65536), and the same with a row per warp,
     # {"fwd_pf": True, "fwd_ept": 48, "fwd_regs": 128} (-15 to -28%)

@@ -1,6 +1,6 @@
 """Is the quick reference's slow kernel row the GPU's state after the shapes experiment?
 
-docs/lab-log.md, "Next measurements" item 4: in `nox -s reproduce` the bf16-y forward at
+lab/LOG.md, "Next measurements" item 4: in `nox -s reproduce` the bf16-y forward at
 D = 1536, B = 1, N = 65536 and the same-size copy timed beside it both run ~10% slower than in the
 full grid. Reproduce runs the shapes experiment (the real model, tens of GB) in the same process
 before the kernels experiment. One process per mode, on one GPU:

@@ -1,7 +1,7 @@
 """The step model's held-out error if launch-bound steps were priced at the median launch-bound
 step instead of the launch floor the model uses (the fastest shape's median,
 suite.balance.shapebench.launch_bound). A lead, not adopted: the floor is part of the model the
-simulated claims use (docs/lab-log.md).
+simulated claims use (lab/LOG.md).
 
     PYTHONPATH=. python lab/launch_floor_price.py RUN [RUN ...]
 

@@ -1,4 +1,4 @@
-"""How fast can the GPU move the fp32-out forward's bytes at all? (docs/lab-log.md, C11)
+"""How fast can the GPU move the fp32-out forward's bytes at all? (lab/LOG.md, C11)
 
 The fp32-out forward reads x in bf16 and writes y in fp32: a third of its bytes read, two thirds
 written. The kernel issue's target is a fraction of a plain copy (half read, half written). This

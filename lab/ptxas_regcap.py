@@ -1,5 +1,5 @@
 """The register cap ptxas derives from __launch_bounds__(threads, min CTAs per SM), measured on a
-register-hungry test kernel (NVRTC, no GPU needed). docs/lab-log.md "Round 8": the caps follow
+register-hungry test kernel (NVRTC, no GPU needed). lab/LOG.md "Round 8": the caps follow
 16384 / (32 x ceil(warps per SM / 4)) rounded down to 8 (one register partition per scheduler),
 not 65536 / (threads x CTAs); e.g. (192, 3) -> 96, (160, 3) -> 128.
 

@@ -2,7 +2,7 @@
 
 The 30-block Wan 2.1 1.3B step (suite.train.stepfn, checkpointing, bf16) at B*S <= ~10k tokens is
 host-bound; the sweeps put the same shape at 0.22 s in one repeat and 0.46 s in the next
-(docs/lab-log.md, "The full reference at dd54683"). Each step here records wall time, the GPU
+(lab/LOG.md, "The full reference at dd54683"). Each step here records wall time, the GPU
 time between events at its start and end, the process's CPU time, the caching allocator's
 cudaMalloc count and the SM clock, under conditions that would each explain a slow mode:
   base         after warm-up, the sweep's way

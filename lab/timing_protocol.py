@@ -1,4 +1,4 @@
-"""How much the L2-flush protocol moves the kernel timings (docs/lab-log.md, round 5).
+"""How much the L2-flush protocol moves the kernel timings (lab/LOG.md, round 5).
 
 suite.experiments.kernels.bench flushes L2 before every repetition by zeroing a 512 MB buffer: L2 is left full of
 dirty lines, which the timed call then writes back to HBM while it streams its own bytes (up to

@@ -128,7 +128,7 @@ def test_bench_fused_slices_takes_the_slice_backward():
 
 
 def test_kernels_after_shapes_cli_explains_and_refuses_without_gpu(tmp_path, capsys):
-    """lab/kernels_after_shapes.py (docs/lab-log.md, "Next measurements" item 4): --help names the
+    """lab/kernels_after_shapes.py (lab/LOG.md, "Next measurements" item 4): --help names the
     modes; an unknown mode and a machine without CUDA stop with the reason, before any work."""
     import importlib.util
     from pathlib import Path

@@ -2,7 +2,7 @@
 
 Dynamo's automatic dynamic shapes would otherwise make the width symbolic at the first recompile
 for a new D, and every later width would be timed on a dynamic-width kernel (1.6-2.5x slower on
-the H200: docs/lab-log.md, round 6), flattering the fused op."""
+the H200: lab/LOG.md, round 6), flattering the fused op."""
 
 import pytest
 import torch

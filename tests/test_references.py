@@ -23,13 +23,6 @@ from suite.report.build import (
 
 REFERENCE = Path(__file__).resolve().parents[1] / "reports" / "reference"
 
-# claim runs whose results/ cannot rebuild their summaries: run -> why (checked below to hold)
-NOT_REBUILT = {
-    "h200/quick-a9ef57b": "results/ keeps only the small tables of a compact copy (no "
-    "<experiment>.done.json, no per-step balance or training logs), so summarize() has nothing "
-    "to rebuild its metrics.csv from; kept for its kernel timings",
-}
-
 
 def claim_runs() -> list[str]:
     """Folders under reports/reference/ holding results/, metrics.csv and claims.json."""
@@ -41,7 +34,7 @@ def claim_runs() -> list[str]:
 
 
 CLAIM_RUNS = claim_runs()
-REBUILT = [r for r in CLAIM_RUNS if r not in NOT_REBUILT]
+REBUILT = CLAIM_RUNS  # every committed claim run rebuilds from its results/
 NUMBERS = ["value", "ci_low", "ci_high", "baseline", "ci_low_mcse", "ci_high_mcse"]
 TEXT = ["unit", "conditions", "evidence"]
 # what a verdict is, as claims.json records it (prose from the ledger is not compared)
@@ -75,16 +68,6 @@ def rebuilt(request) -> tuple[Path, dict]:
 
 def test_claim_runs_are_found():
     assert {"h200/quick-5753865", "h200/full-dd54683", "h100/c1c3-0e6e473"} <= set(CLAIM_RUNS)
-
-
-@pytest.mark.parametrize("run", sorted(NOT_REBUILT))
-def test_runs_left_out_are_claim_runs_their_results_cannot_rebuild(run):
-    """An exclusion names a claim run whose summaries today's code does not give back; once it
-    does (or the folder goes), the entry goes."""
-    assert run in CLAIM_RUNS
-    got = _rebuild(REFERENCE / run)["metrics"]
-    committed = pd.read_csv(REFERENCE / run / "metrics.csv")
-    assert len(got) < len(committed), NOT_REBUILT[run]
 
 
 def test_metric_rows_follow_from_the_raw_tables(rebuilt):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (one H200, < 8 minutes) for the fused AdaLN kernel variants
-# (lab/kernel_variants.py, predictions in docs/lab-log.md "Next measurements"):
+# (lab/kernel_variants.py, predictions in lab/LOG.md "Next measurements"):
 #   1. NVRTC prebuild, in parallel, of every configuration the tests, sanitizers and timings use,
 #      for every variant; ptxas resource report of the variants (registers, spills, occupancy);
 #   2. at the same time: the op's GPU tests (default kernels) and every variant against the

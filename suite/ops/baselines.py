@@ -33,8 +33,7 @@ def pin_width(x: Tensor, *mods: Tensor) -> None:
     """The shape policy of the compiled baselines, as in a model trained on buckets: the sequence
     length (x's dim 1) dynamic, batch and width static. Without it Dynamo's automatic dynamic
     shapes make D (and B) symbolic at the first recompile for a new width, and the graph every
-    later width gets is a dynamic-width kernel: 1.6-2.5x slower on the H200 at D = 3072 and 5120
-    (docs/lab-log.md)."""
+    later width gets is a dynamic-width kernel, several times slower at wide D."""
     for t in (x, *mods):  # per-token modulation [B, N, D] follows x's N
         if t.dim() == 3 and t.shape[1] == x.shape[1] > 1:
             torch._dynamo.maybe_mark_dynamic(t, 1)
