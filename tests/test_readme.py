@@ -1,5 +1,5 @@
-"""README.md stays true: its results table is the generator's output for the committed reference,
-and its usage snippet runs as written on CPU."""
+"""README.md stays true: its results section is the generator's output for the committed references,
+its prose names no commit, and its usage snippet runs as written on CPU."""
 
 from __future__ import annotations
 
@@ -23,12 +23,37 @@ def _readme_results():
     return readme_results
 
 
-def test_results_table_is_generated_from_the_committed_references():
-    """One column per GPU's committed reference, each named in the README."""
+def test_results_block_is_what_the_tool_writes_now():
+    """The README's results section is readme_results.readme_block() of REFERENCES, byte for byte:
+    a reference, verdict rule or claims.json that moves without the README fails here."""
     readme_results = _readme_results()
+    block = readme_results.readme_block(list(readme_results.REFERENCES))
+    assert README.count(readme_results.BEGIN) == 1 and README.count(readme_results.END) == 1
+    start = README.index(readme_results.BEGIN)
+    end = README.index(readme_results.END) + len(readme_results.END)
+    assert README[start:end] == block, "run: PYTHONPATH=. python tools/readme_results.py --readme"
     for ref in readme_results.REFERENCES:
-        assert f"`{ref}/claims.json`" in README
-    assert readme_results.per_gpu_table(list(readme_results.REFERENCES)) in README
+        assert f"`{ref}/claims.json`" in block
+    assert readme_results.per_gpu_table(list(readme_results.REFERENCES)) in block
+
+
+def test_write_readme_replaces_only_the_block(tmp_path):
+    readme_results = _readme_results()
+    path = tmp_path / "README.md"
+    stale = f"intro\n{readme_results.BEGIN}\n| C1 | typed by hand |\n{readme_results.END}\nrest\n"
+    path.write_text(stale)
+    assert readme_results.write_readme(path) is True
+    text = path.read_text()
+    assert text.startswith("intro\n") and text.endswith("\nrest\n") and "typed by hand" not in text
+    assert readme_results.write_readme(path) is False  # a second run changes nothing
+
+
+def test_no_commit_hash_outside_the_generated_block():
+    """History lives in git: the hand-written part names no commit."""
+    readme_results = _readme_results()
+    start, end = README.index(readme_results.BEGIN), README.index(readme_results.END)
+    prose = README[:start] + README[end:]
+    assert re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", prose) == []
 
 
 def test_the_per_gpu_figure_is_the_references_opening_figure(tmp_path):
