@@ -153,7 +153,7 @@ def nvrtc_version() -> Any:
 def git_info() -> Any:
     """SHA and dirty flag of the checkout. A launcher that ships a copy of the tree (e.g. to a GPU
     node, whose copy may hold an empty or stale .git) passes SUITE_GIT_SHA / SUITE_GIT_DIRTY, and
-    they win: on 2026-12-01 a node's stale .git named a commit hours older than the code it ran."""
+    they win: a stale .git on a node can name a commit older than the code it runs."""
     if os.environ.get("SUITE_GIT_SHA"):
         return {
             "sha": os.environ["SUITE_GIT_SHA"],

@@ -1,80 +1,38 @@
 """balance: trace-driven simulation of every registry policy on the run's measured step costs.
 
-The primary evidence for claims C4-C9 and the policy comparison of the report's "Beyond the
-paper" section. Policies are planned (plan_steps: the Plan the trainer
-runs) and costed (simulate_plan) on the same corpus draws with the same plan seeds (common random
-numbers), repeated over independent plan seeds; a claim's value is the mean over seeds of its
-per-seed value (a gain compares the same seed's runs: paired), its interval the 95% percentile
+The primary evidence for claims C4-C9 and for the report's "Beyond the paper" comparison. Policies
+are planned (plan_steps: the Plan the trainer runs) and costed (simulate_plan) on the same corpus
+draws and plan seeds (common random numbers), over independent plan seeds; a claim's value is the
+mean over seeds of its per-seed value (gains paired by seed), its interval the 95% percentile
 interval of a hierarchical bootstrap that also resamples the sweep, refits the cost and re-tunes
-dual (table balance_bootstrap; where the run has no fitted sweep, the 95% t-interval across
-seeds, which a re-measured sweep moves beyond: reports/reference/h200/stability-5753865). Step cost: the run's shape sweep of the real model
-(table shapes_sweep) in the physical form a + c*B + b*B*S + d*B*S^2 (the costmodel experiment's
-costmodel_quadratic; fitted here from shapes_sweep where that table is absent; where the sweep
-timed the optimizer apart, fitted here to step_s - optimizer_s, with the optimizer charged once a
-step: a policy that runs several micro-batches a rank pays it once, as a real step does:
-sweep_step_model); the policies' budgets (M_mem, the power law's p) come from costmodel_fit and
-dual's s_cross is tuned on the step model per mix on a 60-point geometric grid
-(runs.tune_dual; its seed differs from the evaluation seeds).
-Per-sample noise: the CV of the sweep's repeats around each shape's median, scaled to one sample
-(validate.noise_cv_from_sweep;
-0.25-0.83% in three H200 quick runs of the 30-block model: one GPU's repeat jitter, not
-GPU-to-GPU spread, which one GPU cannot measure); NOISE_CV = 5% (assumed) where the run has no
-repeated sweep or uses the analytic model. Without costmodel_fit: the analytic Wan-14B-on-H200
-model (and every condition says so); ctx.options["balance_cost"] = "analytic" forces it (a CPU
-sweep of a tiny model is not attention-bound). The runs are simulated in up to
-ctx.options["balance_workers"] processes (default: the machine's cores, at most 16); the tables
-do not depend on it.
-Validation (not judged): where the run also has the emulated training trace (training_ranks),
-the simulator's error on its held-out step times (suite.balance.validate.emulation_error).
+dual (balance_bootstrap; without a fitted sweep, the t-interval across seeds). Step cost: the
+run's shape sweep in the physical form a + c*B + b*B*S + d*B*S^2 (costmodel_quadratic, else fitted
+here from shapes_sweep; an optimizer timed apart is charged once a step: sweep_step_model). The
+budgets (M_mem, the power law's p) come from costmodel_fit; dual's s_cross is tuned on the step
+model per mix on a 60-point geometric grid (runs.tune_dual, with a seed of its own). Per-sample
+noise: the CV of the sweep's repeats around each shape's median, scaled to one sample
+(validate.noise_cv_from_sweep): one GPU's repeat jitter, not GPU-to-GPU spread; NOISE_CV
+(assumed) where the run has no repeated sweep. Without costmodel_fit, or with
+ctx.options["balance_cost"] = "analytic", the analytic Wan-14B-on-H200 model, and every condition
+says so.
 
-Runs (suite.experiments.balance.runs), per profile (PROFILES: steps, plan seeds, comparison
-steps at 16 / 1024 ranks, scaling-sweep rank-steps):
-    claims, own policies (equal-token, dual, global), every plan seed: default mix at 8 and 16
-    ranks, noisy and (16) noise-free ("cost"); long-video mix at 16 ranks (C9); C7 is judged on
-    the 8-rank runs' own plans. Scaling sweep 32 ... 1024 ranks on the default mix, seed 0,
-    scale_steps(R) steps (about `rank_steps` rank-steps: 50 steps at 1024 ranks in quick).
-    comparison, every registry policy (own and peers), plan seed 0: the claim runs of the
-    default and long-video mix at 16 ranks and the sweep's 1024-rank run, their first n steps
-    (a registry row's max_ranks caps it, with its reason; the cpu profile leaves out the rows
-    whose planner is slow, for CI's time). Rank sweep, every registry policy, plan seed 0, default mix, at 8 ... 1024
-    ranks: the comparison's 16-rank steps, fewer at many ranks (about `rank_steps`
-    rank-steps: runs.scale_steps; quick: 300 steps up to 64 ranks, 31 at 1024).
-    cpu    1000 steps x 3 seeds; comparison 200 / 12 steps; sweep 8,000 rank-steps
-    quick  1000 steps x 5 seeds; comparison 300 / 16 steps; sweep 32,000 rank-steps
-    full   2000 steps x 10 seeds; comparison 2000 / 100 steps; sweep 64,000 rank-steps
-Tables:
-    balance_ranks    policy, mix, ranks, noise, step, rank, S, B, tokens, compute_s (8/16 ranks,
-                     seed 0, the first RANK_ROWS_STEPS steps)
-    balance_steps    policy, mix, ranks, noise, draw, step, step_s, tokens, max_s, mean_s, rank_cv
-                     (claim runs)
-    balance_buckets  policy, mix, S, count, share, B (each bucket policy's batch sizes)
-    balance_setup    one row per policy and mix: m_mem, m_comp, p, s_cross, cost_source,
-                     step_model, noise_cv, noise_source, a, b, optimizer_s
-    balance_planner  policy, ranks, mix, noise, draw, planner_ms (plan build time per step, this
-                     machine, one core; claim runs)
-    balance_compare  policy, mix, ranks, steps, draw, rank_cv, rank_cv_p99, maxmean,
-                     maxmean_p99, bubble, step_cv, throughput, planner_ms, step_s_mean (the
-                     comparison: one row per policy and run)
-    balance_sweep_compare  the balance_compare columns and gain_pct (throughput gain over
-                     the registry's baseline, equal-token, at the same ranks; %) for the
-                     rank sweep (mix default)
-    balance_bootstrap  replicate, claim, metric, value, baseline, p, m_mem, s_cross, noise_cv: the
-                     hierarchical bootstrap of the claim metrics (bootstrap module; REPLICATES
-                     per profile: cpu 8 of 200 steps, quick 200 and full 400 of the profile's
-                     steps, one plan seed each), whose percentile intervals the claim rows
-                     carry; with a fitted sweep and its quadratic step model only
-    balance_s_cross  s_cross, throughput, rank_cv, gain_pct, chosen, p: dual's fine tuning grid
-                     on the default mix (16 ranks, the tuner's seed) with the gain over equal-token
-In balance_ranks a rank of several lengths has S = 0.
-Time on the 2-core CPU machine with the H200 reference tables: see docs/perf-notes.md.
+Runs (runs.py; sizes per profile in PROFILES): the claim runs of the own policies (equal-token,
+dual, global) at 8 and 16 ranks on the default mix and at 16 on the long-video mix (C9), every plan
+seed; the comparison of every registry policy (plan seed 0) at 16 and 1024 ranks; a rank sweep
+8 ... 1024 at about `rank_steps` rank-steps. A registry row's max_ranks caps it, with its reason.
+The runs go to up to ctx.options["balance_workers"] processes; the tables do not depend on it.
 
-The package, one module per job:
-    __init__    profiles, the cost and noise the runs read, run (writes the tables)
-    runs        the simulations: claim runs, comparison, rank sweep, dual's s_cross tuning
-    bootstrap   the hierarchical bootstrap's replicates (balance_bootstrap, balance_s_cross)
-    summary     summarize: the claim rows C4-C9 from the tables alone
-    compare     every policy side by side, the balancing targets, recommendations (the report's
-                "Beyond the paper" section draws them)
+Tables: balance_ranks (per rank-batch, seed 0, the first steps; S = 0 for a rank of several
+lengths), balance_steps (per step of the claim runs), balance_buckets (each bucket policy's batch
+sizes), balance_setup (one row per policy and mix: budgets, cost and noise sources),
+balance_planner (plan build time per step), balance_compare and balance_sweep_compare (the
+comparison and the rank sweep, one row per policy and run), balance_bootstrap (the bootstrap's
+replicates: REPLICATES per profile) and balance_s_cross (dual's tuning grid with its gain over
+equal-token).
+
+One module per job: __init__ (profiles, the cost and noise the runs read, run), runs (the
+simulations and dual's tuning), bootstrap, summary (the claim rows C4-C9 from the tables alone),
+compare (every policy side by side, the report's "Beyond the paper").
 """
 
 from __future__ import annotations
@@ -93,11 +51,8 @@ from suite.rundir import RunContext
 
 NAME = "balance"
 NEEDS = "cpu"
-# seconds on one GPU node (reproduce --budget defers it when they do not fit): the runs measured
-# there (16 cores: 10-26 / 79 s) plus the bootstrap, from its measured 11.4-24.9 s for quick's 60
-# replicates of 1000 steps on 8 workers (H100 and H200 nodes, 85dc565), since cut to 0.46x a
-# replicate (one sort per epoch plan, one corpus draw per tuning grid): 17-38 s for 200 on 8
-# workers, up to half that on 16; four times that for full's 400 x 2000
+# seconds on one GPU node, the runs and the bootstrap together (reproduce --budget defers it when
+# they do not fit); docs/perf-notes.md gives what a replicate costs
 SECONDS = {"quick": 60, "full": 250}
 __all__ = ["NAME", "NEEDS", "SECONDS", "run", "summarize"]  # the experiment contract
 

@@ -7,12 +7,11 @@ two CUDA events. The spin is at least ~1 ms (2e6 cycles) and at least `margin` (
 time the call took to enqueue in warm-up, so a call with a slow host path (the custom op's
 Python autograd backward, ~0.5 ms) is still timed on the GPU only; every repetition's host
 enqueue time is recorded and a repetition whose host time exceeded the spin is counted in
-`host_bound_reps` (its event pair may include a host gap). The committed reference run
-(reports/reference/h200, commit 75c22db) used a fixed 0.3 ms spin, which hid the forward's host
-overhead but not the custom-op backward's at N <= 16384.
+`host_bound_reps` (its event pair may include a host gap). A fixed spin short of a call's
+host time lets the host path into the GPU timing (the custom-op backward at N <= 16384).
 
 Impl names: "fused", "fused-f32out", "fused-dtile", "fused-dtile-f32out" (lab/variant_sweep.py adds
-kernel variants, "fused@round1"); "fused-slices", the fused op
+kernel variants, "fused@<variant>"); "fused-slices", the fused op
 with e's gradient through autograd's slice backward (the general path); the baselines "eager",
 "wan-eager", "compile-eager", "compile-wan".
 """
@@ -211,8 +210,8 @@ def summary_row(
 
 # Before each shape's first timing: after reproduce's shapes experiment (tens of GB of model
 # activations), the first shape allocated after an empty_cache ran 10% slower, the op and a copy
-# alike, for its whole measurement; half a second of copies first removed it (docs/perf-notes.md
-# "Item 4", reports/reference/h200/variants/item4/).
+# alike, for its whole measurement; half a second of copies first removes it
+# (lab/kernels_after_shapes.py measures it).
 SETTLE_MS = 500.0
 
 
@@ -230,7 +229,7 @@ def measure(
     shapes, fwd_impls, bwd_impls, reps: int, log=print, settle_ms=SETTLE_MS, empty_cache=True
 ):
     """Times every impl at every shape; see the module docstring. settle_ms: copies before each
-    shape (SETTLE_MS); empty_cache after each. Grids before 2026-12-02 ran with settle_ms=0."""
+    shape (SETTLE_MS); empty_cache after each."""
     torch._dynamo.config.cache_size_limit = 64
     timer = Timer(reps)
     copy_gbps, copy_ms = copy_bandwidth(timer)

@@ -1,66 +1,37 @@
 """training: the reference trainer on one GPU with emulated ranks (C1/C2 on steps, C4-C10, C14,
 C15, C17, C18), and under torchrun with K > 1 processes also with K real ranks (C7/C8).
 
-Model: diffusers' WanTransformer3DModel in the Wan 2.1 1.3B configuration (D = 1536, 12 heads,
-FFN 8960, text 512 tokens) with `layers` of its 30 blocks, random init, bf16 as diffusers casts it
-(fp32 kept modules), per-block gradient checkpointing as Wan training uses it; the cpu profile
-trains the tiny config (2 blocks, D = 32) in fp32. Every run is a policy's Plan (suite.balance.plan)
-executed by suite.train.step.train_step: the emulated ranks, the C14 probes, the C15 loss runs and
-the real ranks alike.
-Quick profile: 1 block (the 1-layer stand-in's budget: one 16-rank emulated step ~8-12 s on one
-H200; a 30-block fwd+bwd of one 81-frame 480p clip is ~2.6 s eager, so every further block adds
-~1/30 of that per sample, and checkpointing ~1/3 more), 16 virtual ranks, 8 steps per policy on
-the default mix, 3 on the long-video mix, 3 of C10's baseline (equal-token at the M_tok tuned
-for balance), the default pair again on its own 8-rank plans (C7, 3 steps), then the global
-policy; the emulated runs stop at time_budget_s (a run that would end past it is
-skipped and says so in training_runs, later runs first). Step times of a profile are printed by
-lab/device/train_adaln.sh; the history of the budget is in docs/lab-log.md.
-Real ranks (torchrun, K GPUs) add, before the emulation, min(8 x 16 / K, 40) steps of each of
-the three policies on the default mix.
-Full profile: 2 blocks, 10 steps (6 on the long-video mix and of C10's tuned baseline), the global
-run included and the global policy again at 8 ranks (10 steps, last): ~1,170 rank-steps at the
-~1.2 s each measured in the full reference, ~1,500 s with the C15 loss runs (3 seeds of 120 steps, ~110 s each); time_budget_s 1800 is
-a cap on the emulated runs that should not bind (spent in the runs' order, so a split into
-invocations never changes which runs there are).
-With the sweep (~440 s), balance (~90), kernels (~225) and e2e (~430) the full profile is ~45
-minutes on one H200, in resumable invocations: run it as
-`python -m suite reproduce --profile full --out R --budget 540`, repeated until it exits 0;
-each finished emulated run, the C14 probes and each seed's C15 loss runs are kept in
-results/training_parts/ (parts.py) and reused.
-The cpu profile (tiny model) exists for tests; SUITE_TRAINING_DEVICE=cpu runs a shorter one
-(cpu-test) under reproduce.
+Model: diffusers' WanTransformer3DModel in the Wan 2.1 1.3B configuration with `layers` of its 30
+blocks (a k-block stand-in: one 16-rank emulated step must stay a few seconds), random init, bf16
+as diffusers casts it, per-block gradient checkpointing as Wan training uses it; the cpu profile
+trains the tiny config in fp32 (tests; SUITE_TRAINING_DEVICE=cpu runs a shorter one under
+reproduce). Every run is a policy's Plan (suite.balance.plan) executed by
+suite.train.step.train_step: the emulated ranks, the C14 probes, the C15 loss runs and the real
+ranks alike. Steps per run, the loss runs' seeds and the time budget are PROFILES; the emulated
+runs stop at time_budget_s, spent in the runs' order, so a split into invocations never changes
+which runs there are. Real ranks (torchrun, K GPUs) train the three own policies on the default
+mix before the emulation.
 
-Method (same data order and seed for every run; a fresh model with the same initial weights):
-- budgets: p from `costmodel_fit` (else a fit of `shapes_sweep`, else p = 2); M_mem =
-  min(costmodel M_mem, 3 x the longest sample = 226,800 tokens): the memory fit of a 2-layer model
-  would allow millions of tokens, far past what the 30-layer model holds (about 0.5M tokens on an
-  H200 with activation checkpointing), and a step of 16 virtual ranks must stay a few seconds.
-  (At M_mem = 100k, 1.3 x the longest sample, the tuned dual policy degenerates to equal-token:
-  the first H200 run found identical batch sizes.) s_cross re-tuned by the foundation's
-  simulator on its fine geometric grid (one tooth of the sawtooth each) for that M_mem,
-  M_comp = M_mem * s_cross^(p-1), simulating steps with the sweep's quadratic fit where there is
-  one (it predicts the emulated steps best; tuned on the power law, dual came out almost
-  equal-token: _tuning_model), on each mix's own buckets (the long-video pair of C9 has its own
-  s_cross: training_info s_cross_long). Equal-token uses M_tok = M_mem
-  (the same memory cap).
-- runs (tables training_runs, training_ranks): emulated.py.
-- C14 (training_maxseq), C15 (training_loss): probes.py; the C15 runs once per seed of the
-  profile's loss_seeds (ctx.seed + k: another draw of data, weights and noise; column `seed`).
+Budgets (one data order and seed for every run; a fresh model with the same initial weights):
+p from costmodel_fit (else a fit of shapes_sweep, else 2); M_mem = min(the costmodel's M_mem,
+m_mem_factor x the longest sample): the memory fit of a k-block model would allow far more than
+the 30-block model holds, and at ~1.3x the longest sample dual degenerates to equal-token.
+s_cross is tuned by the simulator on its fine geometric grid for that M_mem, stepping with the
+sweep's quadratic fit where there is one (_tuning_model), on each mix's own buckets;
+M_comp = M_mem * s_cross^(p-1). Equal-token uses M_tok = M_mem (the same memory cap).
 Loss normalisation: each micro-batch's loss is the mean over its latent elements times the plan's
 weight (1/world for a bucket policy's one batch per rank, tokens / step tokens for the global
 policy); gradients are summed over ranks. Noise per (seed, sample, epoch): paired across policies.
 
-The package, one module per job; the measuring ones need torch, the metric ones read the tables
-alone (pandas/numpy), so `report RUN_DIR` recomputes every number:
-    __init__      profiles, budgets, run (writes the tables), summarize (every metric row)
-    common        what every run starts from: cost model, fresh model, a policy's Plan
-    emulated      the one-GPU emulated runs (training_runs, training_ranks, training_micro)
-    probes        C14 (training_maxseq) and C15 (training_loss)
-    parts         the finished pieces of a run split over invocations (--budget)
-    summary       the emulated metric rows, one builder per claim group (their keys defined)
-    runstats      two runs compared step by step: STATS and their bootstrap intervals
-    peakmem       C10's memory rows;  losscurves: C15's loss-curve rows
-    realmetrics   C7/C8 rows of the real ranks (training_real; the runs: suite.train.realranks)
+With `reproduce --budget` each finished emulated run, the C14 probes and each seed's C15 loss runs
+are kept in results/training_parts/ (parts.py) and reused by the next invocation.
+
+One module per job; the measuring ones need torch, the metric ones read the tables alone, so
+`report RUN_DIR` recomputes every number: __init__ (profiles, budgets, run, summarize), common
+(cost model, fresh model, a policy's Plan), emulated (training_runs, training_ranks,
+training_micro), probes (C14 training_maxseq, C15 training_loss), parts (resumable pieces),
+summary (the emulated metric rows), runstats (two runs compared step by step), peakmem (C10),
+losscurves (C15), realmetrics (C7/C8 of the real ranks).
 """
 
 from __future__ import annotations
@@ -214,10 +185,9 @@ def _budgets(ctx: RunContext, corpus: pd.DataFrame, prof: dict):
 
 def _tuning_model(ctx: RunContext, cm):
     """The step model s_cross is tuned on: the sweep's quadratic fit (costmodel_quadratic) where
-    there is one, else the power law. The quadratic form predicts the emulated runs' steps within
-    2% where the power law is 16-26% low (an earlier full run's validation, docs/lab-log.md), and
-    the power law picked s_cross = 28800 there, where the dual batch sizes differ
-    from equal-token's in 7 of 36 buckets by one sample: +4.5% measured; lab/dual_gap.py."""
+    there is one, else the power law. The quadratic form predicts the emulated steps far better
+    than the power law, which, tuned on, leaves dual's batch sizes almost equal-token's
+    (lab/dual_gap.py shows the gap)."""
     from suite.experiments.costmodel import run_quadratic
 
     quad = run_quadratic(ctx.run)
