@@ -39,8 +39,7 @@ c_rank is mostly misfit recast as noise, and a replay with it can look right for
 `costmodel_fit` keeps its as-is scale but takes its c_rank from the calibration run too.
 Check, model-free: `within_shape_cv` = the pooled CV of the calibration run's compute among its
 rank-batches of one (B, S). Rank-level jitter shows there as well; a cost model's misfit does not.
-If it is far below c_rank, the term is standing in for misfit (so on the H200 reference run:
-validation/README.md).
+If it is far below c_rank, the term is standing in for misfit.
 Rows of micro-batched policies (registry trait: mixed sequence lengths per rank, e.g. global) are
 left out: their rank rows do not carry per-sample lengths.
 """

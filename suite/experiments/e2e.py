@@ -25,11 +25,10 @@ alternative metrics `e2e_gain_<variant>_<shape>` (% throughput gain: the median 
 the paired ratio eager / variant step time, - 1; 95% CI: paired percentile bootstrap of that median
 over repeats) and `e2e_gain_fused_over_compile_<shape>`. The median, not a ratio of means: one slow
 repeat of either arm (a host stall in one step) moves a mean ratio by its whole size, and a run's
-interval then misses the next run's value. Each process also lands at its own level (a few tenths
-of a point on an H100): where committed repeat runs give the GPU model's between-run spread,
+interval then misses the next run's value. Each process also lands at its own level: where committed repeat runs give the GPU model's between-run spread,
 suite.spread widens each side of the interval to it.
 
-Budget (an eager 81-frame 480p step is ~2.6 s on an H200): the quick profile runs the 81-frame
+Budget: the quick profile runs the 81-frame
 480p clip only, the three eager variants, 1 warm-up + 6 timed steps, no profiler (~60 s). The full
 profile and the standalone run (`python -m suite.experiments.e2e --help`) run all three shapes and
 five variants with 3 timed steps and the profiler step (tools/device/e2e.sh profiles the two 480p

@@ -20,26 +20,19 @@ Order (suite.balance.shapebench.sweep_with_skips): one warm-up pass (each shape 
 B * S: the allocator grows once), then round-robin passes in a seeded shuffled order, as a
 training run alternates buckets; each shape's repeats spread over the passes, so a slow phase of
 the node hits every shape alike. Repeats: `shape_seconds` of timed steps per shape at its warm-up
-time, between `repeats` and `max_repeats` (cheap shapes get more: on the H200 node the host-bound
-small shapes are bimodal, ~0.22 s or ~0.4 s a step in no fixed order), cut back to fit
+time, between `repeats` and `max_repeats` (cheap shapes get more: host-bound small shapes are
+bimodal on a node, a fast or a slow mode in no fixed order), cut back to fit
 `budget_s` (the sweep's seconds, warm-up included). A shape that runs out of device memory is
 recorded in `shapes_skipped`.
 
-Budget (planning estimate, not a result: max(0.22 s launch floor, a + c*B + b*B*S + d*B*S^2) with
-the planning prior H200_PRIOR, a = 0.1 s and c = 5 ms assumed, b = 2.97e-5 s and d = 1.42e-9 s
-solved from early H200 measurements, 2.6 s at one 32,760-token clip and a 3.8x spread at equal
-tokens; planned_seconds):
-  quick: 8 of the default mix's 11 buckets (1560, 3600, 7800, 14040, 20280, 32760, 46800,
-         75600; the quadratic fit prices the other three), ladder <= 12,000 tokens: 20 shapes
-         + 6 held out, warm-up + 2 repeats ~165 s; extra repeats for cheap shapes only where the
-         budget (165 s, warm-up included) leaves room. The old order (warm-up + 2 back to back,
-         the same 20 shapes, no held-out ones) measured 162 s (quick-5753865). The ladder's 9
-         small shapes are launch-bound on the H200 node and left out of the fits, but they keep
-         C2's interval as wide as before (17 shapes widen it across its boundary).
-  full:  16 buckets, 40 shapes (ladder <= 25,000 tokens) + 9 held out, 2-8 repeats: ~424 s
-         (budget 435 s; the old 3 back to back measured 420-438 s).
-  cpu:   tiny config, S 64-2048 (M_tok 4,096), 14 shapes + 6 held out, 3-8 repeats: ~15-25 s on
-         2 shared cores.
+Budget (a planning estimate, not a result: planned_seconds prices each shape at max(the launch
+floor, a + c*B + b*B*S + d*B*S^2) with the planning prior H200_PRIOR):
+  quick: 8 of the default mix's 11 buckets (the quadratic fit prices the other three), ladder
+         <= 12,000 tokens: 20 shapes + 6 held out, extra repeats for cheap shapes only where the
+         budget leaves room. The ladder's small shapes are launch-bound and left out of the fits,
+         but C2 reads them: on fewer shapes its interval widens across its boundary.
+  full:  16 buckets, 40 shapes (ladder <= 25,000 tokens) + 9 held out, 2-8 repeats.
+  cpu:   tiny config, S 64-2048 (M_tok 4,096), 14 shapes + 6 held out, 3-8 repeats.
 
 Tables
   shapes_sweep    one row per timed repeat of a grid shape: B, S, tokens (= B*S), bs2 (= B*S^2),
