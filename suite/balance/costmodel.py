@@ -15,7 +15,8 @@ token work such as projections and FFN, quadratic attention work), fitted by non
 squares on relative residuals with scaled columns (fit_quadratic_cost); loo_error_quadratic is its
 leave-one-bucket-out error over the same folds as loo_error. One power law has neither
 the per-sample term nor separate linear and quadratic parts, so it misfits short-sequence
-large-B and long-sequence small-B batches at once (reports/reference/h200/validation/README.md).
+large-B and long-sequence small-B batches at once
+(reports/reference/h200/quick-5753865/validation/README.md).
 """
 
 from __future__ import annotations

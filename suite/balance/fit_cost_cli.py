@@ -103,7 +103,7 @@ def fit_cost_main(argv: list[str]) -> int:
 
 def _print_physical_form(sweep: pd.DataFrame) -> None:
     """The physical form beside the power law, so a user sees whether a + b*B*S^p is adequate
-    for their model (on the H200 reference sweep: R^2 0.999 against 0.912). Printed only; over
+    for their model. Printed only; over
     the shapes the fits take (launch-bound ones left out)."""
     from suite.balance.shapebench import fit_rows
 

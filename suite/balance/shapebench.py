@@ -222,7 +222,7 @@ def launch_bound(B, S, t, margin: float = LAUNCH_MARGIN) -> pd.DataFrame:
     then those whose prediction clears it, until the set holds). A shape is launch-bound where
     work_s < margin * floor_s: its GPU work takes less than the host needs to launch it (with a
     margin: a GPU barely ahead of the host still waits on it), so its time measures the host
-    (which on the H200 node is bimodal, ~0.22 s or ~0.4 s), not the model. Where the shapes above
+    (which can be bimodal on a node), not the model. Where the shapes above
     the floor cannot determine the form, shapes under 2x the floor are the launch-bound ones."""
     from suite.balance.costmodel import fit_quadratic_cost
 

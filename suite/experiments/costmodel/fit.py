@@ -3,9 +3,8 @@ give a run (run_quadratic, run_table_cost): what balance and training simulate a
 
 Launch-bound shapes (suite.balance.shapebench.launch_bound: predicted GPU work under 1.25x the
 launch floor) are left out of every fit, the power law's p included: their time measures the
-host's kernel launches, which on the H200 node is bimodal (~0.22 or ~0.4 s a step in no fixed
-order), so with them the node's mode steered p (1.462 quick against 1.405 full on the H200
-references; without them 1.370 and 1.354). Left out rather than down-weighted: any weight keeps a
+host's kernel launches, which can be bimodal on a node (a fast or a slow mode in no fixed order),
+so with them the node's mode steers p. Left out rather than down-weighted: any weight keeps a
 mode-dependent pull on p and the per-sample term. The quadratic form carries the launch floor
 (QuadraticCost.floor_s: no step is priced under it), so it still prices those shapes. Where the
 other shapes cannot determine a fit (too few, one batch size), every shape is fitted and the
@@ -290,8 +289,7 @@ def model_from_quadratic(table: pd.DataFrame, source: str = "costmodel_quadratic
 def run_quadratic(run) -> QuadraticCost | None:
     """The run's costmodel_quadratic as a step model, or None where the costmodel experiment
     wrote none (or an empty one). balance and training simulate with it: it predicts measured
-    training steps within about 2% where the power law is 5-26% off
-    (reports/reference/*/validation)."""
+    training steps better than the power law (reports/reference/h200/quick-5753865/validation)."""
     try:
         return model_from_quadratic(run.read_table("costmodel_quadratic"))
     except (FileNotFoundError, ValueError):
