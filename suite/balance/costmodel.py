@@ -71,8 +71,7 @@ class CostModel:
 
     def step_model(self):
         """What simulated steps cost: the quadratic form where the JSON carries one (it predicts
-        measured training steps within ~2% where the power law is 5-26% off on the H200
-        references), else this power law."""
+        measured training steps better than the power law), else this power law."""
         if not self.quadratic:
             return self
         q = self.quadratic

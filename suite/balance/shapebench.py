@@ -39,7 +39,7 @@ WARMUP_COLUMNS = ["B", "S", "tokens", "warmup", "step_s", "peak_mem_bytes"]
 # after the meta columns, so the columns of sweeps from before the round-robin order keep places
 ORDER_COLUMNS = ["pass", "order"]
 # a shape is launch-bound where its predicted GPU work is under 1.25x the launch floor
-# (launch_bound); on the H200 references 1.0-1.5 pick 4-6 of the full sweep's 40 shapes
+# (launch_bound)
 LAUNCH_MARGIN = 1.25
 LADDER = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96)
 

@@ -64,7 +64,7 @@ from suite.rundir import RunContext
 NAME = "shapes"
 NEEDS = "cpu"
 # seconds on one H200 (reproduce --budget defers the experiment when they do not fit): the
-# sweep's budget_s + ~10 s to build the model (the old order measured quick 162 s, full 438 s)
+# sweep's budget_s + ~10 s to build the model
 SECONDS = {"quick": 175, "full": 445}
 
 M_TOK = 75_600  # equal-token budget of the sweep: one 81-frame 720p clip
@@ -77,7 +77,7 @@ H200_PRIOR = dict(a=0.1, c=0.005, b=2.969e-5, d=1.4185e-9)
 LAUNCH_FLOOR_S = 0.22  # the H200 node's fast mode for a step of next to no work (planning only)
 
 # Held-out shapes (B, S, region), none on a profile's grid. many_sample: B > 1 between the ladder
-# and the equal-token batch (where an H100 check found the old quick fit 10-19% low);
+# and the equal-token batch;
 # long_single: B = 1 at lengths that are no bucket; launch_bound: under the launch floor.
 # S: 480p frames of 1560 tokens, 720p of 3600.
 HELDOUT_QUICK = (

@@ -282,10 +282,8 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
         corpus = load_corpus(prof["corpus"], prof["mix"], ctx.seed)
         budgets, s_cross, tuned_on = _budgets(ctx, corpus, prof)
         # the long-video runs (C9) tune their own s_cross on their own mix, as a user tunes per
-        # dataset: the default mix's s_cross (9360 in an earlier quick reference) held the
-        # longest videos to one sample per rank and cost the long mix 11% (C9 -15.6% measured);
-        # tuned on its own buckets it picks 29640 in a later one: +11.7% simulated,
-        # +16.1% measured (C9; lab/dual_gap.py --mix long-video, dual_gap_long.csv there)
+        # dataset: the default mix's s_cross can hold the longest videos to one sample per rank,
+        # which costs the long mix throughput (lab/dual_gap.py --mix long-video measures it)
         long_corpus = load_corpus(prof["corpus"], prof["long_mix"], ctx.seed)
         long_budgets, long_s_cross, _ = _budgets(ctx, long_corpus, prof)
         if ctx.world_size > 1:
