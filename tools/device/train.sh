@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$OUT/gpu.txt"
 
 if [ "$NGPU" -ge 2 ]; then
-  # budgets of the one-GPU reference run 2 (reports/reference/h200/train/run2/training_info.csv)
+  # budgets of a one-GPU reference trainer run (h200/train/run2/training_info.csv; reports/reference/INDEX.md names its commit)
   B="--m-mem ${M_MEM:-226800} --m-comp ${M_COMP:-3685322} --p ${P:-1.279}"
   COMMON="--model wan-1.3b --layers ${LAYERS:-1} --policy dual --steps ${STEPS:-12} --mix default $B"
   timeout 60 torchrun --nproc-per-node 2 -m suite.train.validate busbw --mbytes 256 --out "$OUT/busbw.json" 2>&1 | tee "$OUT/log"
@@ -50,7 +50,7 @@ PY
 if [ -n "$SEED_DIR" ]; then
   # a training-only rerun on the tables of an earlier run (shapes_sweep, costmodel_fit, and the
   # maxseq/loss tables when TRAINING_OPTS skips them), e.g.
-  # SEED_DIR=reports/reference/h200/train/run1 TRAINING_OPTS='{"layers": 1, "skip_loss": true}'
+  # SEED_DIR=reports/reference/h200/quick-5753865/results TRAINING_OPTS='{"layers": 1, "skip_loss": true}'
   mkdir -p "$OUT/run/results" && cp "$SEED_DIR"/*.csv "$OUT/run/results/"
   rm -f "$OUT"/run/results/training_ranks.csv "$OUT"/run/results/training_info.csv
   run_exp training "${TRAIN_TIMEOUT:-320}"
