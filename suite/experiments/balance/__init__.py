@@ -93,6 +93,8 @@ from suite.rundir import RunContext
 
 NAME = "balance"
 NEEDS = "cpu"
+# how its tables were obtained (suite.evidence): plans costed by this run's step-model fit
+EVIDENCE = {"balance_steps": "simulated@costmodel_fit", "balance_ranks": "simulated@costmodel_fit"}
 # seconds on one GPU node (reproduce --budget defers it when they do not fit): the runs measured
 # there (16 cores: 10-26 / 79 s) plus the bootstrap, from its measured 11.4-24.9 s for quick's 60
 # replicates of 1000 steps on 8 workers (H100 and H200 nodes, 85dc565), since cut to 0.46x a
