@@ -120,8 +120,12 @@ def run_env_table(run: RunDir) -> dict[str, pd.DataFrame]:
 def declared_evidence() -> dict[str, str]:
     """Every experiment's EVIDENCE (table -> how it was obtained), one mapping."""
     out: dict[str, str] = {}
-    for name in experiments.available():
-        out.update(getattr(experiments.load(name), "EVIDENCE", {}))
+    for name in experiments.REGISTRY:
+        try:
+            module = experiments.load(name)
+        except Exception:  # a module that does not import is recorded as its failure elsewhere
+            continue
+        out.update(getattr(module, "EVIDENCE", {}))
     return out
 
 
