@@ -48,6 +48,7 @@ from importlib import resources
 
 import pandas as pd
 
+from suite import evidence
 from suite.metrics import METRIC_COLUMNS
 from suite.verdict_rule import _num, assess, boundaries, judge  # noqa: F401 (boundaries: the API)
 
@@ -174,6 +175,7 @@ class Verdict:
     compile_metric: str = ""  # the same claim against torch.compile (Claim.compile)
     compile_value: float = math.nan
     compile_verdict: str = ""
+    evidence_kind: str = ""  # what stands behind the value (suite.evidence); "" when not run
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -348,6 +350,7 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
                     "unit": _s(a["unit"]),
                     "conditions": _s(a["conditions"]),
                     "verdict": _alt_verdict(c, alt, a),
+                    "evidence_kind": _s(a.get("evidence_kind")),
                 }
             )
         nan = math.nan
@@ -371,6 +374,10 @@ def evaluate(metrics: pd.DataFrame, not_run: dict[str, str] | None = None) -> li
             _s(r["conditions"]), _s(r["evidence"]), why, alts, point,
             _reading_note(c, verdict, alts),
         )  # fmt: skip
+        halves = [_s(r.get("evidence_kind"))]
+        if c.also and (h := _row(metrics, c, c.also[0])) is not None:
+            halves.append(_s(h.get("evidence_kind")))
+        v.evidence_kind = evidence.weakest(halves)
         out.append(_with_compile(metrics, c, v))
     return out
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from suite import evidence
+
 Z95 = 1.959964
 
 
@@ -43,6 +45,10 @@ DERIVED = (
 def _log_se(value: float, lo: float, hi: float) -> float:
     """Standard error of log(1 + g) from g's 95% interval (all in %)."""
     return (math.log1p(hi / 100) - math.log1p(lo / 100)) / (2 * Z95)
+
+
+def _s(x) -> str:
+    return x if isinstance(x, str) else ""
 
 
 def derive(metrics: pd.DataFrame) -> list[dict]:
@@ -72,6 +78,7 @@ def derive(metrics: pd.DataFrame) -> list[dict]:
                 conditions=f"{d.what}: prod(1 + g) - 1 of {parts}; 95% interval in log space, "
                 "the factors' standard errors added in quadrature",
                 evidence="metrics " + ", ".join(d.factors),
+                evidence_kind=evidence.weakest(_s(r.get("evidence_kind")) for r in rs),
             )
         )
     return out

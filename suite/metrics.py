@@ -9,6 +9,8 @@ A metric row is one number for one claim under one definition:
     unit        "%", "x", "R", "tokens/s", "GB", "kernels", ...
     conditions  short text: width, layers, seq lengths, dtype, ranks, real or emulated
     evidence    table name(s) and figure name the number comes from
+    evidence_kind   what stands behind it (suite.evidence): set from the first table `evidence`
+                names, by that table's writer's EVIDENCE declaration and the table's own data
     ci_low_mcse, ci_high_mcse   Monte Carlo standard error of each end where the interval is a
                 percentile over a finite number of resampled replicates (a bootstrap), else NaN:
                 how far the replicate count alone moves it (the verdict rule reads it)
@@ -28,6 +30,7 @@ METRIC_COLUMNS = [
     "unit",
     "conditions",
     "evidence",
+    "evidence_kind",
     "ci_low_mcse",
     "ci_high_mcse",
 ]
@@ -36,6 +39,6 @@ METRIC_COLUMNS = [
 def metric_rows(rows: list[dict]) -> pd.DataFrame:
     """Build a metrics frame with every column present (missing ones as NaN / empty)."""
     df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    for col in ("conditions", "evidence", "unit", "metric", "claim"):
-        df[col] = df[col].fillna("").astype(str)
+    for col in ("conditions", "evidence", "evidence_kind", "unit", "metric", "claim"):
+        df[col] = df[col].astype(object).fillna("").astype(str)
     return df

@@ -15,8 +15,9 @@ import pandas as pd
 import pytest
 from test_reproduce import fake  # noqa: F401  (the fake-experiments fixture)
 
-from suite import reproduce
+from suite import evidence, reproduce
 from suite.claims import VERDICTS, load_claims
+from suite.evidence import Evidence
 from suite.report import html, pdf, verdicts
 from suite.report.plots import kernels, shapes
 
@@ -45,7 +46,15 @@ def _rows(kind_of) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("kind", sorted(set(verdicts.KINDS.values())))
+# every evidence kind's label, at its longest (suite.evidence)
+KINDS = [
+    Evidence(how, gpu, "wan-1.3b", 1, 1024 if how in ("real", "emulated") else 0).label()
+    for how in evidence.HOW
+    for gpu in (True, False)
+]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_title_page_fits_every_evidence_kind(kind):
     rows = _rows(lambda c: kind)
     rows[0]["verdict"] = "not-reproduced"  # the longest verdict beside the longest kind
@@ -105,33 +114,18 @@ def test_every_verdict_has_a_distinct_colour_and_a_legend_entry():
     assert verdicts.style("a-new-verdict") == verdicts.UNKNOWN
 
 
-@pytest.mark.parametrize(
-    "metric,device,kind",
-    [
-        ("fwd_speedup_wan", "cuda", "measured on GPU"),
-        ("r_tokens_sweep", "cpu", "CPU stand-in"),
-        ("throughput_gain_16_emulated", "cuda", "ranks emulated on one GPU"),
-        ("throughput_gain_16_real", "cuda:0", "real ranks on GPU"),
-        ("cv_reduction_sim", "cpu", "simulated, CPU cost fit"),
-    ],
-)
-def test_evidence_kind(metric, device, kind):
-    assert verdicts.evidence_kind("exceeded", metric, device) == kind
-    assert verdicts.evidence_kind("not-run", metric, device) == ""
-
-
 def test_summary_of_a_cpu_run_says_it_is_no_gpu_result():
     rows = [
-        {"id": "C2", "verdict": "exceeded", "kind": "CPU stand-in", "reason": ""},
-        {"id": "C4", "verdict": "reproduced", "kind": "simulated, CPU cost fit", "reason": ""},
-        {"id": "C11", "verdict": "not-run", "kind": "", "reason": "needs a CUDA GPU"},
+        {"id": "C2", "verdict": "exceeded", "kind": "measured on CPU", "gpu": False, "reason": ""},
+        {"id": "C4", "verdict": "reproduced", "kind": "simulated", "gpu": False, "reason": ""},
+        {"id": "C11", "verdict": "not-run", "kind": "", "gpu": False, "reason": "needs a CUDA GPU"},
     ]
     n = len(load_claims())
     text = verdicts.summary(rows, "cpu", "no CUDA GPU", n)
     assert f"without a CUDA GPU judged 2 of the paper's {n} claims" in text
     assert "1 exceeded (C2)" in text and "None of these is a GPU result" in text
     assert "Not run: C11 (needs a CUDA GPU)" in text
-    rows[0]["kind"] = "measured on GPU"
+    rows[0]["kind"], rows[0]["gpu"] = "measured on GPU", True
     assert "None of these" not in verdicts.summary(rows, "quick", "NVIDIA H200", 18)
 
 

@@ -61,6 +61,7 @@ def summarize(tables):
     "balance": """
 NAME, NEEDS = "balance", "cpu"
 SECONDS = {"cpu": 100}  # only read under --budget
+EVIDENCE = {"balance_steps": "simulated@costmodel_fit"}  # suite.evidence
 def run(ctx):
     _count(NAME)
     if (COUNTER / "STOP").exists():
@@ -183,7 +184,10 @@ def test_failures_and_not_run_are_recorded_and_others_run(fake, tmp_path):
     for cid, row in c.items():
         assert row["verdict"] == "not-run" and row["reason"] or row["verdict"] != "not-run", cid
     # no interval on the fake C4 row: inconclusive under the interval rule (suite.claims)
-    assert c["C4"]["verdict"] == "inconclusive" and c["C4"]["ranks"] == "ranks simulated"
+    assert (
+        c["C4"]["verdict"] == "inconclusive"
+        and c["C4"]["ranks"] == "simulated from a CPU cost fit of this run"
+    )
     assert c["C5"]["verdict"] == "reproduced" and c["C5"]["ci_low"] is not None
     assert c["C11"]["reason"] == "needs a CUDA GPU"
     assert c["C3"]["reason"] == "costmodel failed (RuntimeError: gamma broke)"

@@ -97,13 +97,14 @@ def test_two_real_ranks_write_gathered_tables(run2):
 
 
 def test_real_rank_metrics_and_report_note(run2):
+    from suite import evidence
     from suite.claims import evaluate
     from suite.experiments import training
     from suite.report.build import ranks_notes
 
     run, _ = run2
     tables = {k: v for k, v in RunDir(run).tables().items() if k.startswith("training")}
-    m = training.summarize(tables)
+    m = evidence.tag(training.summarize(tables), tables, training.EVIDENCE, {"training": "cpu"})
     keys = set(zip(m.claim, m.metric))
     # world size 2: neither the 8- nor the 16-rank key, but the generic one with K in conditions
     assert ("C7", "throughput_gain_real") in keys and ("C8", "throughput_gain_real") in keys
@@ -127,12 +128,12 @@ def test_real_rank_metrics_and_report_note(run2):
     c7 = next(v for v in verdicts if v.id == "C7")
     assert c7.metric == "throughput_gain_8_emulated"
     assert {"throughput_gain_real", "emulation_error_pct"} <= {a["metric"] for a in c7.alternatives}
-    notes = ranks_notes(verdicts, [{"name": "training", "world_size": 2}])
+    notes = ranks_notes(verdicts)
     assert (
-        "real ranks (world size 2) in throughput_gain_real, throughput_gain_global_real"
+        "2 real ranks on CPU, stand-in model in throughput_gain_real, throughput_gain_global_real"
         in notes["C7"]
     )
-    assert notes["C7"].startswith("ranks emulated on one GPU")
+    assert "ranks emulated on one CPU" in notes["C7"].split(";")[0]
 
 
 def test_eight_and_sixteen_real_ranks_use_the_claims_keys():

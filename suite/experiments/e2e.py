@@ -50,6 +50,7 @@ from suite.experiments import metric_rows
 
 NAME = "e2e"
 NEEDS = "cuda"
+EVIDENCE = {"e2e_steps": "measured", "e2e_memory": "measured"}  # suite.evidence
 # seconds on one H200 (reproduce --budget defers it when they do not fit): quick measured 40 s;
 # full 5 variants x 5 steps per shape, ~11 s a step at 75,600 tokens, compiles: ~415 s
 SECONDS = {"quick": 60, "full": 430}

@@ -18,6 +18,7 @@ from suite.experiments import metric_rows
 
 NAME = "opmemory"
 NEEDS = "cuda"
+EVIDENCE = {"opmemory_saved": "measured", "opmemory_kernels": "measured"}  # suite.evidence
 CLAIM_N, CLAIM_D = 64000, 5120
 IMPLS = ("eager", "wan-eager", "fused")
 

@@ -21,13 +21,12 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from suite import experiments, spread
+from suite import evidence, experiments, spread
 from suite.claims import Verdict, evaluate, load_claims
 from suite.derived import derive
 from suite.report import beyond, html, pdf, plots
 from suite.report.pergpu import claim_rows, gpu_name
 from suite.report.plots import opening
-from suite.report.verdicts import on_gpu
 from suite.report.verdicts import summary as summary_text
 from suite.rundir import RunDir, atomic_write_text, write_json
 
@@ -118,11 +117,25 @@ def run_env_table(run: RunDir) -> dict[str, pd.DataFrame]:
     return {spread.RUN_ENV: spread.run_env(read_env(run))}
 
 
+def declared_evidence() -> dict[str, str]:
+    """Every experiment's EVIDENCE (table -> how it was obtained), one mapping."""
+    out: dict[str, str] = {}
+    for name in experiments.REGISTRY:
+        try:
+            module = experiments.load(name)
+        except Exception:  # a module that does not import is recorded as its failure elsewhere
+            continue
+        out.update(getattr(module, "EVIDENCE", {}))
+    return out
+
+
 def compute_metrics(
     tables: dict[str, pd.DataFrame], states: list[dict]
 ) -> tuple[pd.DataFrame, dict[str, str], list[dict]]:
     """Metric rows of every done experiment by its own summarize(); not-run reasons; errors."""
     frames, not_run, errors = [], {}, []
+    devices = {s["name"]: str(s.get("device") or "") for s in states}
+    declared = declared_evidence()
     for s in states:
         if s["status"] != "done":
             not_run[s["name"]] = s["reason"]
@@ -131,7 +144,8 @@ def compute_metrics(
             continue
         try:
             df = experiments.load(s["name"]).summarize(tables)
-            frames.append(pd.DataFrame(df).reindex(columns=experiments.METRIC_COLUMNS))
+            df = pd.DataFrame(df).reindex(columns=experiments.METRIC_COLUMNS)
+            frames.append(evidence.tag(df, tables, declared, devices))
         except Exception as e:
             not_run[s["name"]] = f"summarize failed: {type(e).__name__}: {e}"
             errors.append({"where": f"{s['name']}.summarize", "text": traceback.format_exc()})
@@ -142,25 +156,21 @@ def compute_metrics(
     return metrics, not_run, errors
 
 
-def ranks_notes(verdicts: list[Verdict], states: list[dict]) -> dict[str, str]:
-    """Which claims used real ranks, one-GPU emulation, or simulation (from the metric key)."""
-    # real ranks are the training experiment's (torchrun), whichever experiment owns the claim
-    real_world = {s["name"]: s["world_size"] for s in states}.get("training", "?")
+def ranks_notes(verdicts: list[Verdict], states: list[dict] | None = None) -> dict[str, str]:
+    """Which claims rest on real, emulated or simulated ranks: the label of each verdict's
+    evidence kind (suite.evidence), and of any alternative measured on real ranks beside it.
+    `states` is accepted for callers of the older signature; the kinds carry the rank counts."""
     notes = {}
     for v in verdicts:
-        if v.metric.endswith("_real"):
-            notes[v.id] = f"real ranks (world size {real_world})"
-        elif v.metric.endswith("_emulated"):
-            notes[v.id] = "ranks emulated on one GPU"
-        elif v.metric.endswith("_sim"):
-            notes[v.id] = "ranks simulated"
-        real_alts = [
-            a["metric"]
-            for a in v.alternatives
-            if a["metric"].endswith("_real") and a["metric"] != v.metric
-        ]
-        if real_alts:  # e.g. torchrun with 2 GPUs: throughput_gain_real beside the emulated value
-            note = f"real ranks (world size {real_world}) in {', '.join(real_alts)}"
+        kind = evidence.Evidence.parse(v.evidence_kind) if v.evidence_kind else None
+        if kind is not None and kind.how != "measured":
+            notes[v.id] = kind.label()
+        real: dict[str, list[str]] = {}  # label -> alternatives measured on real ranks
+        for a in v.alternatives:
+            if a.get("evidence_kind", "").startswith("real") and a["metric"] != v.metric:
+                real.setdefault(evidence.label(a["evidence_kind"]), []).append(a["metric"])
+        if real:  # e.g. torchrun with 2 GPUs: throughput_gain_real beside the emulated value
+            note = "; ".join(f"{label} in {', '.join(keys)}" for label, keys in real.items())
             notes[v.id] = f"{notes[v.id]}; {note}" if v.id in notes else note
     return notes
 
@@ -283,9 +293,7 @@ def _context(
     git = env.get("git") if isinstance(env.get("git"), dict) else {}
     torch_info = env.get("torch") if isinstance(env.get("torch"), dict) else {}
     device = torch_info.get("device_name") or "no CUDA GPU"
-    run_device = "cuda" if torch_info.get("device_name") else "cpu"
-    devices = {s["name"]: str(s["device"] or run_device) for s in states}
-    rows = html.claim_rows(verdicts, claims, figures_of, ranks, devices)
+    rows = html.claim_rows(verdicts, claims, figures_of, ranks)
     names = [*html.COLOURS, *sorted({v.verdict for v in verdicts} - set(html.COLOURS))]
     counts = [(k, sum(v.verdict == k for v in verdicts)) for k in names]
     profile = str(env.get("profile", "") or "unknown")
@@ -316,7 +324,7 @@ def _context(
         "counts": [(k, n) for k, n in counts if n],
         "claims": rows,
         "summary_text": summary_text(rows, profile, device, len(claims)),
-        "gpu_evidence": any(on_gpu(r["kind"]) for r in rows),
+        "gpu_evidence": any(evidence.on_gpu(v.evidence_kind) for v in verdicts),
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
         "choices": html.CHOICES,
         "experiments": states,

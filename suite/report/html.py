@@ -13,6 +13,8 @@ import jinja2
 from markupsafe import Markup
 
 from suite.claims import Claim, Verdict
+from suite.evidence import label as evidence_label
+from suite.evidence import on_gpu as evidence_on_gpu
 from suite.report import verdicts
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -20,7 +22,8 @@ TEMPLATES = Path(__file__).with_name("templates")
 COLOURS = {name: st.fill for name, st in verdicts.STYLES.items()}  # a verdict's badge colour
 INKS = {name: st.ink for name, st in verdicts.STYLES.items()}  # its text colour on that fill
 
-# The choices the paper leaves open (ADAPTIVELOAD.md section 4) and what this suite does.
+# The choices the paper leaves open (ADAPTIVELOAD.md section 4) and what this suite does. A
+# "C<n>: <key>" in a text names the ledger's primary key of that claim (a test holds them equal).
 CHOICES = [
     (
         "Imbalance rate / CV of compute load",
@@ -44,13 +47,18 @@ CHOICES = [
     ),
     (
         "Correlation R",
-        "Pearson over the equal-token baseline's training steps (fallback: the "
-        "offline (B, S) sweep), proxy B*S^2 per batch; bootstrap 95% CI; Spearman as alternative.",
+        "Pearson R. C1: r_tokens_steps, over the equal-token baseline's training "
+        "rank-batches (fallback: the sweep's equal-token shapes), the designed sweep as a reading "
+        "beside it. C2: r_bs2_sweep, over the offline (B, S) shape sweep's median step times, "
+        "proxy B*S^2 per batch, the training rank-batches as an alternative. Spearman beside each.",
     ),
     (
         "Cost model",
-        "step_time ~ a + b*B*S^p by non-linear least squares with p free; p fixed at 2 "
-        "as alternative; M_comp and M_mem derived from the fit and measured memory.",
+        "C3: cost_fit_r2, step_time ~ a + b*B*S^p by non-linear least squares with p free; p "
+        "fixed at 2 as alternative. M_mem of the simulated plans from the sweep's measured peak "
+        "memory (a linear fit in B*S with a safety margin); the training runs cap it at a "
+        "multiple of the longest sample (training_info's m_mem_cap). M_comp = M_mem * s_cross^(p-1) "
+        "at the tuned s_cross.",
     ),
     (
         "Kernel baseline",
@@ -123,12 +131,10 @@ def claim_rows(
     claims: list[Claim],
     figures_of: Mapping[str, list[str]],
     ranks: Mapping[str, str],
-    devices: Mapping[str, str] | None = None,
 ) -> list[dict]:
-    """What the summary and definitions sections show for each claim. `devices`: the device
-    each experiment ran on (done.json's), for the evidence kind in the verdict badge."""
+    """What the summary and definitions sections show for each claim; the verdict badge names
+    the evidence kind the verdict's metric row declares (suite.evidence)."""
     by_id = {c.id: c for c in claims}
-    devices = devices or {}
     rows = []
     for v in results:
         c = by_id[v.id]
@@ -170,7 +176,8 @@ def claim_rows(
                 "ci": fmt_ci(v.ci_low, v.ci_high),
                 "baseline": fmt_num(v.baseline),
                 "verdict": v.verdict,
-                "kind": verdicts.evidence_kind(v.verdict, v.metric, devices.get(c.experiment, "")),
+                "kind": evidence_label(v.evidence_kind) if v.verdict != "not-run" else "",
+                "gpu": evidence_on_gpu(v.evidence_kind),
                 "metric": v.metric,
                 "primary": primary,
                 "definition": v.definition,

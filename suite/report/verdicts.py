@@ -31,36 +31,9 @@ STYLES: dict[str, Style] = {
 assert set(VERDICTS) <= set(STYLES), f"a verdict without a colour: {set(VERDICTS) - set(STYLES)}"
 UNKNOWN = Style("#666666", "#ffffff", "a verdict this report does not know")
 
-# The metric key's suffix says how ranks were obtained (suite/claims.csv's primary keys).
-RANK_SOURCES = (("_real", "real"), ("_emulated", "emulated"), ("_sim", "sim"))
-KINDS: dict[tuple[str, bool], str] = {  # (how, on a GPU) -> the badge's evidence line
-    ("measured", True): "measured on GPU",
-    ("measured", False): "CPU stand-in",
-    ("real", True): "real ranks on GPU",
-    ("real", False): "real ranks, CPU stand-in",
-    ("emulated", True): "ranks emulated on one GPU",
-    ("emulated", False): "emulated ranks, CPU stand-in",
-    ("sim", True): "simulated, GPU cost fit",
-    ("sim", False): "simulated, CPU cost fit",
-}
-
 
 def style(verdict: str) -> Style:
     return STYLES.get(verdict, UNKNOWN)
-
-
-def evidence_kind(verdict: str, metric: str, device: str) -> str:
-    """What stands behind a verdict, from its metric key and the device its experiment ran on
-    ("cuda", "cuda:0", "cpu", ...); "" for a claim that was not run."""
-    if verdict == "not-run" or not metric:
-        return ""
-    how = next((kind for suffix, kind in RANK_SOURCES if metric.endswith(suffix)), "measured")
-    return KINDS[how, str(device).startswith("cuda")]
-
-
-def on_gpu(kind: str) -> bool:
-    """Whether an evidence kind comes from a GPU (measured, emulated or fitted on one)."""
-    return kind in {k for (_, gpu), k in KINDS.items() if gpu}
 
 
 def _ids(ids: list[str]) -> str:
@@ -69,7 +42,8 @@ def _ids(ids: list[str]) -> str:
 
 def summary(rows: Iterable[Mapping], profile: str, device: str, total: int) -> str:
     """One paragraph: what was judged, how each verdict came out (claim ids), on what evidence,
-    and what was not run and why. `rows` are html.claim_rows()."""
+    and what was not run and why. `rows` are html.claim_rows() (kind: the evidence label; gpu:
+    whether that evidence comes from a GPU)."""
     rows = list(rows)
     by_verdict: dict[str, list[str]] = {}
     by_kind: dict[str, list[str]] = {}
@@ -81,7 +55,7 @@ def summary(rows: Iterable[Mapping], profile: str, device: str, total: int) -> s
         elif r["kind"]:
             by_kind.setdefault(r["kind"], []).append(r["id"])
     judged = len(rows) - len(by_verdict.get("not-run", []))
-    gpu = any(on_gpu(k) for k in by_kind)
+    gpu = any(r.get("gpu") for r in rows if r["verdict"] != "not-run")
     where = f"on {device}" if device and device != "no CUDA GPU" else "without a CUDA GPU"
     text = [f"This {profile}-profile run {where} judged {judged} of the paper's {total} claims"]
     parts = [

@@ -51,6 +51,8 @@ from suite.rundir import RunContext
 
 NAME = "balance"
 NEEDS = "cpu"
+# how its tables were obtained (suite.evidence): plans costed by this run's step-model fit
+EVIDENCE = {"balance_steps": "simulated@costmodel_fit", "balance_ranks": "simulated@costmodel_fit"}
 # seconds on one GPU node, the runs and the bootstrap together (reproduce --budget defers it when
 # they do not fit); docs/perf-notes.md gives what a replicate costs
 SECONDS = {"quick": 60, "full": 250}

@@ -82,6 +82,13 @@ from suite.rundir import RunContext
 
 NAME = "costmodel"
 NEEDS = "cpu"
+# how its tables were obtained (suite.evidence): fits of the measured sweep (its model, layers)
+EVIDENCE = {
+    "costmodel_fit": "measured@shapes_sweep",
+    "costmodel_residuals": "measured@shapes_sweep",
+    "costmodel_quadratic": "measured@shapes_sweep",
+    "costmodel_heldout": "measured@shapes_heldout",
+}
 
 
 def run(ctx: RunContext) -> dict[str, pd.DataFrame]:

@@ -63,6 +63,7 @@ from suite.rundir import RunContext
 
 NAME = "shapes"
 NEEDS = "cpu"
+EVIDENCE = {"shapes_sweep": "measured", "shapes_heldout": "measured"}  # suite.evidence
 # seconds on one H200 (reproduce --budget defers the experiment when they do not fit): the
 # sweep's budget_s + ~10 s to build the model
 SECONDS = {"quick": 175, "full": 445}

@@ -34,6 +34,7 @@ from suite.stats import median_ratio_ci
 
 NAME = "kernels"
 NEEDS = "cuda"
+EVIDENCE = {"kernels_timings": "measured", "kernels_samples": "measured"}  # suite.evidence
 # seconds on one H200 (reproduce --budget defers it when they do not fit): measured
 SECONDS = {"quick": 25, "full": 230}
 

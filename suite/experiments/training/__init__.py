@@ -52,6 +52,13 @@ NAME = "training"
 # SUITE_TRAINING_DEVICE=cpu (tests only): run on CPU with the tiny model (the cpu profile) so the
 # real-rank path can be tested with `torchrun --nproc-per-node 2 -m suite reproduce` on gloo.
 NEEDS = "cpu" if os.environ.get("SUITE_TRAINING_DEVICE") == "cpu" else "cuda"
+# how its tables were obtained (suite.evidence): rank tables say emulated or real per row
+EVIDENCE = {
+    "training_ranks": "ranks",
+    "training_real": "ranks",
+    "training_loss": "measured@training_info",
+    "training_maxseq": "measured@training_info",
+}
 DISTRIBUTED = True  # under torchrun every rank runs it: the real-rank runs need all of them
 
 TINY_LONG_MIX = pd.DataFrame(
