@@ -4,10 +4,29 @@ fits one GPU.
 Source: NVIDIA/Megatron-LM, megatron/core/pipeline_parallel/hybrid_cp_schedule.py,
 `BalancedCPScheduler` (`get_total_workload`, `gpus_needed`, `make_buckets_equal`,
 `next_hdp_group` with its `trim_overload`, `get_groups_and_subsamples`; commit
-00caa53af30912914981c86f39db123961678bbd). Copyright (c) 2025, NVIDIA CORPORATION; Megatron-LM
-is distributed under its LICENSE file (BSD-3-Clause for this code: redistributions keep the
-copyright notice, the conditions and the disclaimer, which the LICENSE file of
-https://github.com/NVIDIA/Megatron-LM carries). This port is changed from the original: no
+00caa53af30912914981c86f39db123961678bbd). Licence: Megatron-LM's LICENSE (BSD-3-Clause for
+this file), whose notice a port must retain:
+
+    Copyright (c) 2025, NVIDIA CORPORATION. All rights reserved.
+    Redistribution and use in source and binary forms, with or without modification, are
+    permitted provided that the following conditions are met: * Redistributions of source code
+    must retain the above copyright notice, this list of conditions and the following
+    disclaimer. * Redistributions in binary form must reproduce the above copyright notice, this
+    list of conditions and the following disclaimer in the documentation and/or other materials
+    provided with the distribution. * Neither the name of NVIDIA CORPORATION nor the names of its
+    contributors may be used to endorse or promote products derived from this software without
+    specific prior written permission.
+    THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS ``AS IS'' AND ANY EXPRESS OR IMPLIED
+    WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE IMPLIED WARRANTIES OF MERCHANTABILITY AND
+    FITNESS FOR A PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT OWNER OR
+    CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR
+    CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS OR
+    SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS INTERRUPTION) HOWEVER CAUSED AND ON ANY
+    THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR TORT (INCLUDING NEGLIGENCE OR
+    OTHERWISE) ARISING IN ANY WAY OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE
+    POSSIBILITY OF SUCH DAMAGE.
+
+This port is changed from the original: no
 torch.distributed group (total_gpus is an argument), the lru_caches dropped, and
 `fill_empty_gpus` (it splits one sample across the idle GPUs by context parallelism) is not run:
 `empty_gpus` reports where it would have.
