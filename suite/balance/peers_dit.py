@@ -47,6 +47,7 @@ Deviations, deliberate (tests/test_peer_oracles.py shows each):
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,7 +76,7 @@ def step_windows(tokens_in_order, budget: float) -> np.ndarray:
     """Boundaries (len windows + 1) cutting a stream of token counts into consecutive windows of
     at most `budget` tokens (a sample over the budget alone makes its own window)."""
     t = np.asarray(tokens_in_order, np.int64)
-    cum = np.concatenate([[0], np.cumsum(t)])
+    cum = np.concatenate([[0], np.cumsum(t)]).astype(float)  # exact; searched with floats
     bounds, start = [0], 0
     while start < len(t):
         end = int(np.searchsorted(cum, cum[start] + budget * (1 + 1e-12), side="right")) - 1
@@ -189,13 +190,22 @@ def loongforge_reorder(
     cap = L.sum() / ranks * pack_len_ratio if pack_len_ratio is not None else np.inf
     owner = np.empty(len(c), np.int64)
     members = [[] for _ in range(ranks)]  # per rank, its samples in placement order
+    heap = [(float(v), r) for r, v in enumerate(loads)]  # ranks by (load, rank): the scan order
+    heapq.heapify(heap)
+    cost, length, load, tok = c.tolist(), L.tolist(), loads.tolist(), tokens.tolist()
     for i in order.tolist():
-        room = tokens + L[i] <= cap
-        r = int(np.argmin(np.where(room, loads, np.inf))) if room.any() else int(np.argmin(loads))
+        full = []  # the least-loaded ranks without room, in scan order
+        while heap and tok[heap[0][1]] + length[i] > cap:
+            full.append(heapq.heappop(heap))
+        _, r = heapq.heappop(heap) if heap else full.pop(0)  # none with room: the least loaded
         owner[i] = r
         members[r].append(i)
-        loads[r] += c[i]
-        tokens[r] += L[i]
+        load[r] += cost[i]
+        tok[r] += length[i]
+        heapq.heappush(heap, (load[r], r))
+        for entry in full:
+            heapq.heappush(heap, entry)
+    loads, tokens = np.asarray(load, float), np.asarray(tok, np.int64)
     for _ in range(max_iter):
         hi, lo = int(np.argmax(loads)), int(np.argmin(loads))
         if (loads[hi] - loads[lo]) / max(loads[lo], 1e-6) < swap_tolerance:
@@ -267,17 +277,19 @@ def rebalance_packs(sample_cost, tokens_in_order, step, micro, src, world: int) 
     earlier micro-batches' costs carried (the packs' own ranks where it skips)."""
     rank = src.copy()
     cost = sample_cost(tokens_in_order)
-    for k in np.unique(step):
-        history = np.zeros(world)
-        for j in np.unique(micro[step == k]):
-            sel = np.flatnonzero((step == k) & (micro == j))  # gather order: by source rank
-            sel = sel[np.argsort(src[sel], kind="stable")]
-            owner, mb_cost = loongforge_reorder(
-                cost[sel], tokens_in_order[sel], src[sel], world, history
-            )
-            if owner is not None:
-                rank[sel] = owner
-            history = history + mb_cost
+    key = np.stack([step, micro])
+    order = np.lexsort((src, micro, step))  # each micro-batch in gather order: by source rank
+    cuts = np.flatnonzero(np.any(np.diff(key[:, order], axis=1), axis=0)) + 1
+    history, last = np.zeros(world), None
+    for sel in np.split(order, cuts):
+        if step[sel[0]] != last:
+            history, last = np.zeros(world), step[sel[0]]
+        owner, mb_cost = loongforge_reorder(
+            cost[sel], tokens_in_order[sel], src[sel], world, history
+        )
+        if owner is not None:
+            rank[sel] = owner
+        history = history + mb_cost
     return rank
 
 
