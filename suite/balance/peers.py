@@ -265,23 +265,21 @@ def grad_accumulation_counts(exec_times, max_steps: int = 3, min_steps: int = 2)
     t = np.asarray(exec_times, float)
     max_time = float(t.max()) * max_steps
     vals, first, inv = np.unique(t, return_index=True, return_inverse=True)
-    cand = [np.arange(1, int(max_time / v) + 1) for v in vals]
-    cand = [(g, v * g) for g, v in zip(cand, vals)]
+    g = np.arange(1, int(max_time / vals.min()) + 1)  # every count, for every distinct time
+    tt = vals[:, None] * g  # each time x each count; beyond max_time (or its int) excluded
+    tt[(tt > max_time) | (g > (max_time / vals[:, None]).astype(np.int64))] = np.inf
     best, best_diff = None, np.inf
     for outer in t[np.sort(first)]:
         for mult in range(1, int(max_time / outer) + 1):
             target = outer * mult
             if target > max_time:
                 break
-            gas, diff = np.empty(len(vals), np.int64), np.empty(len(vals))
-            for k, (g, tt) in enumerate(cand):
-                g, tt = g[tt <= max_time], tt[tt <= max_time]
-                score = np.where(tt > target, (tt - target) * 1.2, (target - tt) * 1)
-                j = int(np.argmin(score))
-                gas[k], diff[k] = g[j], score[j]
+            score = np.where(tt > target, (tt - target) * 1.2, (target - tt) * 1)
+            j = np.argmin(score, axis=1)  # the first count of least cost
+            diff = score[np.arange(len(vals)), j]
             total = float(np.cumsum(diff[inv])[-1])  # summed rank by rank, as the source
             if total < best_diff:
-                best, best_diff = gas[inv], total
+                best, best_diff = g[j][inv], total
     if best.max() < min_steps:
         best = best * int(np.ceil(min_steps / best.max()))
     return best
