@@ -152,14 +152,14 @@ def megatron_groups(costs, ranks: int, stop_slack: float) -> tuple[np.ndarray, n
 
 @dataclass(frozen=True)
 class PackedStep:
-    samples: np.ndarray  # the step's sample indices, in queue order
+    samples: np.ndarray  # the step's sample indices, in stream order
     owner: np.ndarray  # the rank of each
-    loads: np.ndarray  # per rank: summed partition cost
-    converged: bool  # the stop rule held (always True without one)
+    loads: np.ndarray  # per rank: summed partition cost (over all groups of the step)
+    converged: bool  # Megatron's stop rule held in every group (always True without one)
 
     @property
     def ranks(self) -> list[np.ndarray]:
-        """Per rank: its sample indices, in queue order."""
+        """Per rank: its sample indices, in stream order."""
         by_rank = np.argsort(self.owner, kind="stable")
         cuts = np.cumsum(np.bincount(self.owner, minlength=len(self.loads)))[:-1]
         return np.split(self.samples[by_rank], cuts)
@@ -213,7 +213,7 @@ class CostAwarePacking:
         if tokens.max() > self.m_mem:
             raise ValueError(f"a sample of {tokens.max()} tokens exceeds M_mem = {self.m_mem:.0f}")
         per_rank = self.samples_per_rank or self.m_mem / tokens.mean()
-        cost = self.sample_cost(tokens)  # once per epoch: a step prices only its window
+        cost = self.sample_cost(tokens)  # priced once per epoch
         stream = np.random.default_rng([seed, epoch]).permutation(len(tokens))
         cum = np.cumsum(cost[stream])
         budget = max(1, round(per_rank * world)) * float(cost.mean())
