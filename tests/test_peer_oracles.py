@@ -290,6 +290,19 @@ def test_videosys_profile_is_the_baselines():
     assert pol.batch_size(S).tolist() == [ref[int(s)]["bs"] for s in S]
 
 
+def test_dcp_batch_is_the_profilers_best():
+    """Each bucket's batch: the profiled powers of two (doubled from 1 while they fit), the row
+    of most samples per second."""
+    pol = make_policy("videosys-dcp", PolicyInputs.from_cost(COST, TOK))
+    S = lengths_of(TOK)
+    for s, b in zip(S, pol.batch_size(S)):
+        rows, B = [], 1
+        while B * s <= COST.m_mem:
+            rows.append(("ar", int(s), B, 1, float(COST.predict(B, s))))
+            B *= 2
+        assert videosys_profile.best_row(rows)[2] == b
+
+
 def test_dcp_accumulation_counts_are_videosys():
     rng = np.random.default_rng(8)
     for k in range(150):

@@ -32,8 +32,9 @@ Each is described from the project's own code; the code here is ours.
   Open-Sora deals them; the sampler logs the per-step imbalance mean over ranks of
   (max - t) / max (`videosys_imbalance`). That is `ProfiledRescale`.
 - VideoSys DCP's data-parallel part (`--auto-grad-accumulation`): every rank draws a bucket and
-  runs its profiled max batch, gradient-accumulated a per-rank number of times that evens out
-  the ranks' step times (`grad_accumulation_counts`). `DCPGradAccumulation`. DCP's other part,
+  runs its profiled batch (of the powers of two that fit, the one of most samples per second),
+  gradient-accumulated a per-rank number of times that evens out the ranks' step times
+  (`grad_accumulation_counts`). `DCPGradAccumulation`. DCP's other part,
   sequence parallelism sized per bucket, does not arise here (every sample fits one rank).
 - Cost-aware packing (verl, slime, Megatron-LM): suite.balance.peers_packing.
 
@@ -290,8 +291,7 @@ class DCPGradAccumulation:
     """VideoSys DCP's data-parallel balance (`--auto-grad-accumulation`, sampler.py's
     `_build_local_bucket_id_access_order_acc` with every bucket at sequence-parallel size 1):
     each step every rank draws a random bucket among those with samples left and takes one batch
-    of the bucket's profiled max B (the largest power of two that fits, as ProfiledRescale
-    profiles); grad_accumulation_counts on the buckets' max-batch times gives each rank its
+    of the bucket's profiled B (batch_size); grad_accumulation_counts on the buckets' max-batch times gives each rank its
     count, and the rank takes count - 1 more batches of its bucket while it has samples. A
     bucket's last batch may be short (keep_last, the sampler's default); a step for which the
     buckets run out before every rank has drawn one is dropped, as the source drops it. Loss
@@ -308,7 +308,13 @@ class DCPGradAccumulation:
         return cls(cost, memory_tokens(cost, m_mem, alloc_fraction), **kw)
 
     def batch_size(self, S) -> np.ndarray:
-        return 2 ** np.floor(np.log2(fitting_batch(S, self.mem_tokens))).astype(np.int64)
+        """Per length, of the profiled powers of two that fit, the B of most samples per second
+        (the profiler's `best`, at sequence-parallel size 1; the first of equals)."""
+        out = []
+        for s, top in zip(np.atleast_1d(S), np.atleast_1d(fitting_batch(S, self.mem_tokens))):
+            B = 2 ** np.arange(int(np.log2(top)) + 1)
+            out.append(B[np.argmax(B / np.asarray(self.cost.predict(B, s), float))])
+        return np.asarray(out, np.int64)
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
         S, bucket = bucket_index(tokens)

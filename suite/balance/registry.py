@@ -261,7 +261,7 @@ _ROWS = (
                "profiled max power-of-two batch, rescaled to the median time", "#566573",
                needs_cost_model=True),
     PolicySpec("videosys-dcp", _videosys_dcp, "VideoSys DCP's data-parallel balance: a random "
-               "bucket per rank, its profiled max batch gradient-accumulated per rank to even "
+               "bucket per rank, its profiled batch gradient-accumulated per rank to even "
                "the step times; numpy's generator where VideoSys draws with torch's",
                "#2c3e50", needs_cost_model=True),
     *(

@@ -4,7 +4,9 @@ gradient accumulation count.
 Source: NUS-HPC-AI-Lab/VideoSys, videosys/core/dcp/profiler.py (the baseline branch of
 `Profiler.profile`'s result handling: batch doubled from 1 until it fails, the last success kept;
 `interpolate_profile_results` without dynamic sequence parallelism) and
-videosys/training/datasets/open_sora/sampler.py (`_calculate_grad_accumulation_num`), commit
+the dynamic-SP branch's choice of a bucket's batch under --auto-grad-accumulation (`best`: the
+profiled row of most bs / sp_size / time) and videosys/training/datasets/open_sora/sampler.py
+(`_calculate_grad_accumulation_num`), commit
 4cce477 (HEAD of the mirror read). Apache License 2.0 (the repository's LICENSE;
 http://www.apache.org/licenses/LICENSE-2.0); this port is a derived work under that licence,
 changed from the original: profiling runs are a `step_time(B)` argument that raises MemoryError
@@ -43,6 +45,11 @@ def interpolate_profile_results(profile_results):
             info["execution_time"] = cur_time * new_bs / cur_bs
             info["bs"] = new_bs
     return profile_results
+
+
+def best_row(dp_results):
+    """The profiled (ar, frames, bs, sp_size, time) row DCP keeps for a bucket."""
+    return sorted(dp_results, key=lambda x: x[2] / x[3] / x[4], reverse=True)[0]
 
 
 def calculate_grad_accumulation_num(exec_time_list, max_steps=5, min_steps=2):
