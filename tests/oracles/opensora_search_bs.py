@@ -3,9 +3,10 @@
 Source: hpcaitech/Open-Sora, scripts/misc/search_bs.py (`benchmark`, the base bucket then the
 others against its step time; commit 05927230222852aa89f297ab8b5fcd5d16584c64) and
 opensora/datasets/sampler.py (`VariableVideoBatchSampler.__iter__`'s drop_last handling; commit
-75c1718cc22f0f1e5fd146cf2e6071334f55d338). Apache License 2.0 (the repository's LICENSE;
-http://www.apache.org/licenses/LICENSE-2.0); this port is a derived work under that licence,
-changed from the original: the training run that times a batch is a `step_time(B)` argument that
+75c1718cc22f0f1e5fd146cf2e6071334f55d338); the drop_last=True it runs with is scripts/train.py's
+(commit 000a3f887cf89ed8cd2e988bed31081a94c32f0b). Copyright 2021- HPC-AI Technology Inc.,
+Apache License 2.0 (the repository's LICENSE; http://www.apache.org/licenses/LICENSE-2.0); this
+port is a derived work under that licence, changed from the original: the training run that times a batch is a `step_time(B)` argument that
 raises MemoryError where the batch does not fit, and the logging is dropped.
 """
 
