@@ -172,27 +172,14 @@ def test_kk_in_simulation():
 
 
 def _kk_textbook(costs, ranks):
-    """Karmarkar-Karp as verl writes it: every item a state of `ranks` sums, the two states of
-    largest spread merged (largest sums meet smallest), until one is left (O(n R) memory)."""
-    import heapq
+    """The loads of verl's own karmarkar_karp (tests/oracles/verl_kk.py), ascending."""
+    from tests.oracles.verl_kk import karmarkar_karp
 
-    heap = []
-    for i, c in enumerate(costs):
-        sums = np.zeros(ranks)
-        sums[-1] = c
-        members = [[] for _ in range(ranks)]
-        members[-1] = [i]
-        heap.append((-c, i, sums, members))
-    heapq.heapify(heap)
-    tie = len(costs)
-    while len(heap) > 1:
-        _, _, s1, m1 = heapq.heappop(heap)
-        _, _, s2, m2 = heapq.heappop(heap)
-        s, m = s1 + s2[::-1], [x + y for x, y in zip(m1, m2[::-1])]
-        order = np.argsort(s, kind="stable")
-        heapq.heappush(heap, (-(s[order[-1]] - s[order[0]]), tie, s[order], [m[j] for j in order]))
-        tie += 1
-    return heap[0][2] if heap else np.zeros(ranks)
+    costs = np.asarray(costs, float)
+    if len(costs) == 0:
+        return np.zeros(ranks)
+    parts = karmarkar_karp(costs.tolist(), ranks, equal_size=False)
+    return np.sort([costs[p].sum() for p in parts])
 
 
 def _costs(rng, n: int, kind: int) -> np.ndarray:
@@ -208,7 +195,7 @@ def _costs(rng, n: int, kind: int) -> np.ndarray:
 @pytest.mark.parametrize("seed", range(6))
 def test_kk_gives_the_textbook_loads(seed):
     """Every item assigned once, each rank's load the sum of its items, and the loads those of
-    the textbook algorithm (so rank CV and max/mean are too), on ties and distinct costs."""
+    verl's karmarkar_karp (so rank CV and max/mean are too), on ties and distinct costs."""
     from suite.balance.global_policy import kk_partition
 
     rng = np.random.default_rng(seed)
@@ -218,7 +205,10 @@ def test_kk_gives_the_textbook_loads(seed):
         owner, loads = kk_partition(c, R)
         assert owner.shape == (n,) and ((owner >= 0) & (owner < R)).all()
         assert np.allclose(np.bincount(owner, weights=c, minlength=R), loads, rtol=1e-12)
-        assert np.allclose(loads, _kk_textbook(c, R), rtol=1e-12, atol=0)
+        # verl adds a merged set's items one by one: where sums are inexact (the mixed kind),
+        # rounding may break an exact tie the other way; elsewhere the loads are verl's
+        rtol = 1e-4 if trial % 3 == 2 else 1e-12
+        assert np.allclose(np.sort(loads), _kk_textbook(c, R), rtol=rtol, atol=0)
 
 
 def test_kk_on_a_packing_step_matches_the_textbook():
@@ -229,7 +219,7 @@ def test_kk_on_a_packing_step_matches_the_textbook():
     c = 24_000.0 * S + S.astype(float) ** 2
     owner, loads = kk_partition(c, 64)
     ref = _kk_textbook(c, 64)
-    assert np.allclose(loads, ref, rtol=1e-12)
+    assert np.allclose(np.sort(loads), ref, rtol=1e-12)
     assert loads.max() / loads.mean() == pytest.approx(ref.max() / ref.mean(), rel=1e-12)
     assert len(owner) == 2560 and 0 <= owner.min() and owner.max() < 64
 

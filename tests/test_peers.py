@@ -6,7 +6,7 @@ import pytest
 
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import default_cost_model
-from suite.balance.global_policy import kk_partition, lpt_partition
+from suite.balance.global_policy import greedy_partition, kk_partition, lpt_partition
 from suite.balance.peers import (
     ProfiledRescale,
     fitting_batch,
@@ -20,6 +20,7 @@ from suite.balance.peers_packing import (
     CostAwarePacking,
     flops_linear_coef,
     kk_equal_partition,
+    megatron_groups,
     trim_overload,
 )
 from suite.balance.plan import plan_steps
@@ -185,11 +186,12 @@ def test_flops_cost_is_slimes_quadratic():
 
 def test_trim_overload_is_megatrons_rule():
     costs = np.array([10.0, 7.0, 2.5, 1.2])
-    owner, loads = lpt_partition(costs, 2)  # 10 | 7 + 2.5 + 1.2: slack 0.7 / 10.7 > 5%
-    keep, ok = trim_overload(costs, owner.copy(), loads.copy(), np.zeros(4, bool), 0.05)
-    assert keep.tolist() == [True, True, True, False] and ok  # slack 0.5 / 10 = 5%: stop
-    keep, ok = trim_overload(costs, owner.copy(), loads.copy(), np.array([0, 0, 0, 1], bool), 0.05)
-    assert keep.all() and not ok  # a pinned sample stays
+    owner, loads = greedy_partition(costs, 2)  # 10 | 7 + 2.5 + 1.2: slack 0.7 / 10.7 > 5%
+    members = [[0], [1, 2, 3]]
+    out = trim_overload(costs, owner, loads, members, 0.05)
+    assert out == [3] and owner.tolist() == [0, 1, 1, -1]  # slack 0.5 / 10 = 5%: stop
+    owner, group, balanced = megatron_groups(costs, 2, 0.05)  # 1.2 runs in the next group
+    assert owner.tolist() == [0, 1, 1, 0] and group.tolist() == [0, 0, 0, 1] and not balanced
 
 
 def test_megatron_stop_holds_whenever_claimed():
@@ -238,7 +240,7 @@ def test_kk_equal_size_gives_every_rank_the_same_count():
 
 def test_packing_rejects_bad_input():
     with pytest.raises(ValueError, match="method"):
-        CostAwarePacking.make(COST, M, method="greedy")
+        CostAwarePacking.make(COST, M, method="rounds")
     with pytest.raises(ValueError, match="cost_form"):
         CostAwarePacking.make(COST, M, cost_form="tokens")
     with pytest.raises(ValueError, match="exceeds"):

@@ -8,14 +8,17 @@ import pytest
 
 from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import CostModel, QuadraticCost, default_cost_model
+from suite.balance.global_policy import greedy_partition
 from suite.balance.peers_dit import (
+    GAMMA_SWEEP,
     FittedRankCost,
     KnapFormerBags,
     fit_gamma,
     fit_rank_cost,
-    greedy_bags,
+    knapformer_bags,
+    softmax_max,
     step_windows,
-    warmup_rank_steps,
+    warmup_groups,
 )
 from suite.balance.registry import PolicyInputs, make_policy
 from suite.data.corpus import sample_corpus
@@ -41,14 +44,16 @@ def test_every_sample_once_under_the_cap_and_weights_sum_to_one(name, world):
     assert not np.array_equal(pol.epoch_plan(TOK, world, 1, 1).samples, plan.samples)
 
 
-def test_greedy_bags_is_largest_first_into_the_least_loaded_bag():
-    owner, loads = greedy_bags([8, 7, 6, 5, 4], 3)  # 8|7|6, then 5 -> 6's bag, 4 -> 7's bag
+def test_greedy_is_largest_first_into_the_least_loaded_bag():
+    owner, loads = greedy_partition([8, 7, 6, 5, 4], 3)  # 8|7|6, then 5 -> 6's, 4 -> 7's
     assert loads.tolist() == [8, 11, 11] and owner.tolist() == [0, 1, 2, 2, 1]
-    owner, loads = greedy_bags([2, 4, 3, 2, 4, 3], 3)  # a perfect split exists: LPT finds it
+    owner, loads = greedy_partition([2, 4, 3, 2, 4, 3], 3)  # a perfect split: LPT finds it
     assert loads.tolist() == [6, 6, 6]
     assert sorted(np.bincount(owner)) == [2, 2, 2]
-    _, loads = greedy_bags([5.0], 4)  # more bags than items: the others stay empty
+    _, loads = greedy_partition([5.0], 4)  # more bags than items: the others stay empty
     assert sorted(loads.tolist()) == [0, 0, 0, 5]
+    _, occupancy = knapformer_bags([8, 7, 6, 5, 4], 3)  # occupancy: load / (total / bags)
+    assert occupancy * 10 == pytest.approx([8, 11, 11])
 
 
 def test_knapformer_bags_balance_its_own_cost_to_under_one_percent():
@@ -56,7 +61,7 @@ def test_knapformer_bags_balance_its_own_cost_to_under_one_percent():
     pol = KnapFormerBags(m_mem=COST.m_mem, gamma=1.5)
     rng = np.random.default_rng(0)
     S = rng.choice([1560, 3600, 7800, 14040], size=4000)
-    _, loads = greedy_bags(pol.sample_cost(S), 16)
+    _, loads = knapformer_bags(pol.sample_cost(S), 16)
     assert loads.max() / loads.min() - 1 < 0.01
 
 
@@ -69,23 +74,29 @@ def test_knapformer_gamma_is_recovered_from_a_sweep_of_its_own_form():
 
 
 def test_knapformer_fits_gamma_on_the_quadratic_step_model():
-    """From a cost whose step model is c + b*S + d*S^2 with c = 0: gamma = 6 * width * d / b."""
-    q = QuadraticCost(a=0.1, c=0.0, b=3e-5, d=1.5e-9)
+    """From a step model b*S + d*S^2 with nothing fixed, timed at KnapFormer's sweep lengths:
+    gamma = 6 * width * d / b."""
+    q = QuadraticCost(a=0.0, c=0.0, b=3e-5, d=1.5e-9)
     cost = COST.with_quadratic(q)
+    assert q.predict(1, GAMMA_SWEEP) == pytest.approx(
+        3e-5 * GAMMA_SWEEP + 1.5e-9 * GAMMA_SWEEP**2.0
+    )
     pol = KnapFormerBags.fit(cost, bucket_table(TOK), COST.m_mem)
     assert pol.gamma == pytest.approx(6 * 5120 * 1.5e-9 / 3e-5, rel=1e-6)
 
 
 def test_loongforge_coefficients_are_recovered_from_synthetic_warmup_data():
+    """Iteration times that are the slowest rank's x*sum L^2 + y*sum L + z*count (in ms): the
+    softmax-max fit gives x, y, z back."""
     rng = np.random.default_rng(3)
-    n = rng.integers(1, 40, 200).astype(float)
-    s1 = n * rng.uniform(2e3, 5e4, 200)
-    s2 = s1 * rng.uniform(2e3, 7e4, 200)
-    x, y, z = 1.6e-9, 2.7e-5, 8e-4
-    got = fit_rank_cost(s2, s1, n, x * s2 + y * s1 + z * n)
-    assert got == pytest.approx((x, y, z), rel=1e-6)
-    with pytest.raises(ValueError, match="at least 3 rank-steps, got 2"):
-        fit_rank_cost(s2[:2], s1[:2], n[:2], s1[:2])
+    n = rng.integers(1, 40, (9, 8)).astype(float)
+    s1 = n * rng.uniform(2e3, 5e4, (9, 8))
+    s2 = s1 * rng.uniform(2e3, 7e4, (9, 8))
+    x, y, z = 1.6e-6, 2.7e-2, 8e-1
+    times = (x * s2 + y * s1 + z * n).max(axis=1)
+    got = fit_rank_cost(np.stack([s2, s1, n], axis=-1), times)
+    assert got == pytest.approx((x, y, z), rel=1e-3)
+    assert softmax_max([1.0, 3.0]) == pytest.approx(3.0, abs=1e-8)  # alpha = 20: nearly max
 
 
 class _PerSample:
@@ -100,13 +111,13 @@ class _PerSample:
         return np.asarray(B, float) * (self.x * S**2 + self.y * S + self.z)
 
 
-def test_loongforge_fit_on_warmup_steps_recovers_the_step_models_coefficients():
+def test_loongforge_fit_on_warmup_iterations_recovers_the_step_models_coefficients():
     truth = _PerSample(1.5e-9, 3e-5, 7e-4)
     buckets = bucket_table(TOK)
-    w = warmup_rank_steps(truth, buckets, COST.m_mem)
-    assert len(w) == 20 * 8 and (w["sum_len"] <= COST.m_mem).all()
-    pol = FittedRankCost.fit(truth, buckets, COST.m_mem)
-    assert (pol.x, pol.y, pol.z) == pytest.approx((1.5e-9, 3e-5, 7e-4), rel=1e-5)
+    groups, ms = warmup_groups(truth, buckets, COST.m_mem)
+    assert groups.shape == (9, 8, 3) and (groups[..., 1] <= 1.2 * COST.m_mem).all()
+    pol = FittedRankCost.fit(truth, buckets, COST.m_mem)  # in ms, as LoongForge times
+    assert (pol.x, pol.y, pol.z) == pytest.approx((1.5e-6, 3e-2, 7e-1), rel=1e-4)
 
 
 def test_errors_name_the_argument():
@@ -117,7 +128,7 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="a sample of 75600 tokens exceeds M_mem = 1000"):
         KnapFormerBags(m_mem=1000).epoch_plan(np.array([75600]), 2, 0, 0)
     with pytest.raises(ValueError, match="bucket table with columns S and share"):
-        warmup_rank_steps(COST, pd.DataFrame({"S": [1]}), 1e5)
+        warmup_groups(COST, pd.DataFrame({"S": [1]}), 1e5)
 
 
 def test_step_windows_cut_at_the_budget():

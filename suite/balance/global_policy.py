@@ -29,7 +29,9 @@ import numpy as np
 
 
 def lpt_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rank of each item, load of each rank) by LPT in rounds of `ranks` items."""
+    """(rank of each item, load of each rank) by LPT in rounds of `ranks` items: each round of
+    the items sorted largest first goes to the `ranks` least-loaded ranks (vectorised; the
+    suite's own planner). greedy_partition is LPT item by item."""
     costs = np.asarray(costs, float)
     order = np.argsort(-costs, kind="stable")
     c = costs[order]
@@ -43,10 +45,31 @@ def lpt_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray
     return owner, loads
 
 
+def greedy_partition(costs, ranks: int, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(rank of each item, load of each rank) by LPT as Megatron-LM and KnapFormer run it: the
+    items largest first (a stable sort: equal costs keep their order; `presorted`: in the order
+    given), each to the rank of least load, ties to the lowest rank. Exact, one heap of (load,
+    rank); where lpt_partition deals rounds of `ranks` items, this reconsiders the loads after
+    every item."""
+    costs = np.asarray(costs, float)
+    owner = np.empty(len(costs), np.int64)
+    loads = [0.0] * ranks
+    heap = [(0.0, r) for r in range(ranks)]
+    order = range(len(costs)) if presorted else np.argsort(-costs, kind="stable").tolist()
+    c = costs.tolist()
+    for i in order:
+        load, r = heap[0]
+        owner[i] = r
+        loads[r] = load + c[i]
+        heapq.heapreplace(heap, (loads[r], r))
+    return owner, np.asarray(loads, float)
+
+
 def kk_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]:
     """(rank of each item, load of each rank) by Karmarkar-Karp largest differencing (verl's
     `karmarkar_karp`, equal_size=False): every item starts as a state of `ranks` sums (its cost
-    and zeros); the two states of largest spread (max - min; on a tie the older state) merge,
+    and zeros); the two states of largest spread (max - min; on a tie the one with the larger
+    largest sum, as verl; then the older) merge,
     the largest sums of one meeting the smallest of the other, until one state is left; rank r
     gets the items of the r-th smallest sum. Better than LPT with few items per rank.
 
@@ -117,7 +140,14 @@ def kk_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]
         links.append((b2[::-1], b1))  # paired sums belong to one rank from here on
         return (s[o], b1[o]), s[o[-1]] - s[o[0]]
 
-    heap: list = []  # merged states: (-spread, tie, state); tie >= n > any singleton's index
+    def top(x) -> float:  # a state's largest sum
+        return cs[x] if type(x) is int else x[1] if type(x) is list else float(x[0][-1])
+
+    def first(sp: float, tp: float) -> bool:  # (spread, largest sum) pops before the heap's
+        return not heap or (sp, tp) > (-heap[0][0], -heap[0][1])
+
+    # merged states: (-spread, -largest sum, tie, state); tie >= n > any singleton's index
+    heap: list = []
     neg = -c[order]
     p, tie = 0, n
     while (n - p) + len(heap) > 1:
@@ -134,35 +164,35 @@ def kk_partition(costs: np.ndarray, ranks: int) -> tuple[np.ndarray, np.ndarray]
                 if spread >= v:  # spread <= max of the two: still v, still first
                     queue.append((x, tie))
                 else:
-                    heapq.heappush(heap, (-spread, tie, x))
+                    heapq.heappush(heap, (-spread, -top(x), tie, x))
                 tie += 1
             for x, t in queue:
-                heapq.heappush(heap, (-v, t, x))
+                heapq.heappush(heap, (-v, -top(x), t, x))
             continue
         pair = []
-        for _ in range(2):  # the two largest spreads; a singleton wins a tie
-            if p < n and (not heap or cs[p] >= -heap[0][0]):
+        for _ in range(2):  # the two largest (spread, largest sum); a singleton wins a tie
+            if p < n and (not heap or (cs[p], cs[p]) >= (-heap[0][0], -heap[0][1])):
                 pair.append(p)
                 p += 1
             else:
-                pair.append(heapq.heappop(heap)[2])
+                pair.append(heapq.heappop(heap)[3])
         x, spread = merge(*pair)
         # a full state takes the next singleton for as long as the two are the largest: it
         # above the other states and the singleton after (the older wins a tie), the singleton
         # at or above the other states; no heap round trip for each
-        h = -heap[0][0] if heap else -1.0
         while (
             type(x) is tuple
             and p < n
-            and spread > h <= cs[p]
-            and (p + 1 == n or spread > cs[p + 1])
+            and first(spread, top(x))
+            and (not heap or (cs[p], cs[p]) >= (-heap[0][0], -heap[0][1]))
+            and (p + 1 == n or (spread, top(x)) > (cs[p + 1], cs[p + 1]))
         ):
             tie += 1
             x, spread = merge(p, x)
             p += 1
-        heapq.heappush(heap, (-spread, tie, x))
+        heapq.heappush(heap, (-spread, -top(x), tie, x))
         tie += 1
-    loads, bins = full(heap[0][2] if heap else p)
+    loads, bins = full(heap[0][3] if heap else p)
     for i, bn in absorbed:
         item_bin[i] = bn
     root = np.arange(n_bins)
@@ -207,7 +237,7 @@ def _equal_run(items: np.ndarray, first: int, v: float, R: int, tie: int, heap: 
             states -= q if 2 * k < R else 2 * q
             if 2 * k == R:  # level states
                 for j in range(q):
-                    heapq.heappush(heap, (-0.0, tie + j, [arc(off + 2 * k * j, R), v, v]))
+                    heapq.heappush(heap, (-0.0, -v, tie + j, [arc(off + 2 * k * j, R), v, v]))
             else:
                 runs.append([2 * k, q, tie])
             off += 2 * k * q
@@ -223,7 +253,7 @@ def _equal_run(items: np.ndarray, first: int, v: float, R: int, tie: int, heap: 
                 runs.popleft()
             states -= 1 if k + k2 < R else 2
             if k + k2 == R:
-                heapq.heappush(heap, (-0.0, tie, [arc(off, R), v, v]))
+                heapq.heappush(heap, (-0.0, -v, tie, [arc(off, R), v, v]))
             else:
                 runs.append([k + k2, 1, tie])
             off += k + k2
@@ -240,7 +270,7 @@ def _equal_run(items: np.ndarray, first: int, v: float, R: int, tie: int, heap: 
     return queue, tie
 
 
-PARTITIONERS = {"lpt": lpt_partition, "kk": kk_partition}
+PARTITIONERS = {"lpt": lpt_partition, "kk": kk_partition, "greedy": greedy_partition}
 
 
 def loss_weights(sample_tokens, global_tokens: float) -> np.ndarray:

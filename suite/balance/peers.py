@@ -15,16 +15,27 @@ Each is described from the project's own code; the code here is ours.
   the ranks of a step run *different* buckets; balance comes from the equal step times alone
   (report_02.md: "the local batches on different GPUs have different sizes", "balance the GPU
   load by search a good batch size for each bucket"). That is `SearchedBucketBatches`.
+  Deviations, deliberate: search_bs.py searches each bucket's configured guess +- variance;
+  here [1, the largest B that fits] (the same answer wherever the bounds hold it). Open-Sora's
+  sampler drops each bucket's last partial batch (scripts/train.py passes drop_last=True;
+  drop_last=False pads it with repeated samples); here that batch runs, smaller (no sample is
+  lost or repeated). The shuffles use numpy's generator, not torch's.
   `BucketSynchronous` is the bucket-synchronous reading (every rank draws the same bucket in a
   step): same searched B, ranks identical within a step, the imbalance moved across steps.
-- VideoSys DCP, baseline profile (NUS-HPC-AI-Lab/VideoSys `videosys/core/dcp/profiler.py`,
-  `videosys/training/datasets/open_sora/sampler.py`, `docs/dcp.md`): each bucket's batch is
-  doubled from 1 until it no longer fits `alloc_fraction` of device memory (train.py's default
-  0.70; the example config 0.65); the last batch that fit is the bucket's "max" (B, time). Then
-  `interpolate_profile_results` takes the median of those times over buckets and, for every
-  bucket slower than the median, sets B = max(1, int(B * median / t)) (faster buckets keep their
-  max). Batches are dealt as Open-Sora deals them; the sampler logs the per-step imbalance
-  mean over ranks of (max - t) / max (`videosys_imbalance`). That is `ProfiledRescale`.
+- VideoSys's bucket-parallel baseline (NUS-HPC-AI-Lab/VideoSys `videosys/core/dcp/profiler.py`,
+  `videosys/training/datasets/open_sora/sampler.py`, `docs/dcp.md`; the baseline DCP is compared
+  against, not DCP): each bucket's batch is doubled from 1 until it no longer fits
+  `alloc_fraction` of device memory (train.py's default 0.70; the example config 0.65); the last
+  batch that fit is the bucket's "max" (B, time). Then `interpolate_profile_results` takes the
+  median of those times over buckets and, for every bucket slower than the median, sets
+  B = max(1, int(B * median / t)) (faster buckets keep their max). Batches are dealt as
+  Open-Sora deals them; the sampler logs the per-step imbalance mean over ranks of
+  (max - t) / max (`videosys_imbalance`). That is `ProfiledRescale`.
+- VideoSys DCP's data-parallel part (`--auto-grad-accumulation`): every rank draws a bucket and
+  runs its profiled batch (of the powers of two that fit, the one of most samples per second),
+  gradient-accumulated a per-rank number of times that evens out the ranks' step times
+  (`grad_accumulation_counts`). `DCPGradAccumulation`. DCP's other part,
+  sequence parallelism sized per bucket, does not arise here (every sample fits one rank).
 - Cost-aware packing (verl, slime, Megatron-LM): suite.balance.peers_packing.
 
 The registry (suite.balance.registry) builds each by name from the same PolicyInputs as the
@@ -33,7 +44,8 @@ suite's own policies.
 Every policy here: deterministic per (seed, epoch); within an epoch every sample runs exactly once
 across ranks except the dropped tail (the bucket-dealt ones drop the final incomplete round of
 batches, as bucket_epoch_plan does; BucketSynchronous drops, per bucket, the < world samples that
-cannot give every rank one more sample); no micro-batch holds more than the memory cap.
+cannot give every rank one more sample; DCPGradAccumulation drops the step the buckets cannot
+fill); no micro-batch holds more than the memory cap.
 """
 
 from __future__ import annotations
@@ -197,7 +209,7 @@ class BucketSynchronous:
         return synchronous_bucket_plan(tokens, self.batch_size, world, seed, epoch, self.name)
 
 
-# ----------------------------------------------------------------------------- VideoSys DCP
+# ----------------------------------------------------------------------------- VideoSys baseline
 
 
 def profiled_batch_sizes(cost, S, mem_tokens: float, median_s: float) -> np.ndarray:
@@ -213,7 +225,8 @@ def profiled_batch_sizes(cost, S, mem_tokens: float, median_s: float) -> np.ndar
 
 @dataclass(frozen=True)
 class ProfiledRescale:
-    """VideoSys DCP's baseline: profiled max batch per bucket, rescaled toward the median time."""
+    """VideoSys's bucket-parallel baseline: profiled max batch per bucket, rescaled toward the
+    median time (the baseline DCP is measured against)."""
 
     cost: object
     mem_tokens: float
@@ -238,3 +251,104 @@ class ProfiledRescale:
 
     def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
         return bucket_epoch_plan(tokens, self.batch_size, world, seed, epoch, self.name)
+
+
+# ----------------------------------------------------------------------------- VideoSys DCP
+
+
+def grad_accumulation_counts(exec_times, max_steps: int = 3, min_steps: int = 2) -> np.ndarray:
+    """DCP's per-rank gradient accumulation counts (VideoSys sampler.py,
+    `_calculate_grad_accumulation_num`): for each rank's exec_time * mult as the target (mult up
+    to the longest time x max_steps), every rank takes the count whose exec_time * count is
+    closest to it (over the target costs 1.2 per second, under 1; the first such count); the
+    target of least summed cost wins (the first). Counts below min_steps are scaled up together.
+    Computed once per distinct time: repeated times give repeated rows and an equal sum."""
+    t = np.asarray(exec_times, float)
+    max_time = float(t.max()) * max_steps
+    vals, first, inv = np.unique(t, return_index=True, return_inverse=True)
+    g = np.arange(1, int(max_time / vals.min()) + 1)  # every count, for every distinct time
+    tt = vals[:, None] * g  # each time x each count; beyond max_time (or its int) excluded
+    tt[(tt > max_time) | (g > (max_time / vals[:, None]).astype(np.int64))] = np.inf
+    best, best_diff = None, np.inf
+    for outer in t[np.sort(first)]:
+        for mult in range(1, int(max_time / outer) + 1):
+            target = outer * mult
+            if target > max_time:
+                break
+            score = np.where(tt > target, (tt - target) * 1.2, (target - tt) * 1)
+            j = np.argmin(score, axis=1)  # the first count of least cost
+            diff = score[np.arange(len(vals)), j]
+            total = float(np.cumsum(diff[inv])[-1])  # summed rank by rank, as the source
+            if total < best_diff:
+                best, best_diff = g[j][inv], total
+    if best.max() < min_steps:
+        best = best * int(np.ceil(min_steps / best.max()))
+    return best
+
+
+@dataclass(frozen=True)
+class DCPGradAccumulation:
+    """VideoSys DCP's data-parallel balance (`--auto-grad-accumulation`, sampler.py's
+    `_build_local_bucket_id_access_order_acc` with every bucket at sequence-parallel size 1):
+    each step every rank draws a random bucket among those with samples left and takes one batch
+    of the bucket's profiled B (batch_size); grad_accumulation_counts on the buckets' max-batch times gives each rank its
+    count, and the rank takes count - 1 more batches of its bucket while it has samples. A
+    bucket's last batch may be short (keep_last, the sampler's default); a step for which the
+    buckets run out before every rank has drawn one is dropped, as the source drops it. Loss
+    weight: batch samples / the step's samples."""
+
+    cost: object
+    mem_tokens: float
+    max_steps: int = 3  # train.py's --max-grad-accumulation-steps
+    min_steps: int = 2  # --min-grad-accumulation-steps
+    name: str = "videosys-dcp"
+
+    @classmethod
+    def profile(cls, cost, m_mem: float, alloc_fraction: float | None = None, **kw):
+        return cls(cost, memory_tokens(cost, m_mem, alloc_fraction), **kw)
+
+    def batch_size(self, S) -> np.ndarray:
+        """Per length, of the profiled powers of two that fit, the B of most samples per second
+        (the profiler's `best`, at sequence-parallel size 1; the first of equals)."""
+        out = []
+        for s, top in zip(np.atleast_1d(S), np.atleast_1d(fitting_batch(S, self.mem_tokens))):
+            B = 2 ** np.arange(int(np.log2(top)) + 1)
+            out.append(B[np.argmax(B / np.asarray(self.cost.predict(B, s), float))])
+        return np.asarray(out, np.int64)
+
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
+        S, bucket = bucket_index(tokens)
+        B = self.batch_size(S)
+        exec_time = np.asarray(self.cost.predict(B, S), float)
+        rng = np.random.default_rng([seed, epoch])
+        queue = [list(rng.permutation(np.flatnonzero(bucket == k))) for k in range(len(S))]
+        live = [k for k in range(len(S)) if queue[k]]  # buckets with samples, in order
+        steps, weights = [], []
+
+        def take(k):
+            out, queue[k] = queue[k][: B[k]], queue[k][B[k] :]
+            if not queue[k]:
+                live.remove(k)
+            return out
+
+        while live:
+            picks, first = [], []
+            for _ in range(world):
+                if not live:
+                    break
+                k = live[int(rng.integers(len(live)))]
+                picks.append(k)
+                first.append(take(k))
+            if len(picks) < world:  # the source discards an iteration it cannot fill
+                break
+            gas = grad_accumulation_counts(exec_time[picks], self.max_steps, self.min_steps)
+            ranks = []
+            for k, mb, g in zip(picks, first, gas.tolist()):
+                mbs = [mb]
+                while len(mbs) < g and queue[k]:
+                    mbs.append(take(k))
+                ranks.append(mbs)
+            n = sum(len(mb) for mbs in ranks for mb in mbs)
+            steps.append(ranks)
+            weights.append([[len(mb) / n for mb in mbs] for mbs in ranks])
+        return Plan.from_micro_batches(world, steps, weights, self.name)

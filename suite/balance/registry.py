@@ -16,9 +16,11 @@ memory cap); callers skip it with the reason.
 
 Rows: the suite's own (equal-token, dual, global; OWN) and the peers public training stacks
 ship (suite.balance.peers, peers_packing, peers_dit; PEERS): Open-Sora's searched per-bucket
-batches (dealt round-robin, and bucket-synchronous), VideoSys DCP's profiled rescale, cost-aware
-packing as verl / slime / Megatron-LM do it, KnapFormer's compute bags and LoongForge's fitted
-rank cost.
+batches (dealt round-robin, and bucket-synchronous), VideoSys's profiled-rescale baseline and
+DCP's per-bucket gradient accumulation, cost-aware packing as verl / slime / Megatron-LM do it,
+KnapFormer's compute bags and LoongForge's DP balance. Each peer is checked against a port of
+its project's code (tests/test_peer_oracles.py); a peer's description names every deviation
+from that code that remains.
 """
 
 from __future__ import annotations
@@ -151,6 +153,13 @@ def _videosys(x: PolicyInputs):
     return ProfiledRescale.profile(x.cost, x.buckets, x.m_mem)
 
 
+def _videosys_dcp(x: PolicyInputs):
+    from suite.balance.peers import DCPGradAccumulation
+
+    _fits(x, "videosys-dcp")
+    return DCPGradAccumulation.profile(x.cost, x.m_mem)
+
+
 def _packing(name: str) -> Callable[[PolicyInputs], object]:
     def make(x: PolicyInputs):
         from suite.balance.peers_packing import PACKING_VARIANTS, CostAwarePacking
@@ -208,13 +217,29 @@ class PolicySpec:
     slow_planner: bool = False
 
 
+_KK = "verl's karmarkar_karp (its loads; equal sums may hold other items)"
 _PACKING = {  # name -> (description, colour)
-    "pack-kk-flops": ("Karmarkar-Karp on slime's c*L + L^2 FLOPs", "#884ea0"),
-    "pack-kkeq-flops": ("verl's equal-size Karmarkar-Karp on c*L + L^2", "#5b2c6f"),
-    "pack-lpt-flops": ("LPT on c*L + L^2 FLOPs", "#af7ac5"),
-    "pack-kk-fitted": ("Karmarkar-Karp on the fitted b*S^p + a/M_mem", "#117864"),
-    "pack-lpt-fitted": ("LPT on the fitted b*S^p + a/M_mem", "#48c9b0"),
-    "pack-trim-5pct": ("LPT then Megatron-LM's 5% trim_overload", "#1f618d"),
+    "pack-kk-flops": (f"{_KK} on slime's c*L + L^2 FLOPs", "#884ea0"),
+    "pack-kkeq-flops": (
+        f"{_KK}, equal_size=True, on c*L + L^2; n % ranks != 0 padded with zero-cost items "
+        "where verl asserts",
+        "#5b2c6f",
+    ),
+    "pack-lpt-flops": (
+        "LPT (each sample, largest first, to the least-loaded rank) on c*L + L^2",
+        "#af7ac5",
+    ),
+    "pack-kk-fitted": (f"{_KK} on the fitted b*S^p + a/M_mem", "#117864"),
+    "pack-lpt-fitted": (
+        "LPT (each sample, largest first, to the least-loaded rank) on the fitted b*S^p + a/M_mem",
+        "#48c9b0",
+    ),
+    "pack-trim-5pct": (
+        "Megatron-LM's hybrid-CP scheduler without CP: LPT groups on L^2, trim_overload to 5% "
+        "into the step's next group; no barrier between groups, and a group's idle GPUs stay "
+        "idle (Megatron splits a sample across them by CP)",
+        "#1f618d",
+    ),
 }
 
 # The table. A new policy: its module and one row here.
@@ -225,22 +250,32 @@ _ROWS = (
                "#2e86c1", own=True, real_runs=True, tunes_s_cross=True),
     PolicySpec("global", _global, "per-step global LPT on the cost model, packed under M_mem",
                "#1b7f3b", own=True, needs_cost_model=True, micro_batched=True, real_runs=True),
-    PolicySpec("opensora-searched", _opensora, "Open-Sora's searched B per bucket, dealt "
-               "round-robin", "#d68910", needs_cost_model=True),
+    PolicySpec("opensora-searched", _opensora, "Open-Sora's search_bs.py B per bucket, dealt "
+               "round-robin; searched in [1, B that fits] (not the config's bounds), and each "
+               "bucket's last partial batch runs where drop_last=True drops it", "#d68910",
+               needs_cost_model=True),
     PolicySpec("bucket-sync", _bucket_sync, "Open-Sora's searched B, every rank one bucket a "
-               "step", "#b9770e", needs_cost_model=True),
-    PolicySpec("videosys-profiled", _videosys, "VideoSys DCP's profiled max batch rescaled to "
-               "the median time", "#566573", needs_cost_model=True),
+               "step (a reading of Open-Sora, not its sampler)", "#b9770e",
+               needs_cost_model=True),
+    PolicySpec("videosys-profiled", _videosys, "VideoSys's bucket-parallel baseline (not DCP): "
+               "profiled max power-of-two batch, rescaled to the median time", "#566573",
+               needs_cost_model=True),
+    PolicySpec("videosys-dcp", _videosys_dcp, "VideoSys DCP's data-parallel balance: a random "
+               "bucket per rank, its profiled batch gradient-accumulated per rank to even "
+               "the step times; numpy's generator where VideoSys draws with torch's",
+               "#2c3e50", needs_cost_model=True),
     *(
         PolicySpec(n, _packing(n), d, c, needs_cost_model=True, micro_batched=True)
         for n, (d, c) in _PACKING.items()
     ),
-    PolicySpec("knapformer", _knapformer, "KnapFormer: 24*S*d^2 + gamma*4*S^2*d, greedy "
-               "largest-first into per-rank compute bags", "#f1c40f", needs_cost_model=True,
-               micro_batched=True),
-    PolicySpec("loongforge", _loongforge, "LoongForge: rank cost x*sum(L^2) + y*sum(L) + "
-               "z*count fitted on warm-up steps, samples reordered across ranks", "#e91e63",
+    PolicySpec("knapformer", _knapformer, "KnapFormer (Adobe Research): plan_routing on "
+               "24*S*d^2 + gamma*4*S^2*d, one GPU per bag; gamma by its lstsq sweep, timed by "
+               "the cost model's one-sample step (float64, clipped at 0)", "#f1c40f",
                needs_cost_model=True, micro_batched=True),
+    PolicySpec("loongforge", _loongforge, "LoongForge's DP balance: x*L^2 + y*L + z per "
+               "sample, skip under 20% imbalance, LPT under a 1.2x token cap, 20 move/swap "
+               "steps; x, y, z by its softmax-max warm-up fit, on 8 ranks before the world is "
+               "known", "#e91e63", needs_cost_model=True, micro_batched=True),
 )  # fmt: skip
 
 # name -> PolicySpec; spec.build(PolicyInputs) -> a policy with .name and .epoch_plan(tokens,
