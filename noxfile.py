@@ -204,9 +204,10 @@ def lowest(session: nox.Session) -> None:
     [reproduce] and [parquet] pinned (floor_pins), then checked to be what imports.
 
     torch is not pinned: the session runs the interpreter's torch (CI: 2.13 CPU). PyPI's torch
-    2.6 for Linux is the CUDA build (GBs of wheels) and the CPU index is not reachable from CI, so
-    torch's floor (2.6, for the public FSDP2 fully_shard) is checked at the level of the APIs the
-    code imports (tests/test_packaging.py), not by running torch 2.6."""
+    2.6 for Linux is the CUDA build (GBs of wheels) and download.pytorch.org's CPU build is not
+    reachable from the CI machine, so torch's floor (2.6, for the public FSDP2 fully_shard) is
+    checked at the level of the APIs the code imports (tests/test_packaging.py), not by running
+    torch 2.6."""
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         session.error("lowest installs older packages: run it in its own venv (no --no-venv)")
     pins = floor_pins()

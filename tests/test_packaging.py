@@ -227,3 +227,27 @@ def test_help_names_the_console_command_and_version_prints_it():
         assert cli.version() == f"{__version__} (source tree, not installed)"
     else:
         assert cli.version() == installed
+
+
+@pytest.mark.slow
+def test_pip_resolves_the_ops_extra_without_the_benchmark_or_data_stack(tmp_path):
+    """pip's own resolution of `.[ops]` from the indexes (this torch's build pinned, so no second
+    torch is fetched): no asv, nox, pandas, scipy, matplotlib or pytest. Needs the network."""
+    import json
+
+    import torch
+
+    pin = tmp_path / "torch.txt"
+    pin.write_text(f"torch=={torch.__version__}\n")
+    report = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+           "--report", str(report), "-c", str(pin), f"{ROOT}[ops]"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        pytest.skip(f"pip could not resolve from the indexes here: {out.stderr.strip()[-300:]}")
+    pulled = {
+        canonicalize_name(i["metadata"]["name"]) for i in json.loads(report.read_text())["install"]
+    }
+    assert {"torch", "cuda-bindings", "nvidia-cuda-nvrtc"} <= pulled
+    heavy = {"asv", "nox", "pandas", "scipy", "matplotlib", "pytest", "pytest-benchmark"}
+    assert not pulled & heavy, sorted(pulled & heavy)
