@@ -1,4 +1,4 @@
-"""Sessions: tests, lint, nvrtc_oldest, reproduce, report, bench, asv, wheelhouse.
+"""Sessions: tests, lint, nvrtc_oldest, lowest, reproduce, report, bench, asv, wheelhouse.
 
 Every venv session sees the packages of the interpreter running nox (a venv's own, not only its
 base's), so a torch installed there (a user's CUDA build, CI's CPU build) is reused, never
@@ -10,6 +10,7 @@ On an offline GPU node:
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import site
 import sys
@@ -58,14 +59,20 @@ def _link_outer_packages(session: nox.Session) -> None:
         session.install("--target", str(SHARED_TORCH), "torch", silent=False)
 
 
-def _install(session: nox.Session, *extras: str) -> None:
-    """Install the suite into the session, pip's progress shown (skipped by --no-install /
-    --no-venv)."""
+def _install(session: nox.Session, *extras: str, pins: list[str] = ()) -> None:
+    """Install the suite with `extras` (pyproject's: ops, reproduce, parquet, bench, test) into
+    the session, pip's progress shown (skipped by --no-install / --no-venv); `pins`: pip
+    constraints ("numpy==1.26") it must resolve under."""
     if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
         return  # --no-venv: run on what the node already has
     _link_outer_packages(session)
     spec = f".[{','.join(extras)}]" if extras else "."
-    session.install("-e", spec, silent=False)
+    args = []
+    if pins:
+        constraints = Path(session.create_tmp(), "floors.txt")
+        constraints.write_text("\n".join(pins) + "\n")
+        args = ["-c", str(constraints)]
+    session.install("-e", spec, *args, silent=False)
 
 
 def _run_py(session: nox.Session, *args: str, **kw) -> None:
@@ -118,13 +125,107 @@ def nvrtc_oldest(session: nox.Session) -> None:
     _run_py(session, "-m", "pytest", "tests/test_adaln_kernels_cpu.py", *args)
 
 
+def _wheelhouse():
+    """suite/wheelhouse.py (stdlib only) loaded by path: its requirements() expands the extras."""
+    spec = importlib.util.spec_from_file_location("wheelhouse", ROOT / "suite" / "wheelhouse.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def floor_pins(extras: tuple[str, ...] = ("reproduce", "parquet")) -> list[str]:
+    """`name==floor` (marker kept) of every requirement of the base and `extras`, the extras they
+    name expanded, torch left out (wheelhouse.EXCLUDE). Each needs one `>=` floor that is a
+    release, so pinning it installs exactly the floor."""
+    from packaging.requirements import Requirement
+
+    wheelhouse = _wheelhouse()
+    reqs = dict.fromkeys(r for e in extras for r in wheelhouse.requirements(e))
+    pins = []
+    for req in map(Requirement, reqs):
+        floors = [s.version for s in req.specifier if s.operator == ">="]
+        if len(floors) != 1:
+            raise ValueError(f"pyproject.toml: {req} needs one >= floor for the lowest session")
+        pins.append(f"{req.name}=={floors[0]}" + (f"; {req.marker}" if req.marker else ""))
+    return pins
+
+
+# The CPU tests run at the floors, one or more per floor: scipy (bootstrap's rng, optimize),
+# numpy and pandas (the balance simulator, run tables, manifests), matplotlib (the cost model's
+# figure), rich (progress), diffusers (the Wan patch), pyarrow (parquet manifests), cuda-bindings
+# and NVRTC (both ops' kernels compiled), torch's APIs (test_packaging). jinja2 is installed but
+# not exercised: the tests that render a report take minutes.
+LOWEST_TESTS = (
+    "tests/test_packaging.py",
+    "tests/test_stats.py",
+    "tests/test_costmodel.py",
+    "tests/test_simulator.py",
+    "tests/test_rundir.py",
+    "tests/test_manifest.py",
+    "tests/test_progress.py",
+    "tests/test_diffusers_patch.py",
+    "tests/test_cuda_build.py",
+)
+
+
+def _check_floors(session: nox.Session, pins: list[str]) -> None:
+    """Fail unless every pinned package imports at its floor (not a newer copy found outside the
+    venv); log the floors and torch's version."""
+    from packaging.markers import Marker
+    from packaging.version import Version
+
+    names = [p.split("==")[0] for p in pins if "==" in p]
+    script = (
+        "import json, torch; from importlib.metadata import version, PackageNotFoundError\n"
+        "def v(n):\n    try: return version(n)\n    except PackageNotFoundError: return None\n"
+        f"print(json.dumps({{'torch': torch.__version__, **{{n: v(n) for n in {names!r}}}}}))"
+    )
+    out = session.run("python", "-c", script, silent=True)
+    if out is None:
+        return  # --install-only
+    got = json.loads(out.strip().splitlines()[-1])
+    session.log("at the floors: " + ", ".join(f"{n} {got[n]}" for n in names))
+    session.log(f"torch {got['torch']} (the interpreter's: not pinned)")
+    bad = []
+    for pin in pins:
+        name, rest = pin.split("==")
+        want, _, marker = rest.partition(";")
+        if marker and not Marker(marker).evaluate():
+            continue  # a platform without wheels: not installed
+        if got[name] is None or Version(got[name]) != Version(want.strip()):
+            bad.append(f"{name}: pinned {want.strip()}, {got[name]} imports")
+    if bad:
+        session.error("not at the floors: " + "; ".join(bad))
+
+
+@nox.session
+def lowest(session: nox.Session) -> None:
+    """CPU tests with the lowest versions pyproject.toml allows: every floor of the base, [ops],
+    [reproduce] and [parquet] pinned (floor_pins), then checked to be what imports.
+
+    torch is not pinned: the session runs the interpreter's torch (CI: 2.13 CPU). PyPI's torch
+    2.6 for Linux is the CUDA build (GBs of wheels) and download.pytorch.org's CPU build is not
+    reachable from the CI machine, so torch's floor (2.6, for the public FSDP2 fully_shard) is
+    checked at the level of the APIs the code imports (tests/test_packaging.py), not by running
+    torch 2.6."""
+    if isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        session.error("lowest installs older packages: run it in its own venv (no --no-venv)")
+    pins = floor_pins()
+    _install(session, "test", pins=pins)
+    _check_floors(session, pins)
+    cache = Path(session.create_tmp(), "cubin")  # compile with this NVRTC, never read a cache
+    args = session.posargs or ["-q", "-p", "no:cacheprovider", "-m", "not slow and not gpu"]
+    _run_py(session, "-m", "pytest", *LOWEST_TESTS, *args,
+            env={"ADAPTIVELOAD_CUBIN_CACHE": str(cache)})  # fmt: skip
+
+
 @nox.session
 def reproduce(session: nox.Session) -> None:
     """Run every claim's experiment and write the report (cpu profile without a GPU).
 
     nox -s reproduce -- --nproc-per-node 2 [reproduce options]   launches it under torchrun, so
     the training claims also get real data-parallel ranks (NCCL on GPUs)."""
-    _install(session)
+    _install(session, "reproduce")
     args, launcher = _torchrun_args(session.posargs)
     _run_py(session, *launcher, "-m", "suite", "reproduce", *args)
 
@@ -155,7 +256,7 @@ def report(session: nox.Session) -> None:
     """Rebuild figures, HTML and PDF of a run directory: nox -s report -- RUN_DIR."""
     if not session.posargs:
         session.error("give the run directory: nox -s report -- reports/runs/<run>")
-    _install(session)
+    _install(session, "reproduce")
     _run_py(session, "-m", "suite", "report", *session.posargs)
 
 
@@ -192,7 +293,7 @@ def asv(session: nox.Session) -> None:
 
     nox -s asv -- [BASE] [--quick] [--bench REGEX] [--machine NAME] [--threshold 1.10]
     """
-    _install(session)
+    _install(session, "reproduce", "bench")
     _run_py(session, "-m", "benchmarks.run_asv", *session.posargs, env={"PYTHONPATH": str(ROOT)})
 
 

@@ -74,9 +74,9 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
     }
   }
 
-  // EP_BWD_PF (vector loads): row n + 1's tensors are loaded, packed, before row n's math, so a
-  // CTA keeps two rows of loads in flight; EARLY: this row's d_x_new and y come with the others.
-  constexpr bool PF = EP_BWD_PF && VECTOR, EARLY = EP_BWD_EARLY || PF;
+  // EP_BWD_PF (vector loads): row n + 1's tensors (d_x_new and y among them) are loaded, packed,
+  // before row n's math, so a CTA keeps two rows of loads in flight.
+  constexpr bool PF = EP_BWD_PF && VECTOR;
   Raw<TX, VEC> xr[NCH], dnr[NCH], yr[NCH];
   Raw<TO, VEC> gr[NCH];
   float mu_next = 0.f, rs_next = 0.f;
@@ -115,9 +115,6 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
       load_row<VECTOR, TX, D, RT>(xs + row * D, t, xh);
       load_row<VECTOR, TO, D, RT>(d_out + row * D, t, go);
     }
-    if constexpr (EARLY && !PF && RESID) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
-    if constexpr (EARLY && !PF && RESID && GATE)
-      load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
     if constexpr (PARK) {
       if constexpr (PG) park.get(IG, t, g);
       if constexpr (PS) park.get(IS, t, sc);
@@ -170,7 +167,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
 #pragma unroll
       for (int j = 0; j < VEC; ++j) xh[c][j] = rs * (go[c][j] - m1 - xh[c][j] * m2);
     if constexpr (RESID) {
-      if constexpr (!EARLY) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
+      if constexpr (!PF) load_row<VECTOR, TX, D, RT>(d_xnew + row * D, t, dn);
 #pragma unroll
       for (int c = 0; c < NCH; ++c)
 #pragma unroll
@@ -179,7 +176,7 @@ epilogue_bwd(const TX* __restrict__ xs,                       // saved x_new (or
     store_row<VECTOR, TX, D, RT>(dx + row * D, t, xh);
     if constexpr (RESID) {
       if constexpr (GATE) {
-        if constexpr (!EARLY) load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
+        if constexpr (!PF) load_row<VECTOR, TX, D, RT>(y + s.b * syb + n * syn, t, yv);
         if constexpr (GTOK) load_row<VECTOR, float, D, RT>(gate + s.b * sgb + n * sgn, t, g);
 #pragma unroll
         for (int c = 0; c < NCH; ++c)

@@ -1,4 +1,4 @@
-// Fused block epilogues (suite/ops/epilogue.py): a gated residual add fused with the next
+// Fused block epilogues (suite/ops/epilogue/): a gated residual add fused with the next
 // LayerNorm (optional affine and modulation), and RMSNorm. One row per CTA at a time: RT threads
 // hold the row in registers, NCH chunks of VEC elements per thread (chunk c of thread t covers
 // columns (c * RT + t) * VEC ..), so every tensor is read once and written once.
@@ -9,38 +9,21 @@
 // The backward declares __launch_bounds__(RT, EP_MINB), EP_MINB = 1: with (RT) alone ptxas held
 // two per-token backwards (sm_90) at 32 and 48 registers and spilled; with the 1 it keeps them in
 // registers. The forward keeps its prefetched row packed and declares 2 CTAs per SM up to 512
-// threads (EP_FWD_PACKED, EP_FWD_MINB; at D = 5120's 640 the cap of 48 registers spills): with
-// one CTA of D / 8 threads per SM too few rows were in flight (H200, N = 75,600: 38-73% of copy,
-// 80-90% with these, outputs bitwise equal; docs/perf-notes.md).
+// threads (at D = 5120's 640 the cap of 48 registers spills): with one CTA of D / 8 threads per SM
+// too few rows were in flight (docs/perf-notes.md).
 //
-// Lab switches (lab/epilogue_variants.py compiles candidates with -D; the shipped kernels are
-// built without any, so these defaults are the shipped code):
-//   EP_MINB       backward: min CTAs per SM in __launch_bounds__ (register cap 64K / (RT * it))
-//   EP_FWD_MINB   the same for the forward
-//   EP_ONEPASS    forward LayerNorm: sum and sum of squares in one reduction (one barrier)
-//   EP_BWD_EARLY  backward: d_x_new and y are loaded with x_new and d_out, before the reduction
-//   EP_FWD_PACKED forward (vector loads): the prefetched next row kept packed (Raw, unpack)
-//   EP_BWD_PF     backward (vector loads): the next row's x_new, d_out, d_x_new, y, mean and rstd
-//                 loaded packed before this row's math (two rows of loads in flight per CTA)
-//   EP_BWD_SMEM   backward: per-sample / [D] operand rows in shared memory, read per row, not
-//                 held in registers (when they fit the 48 KB of static shared memory)
-//   EP_BWD_SUMS   backward: the per-column sums over rows in shared memory (when they fit)
+// Switches of the backward, set per (op, width) by the launch table (SHIPPED in
+// suite/ops/epilogue/cuda.py, which passes them with -D); these defaults are the rule's kernels:
+//   EP_MINB       min CTAs per SM in __launch_bounds__ (register cap 64K / (RT * it))
+//   EP_BWD_PF     (vector loads) the next row's x_new, d_out, d_x_new, y, mean and rstd loaded
+//                 packed before this row's math (two rows of loads in flight per CTA)
+//   EP_BWD_SMEM   per-sample / [D] operand rows in shared memory, read per row, not held in
+//                 registers (when they fit the 48 KB of static shared memory)
+//   EP_BWD_SUMS   the per-column sums over rows in shared memory (when they fit)
 #pragma once
 #include "adaln_common.cuh"
 #ifndef EP_MINB
 #define EP_MINB 1
-#endif
-#ifndef EP_FWD_MINB
-#define EP_FWD_MINB 2
-#endif
-#ifndef EP_ONEPASS
-#define EP_ONEPASS 0
-#endif
-#ifndef EP_BWD_EARLY
-#define EP_BWD_EARLY 0
-#endif
-#ifndef EP_FWD_PACKED
-#define EP_FWD_PACKED 1
 #endif
 #ifndef EP_BWD_PF
 #define EP_BWD_PF 0

@@ -6,7 +6,7 @@
 #include "epilogue_common.cuh"
 
 template <typename TX, typename TO, int D, int RT, int F, bool VECTOR>
-__global__ void __launch_bounds__(RT, RT <= 512 ? EP_FWD_MINB : 1)  // D = 5120: 2 would spill
+__global__ void __launch_bounds__(RT, RT <= 512 ? 2 : 1)  // D = 5120: 2 would spill
 epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = x + b*sxb + n*sxn
              const TX* __restrict__ y, i64 syb, i64 syn,
              const float* __restrict__ gate, i64 sgb, i64 sgn,
@@ -37,13 +37,11 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
   if constexpr (BIAS) load_row<VECTOR, float, D, RT>(bias, t, bb);
 
   // Software pipeline: row n + 1's x and y are loaded before row n's reductions, so a CTA keeps
-  // two rows of loads in flight (64-bit offsets: B * N * D may pass 2^31).
-  // EP_FWD_PACKED (vector loads only): the prefetched row stays in its 16-byte words until used,
-  // half the registers of its fp32 copy.
-  constexpr bool PACKED = EP_FWD_PACKED && VECTOR;
+  // two rows of loads in flight (64-bit offsets: B * N * D may pass 2^31). With vector loads the
+  // prefetched row stays in its 16-byte words until used, half the registers of its fp32 copy.
   float xc[NCH][VEC], yc[NCH][VEC];
   Raw<TX, VEC> xr[NCH], yr[NCH];
-  if constexpr (PACKED) {
+  if constexpr (VECTOR) {
     load_row_raw<TX, D, RT>(x + s.b * sxb + s.n0 * sxn, t, xr);
     if constexpr (RESID) load_row_raw<TX, D, RT>(y + s.b * syb + s.n0 * syn, t, yr);
   } else {
@@ -55,7 +53,7 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
     float v[NCH][VEC], yv[NCH][VEC];
 #pragma unroll
     for (int c = 0; c < NCH; ++c) {
-      if constexpr (PACKED) {
+      if constexpr (VECTOR) {
         unpack(xr[c], v[c]);
         if constexpr (RESID) unpack(yr[c], yv[c]);
       } else {
@@ -67,7 +65,7 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
       }
     }
     if (n + 1 < s.n1) {  // uniform across the CTA
-      if constexpr (PACKED) {
+      if constexpr (VECTOR) {
         load_row_raw<TX, D, RT>(x + s.b * sxb + (n + 1) * sxn, t, xr);
         if constexpr (RESID) load_row_raw<TX, D, RT>(y + s.b * syb + (n + 1) * syn, t, yr);
       } else {
@@ -97,22 +95,7 @@ epilogue_fwd(const TX* __restrict__ x, i64 sxb, i64 sxn,        // x[b, n, :] = 
       buf ^= 1;
       rs = rsqrtf(q[0] * (1.f / D) + eps);
     } else {
-#if EP_ONEPASS
-      float q[2] = {0.f, 0.f};  // padded lanes hold 0
-#pragma unroll
-      for (int c = 0; c < NCH; ++c)
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          q[0] += v[c][j];
-          q[1] += v[c][j] * v[c][j];
-        }
-      group_sum<RT, 1>(q, red, buf, t, 0);
-      buf ^= 1;
-      mu = q[0] * (1.f / D);
-      rs = rsqrtf(fmaxf(q[1] * (1.f / D) - mu * mu, 0.f) + eps);
-#else
       row_stats<D, RT, 1>(v, red, buf, t, 0, eps, mu, rs);
-#endif
       if (t == 0) mean_out[row] = mu;
     }
     if (t == 0) rstd_out[row] = rs;

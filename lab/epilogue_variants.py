@@ -7,31 +7,38 @@ side with the shipped kernels (lab only: the shipped op never runs a candidate).
 Why these: at N = 75,600 the first shipped kernels reached 28-59% of a device copy (H200, ecec5fa)
 against 70-85% predicted: one row per CTA at a time with __launch_bounds__(RT, 1) (77-127
 registers, 1-3 CTAs of RT = D / 8 threads per SM), so an SM had few rows' loads in flight; the
-backward loads d_x_new and y only after its row reduction; the forward's LayerNorm takes two
-reductions (two barriers) per row. The ops32 run (53f1d29) measured the packed prefetch with 2
-CTAs per SM at 85-89% in the forward, bitwise equal: it is the shipped forward now, and the old
-one is the candidate fwd-unpacked-lb1. Each candidate changes one thing:
+backward loads d_x_new and y only after its row reduction. Each candidate changes one thing:
 
-  fwd-unpacked-lb1  forward: the prefetched row as fp32, 1 CTA per SM (shipped before ops34)
-  fwd-lb1, fwd-lb3  forward: __launch_bounds__(RT, 1 or 3) with the packed prefetch
-  bwd-lb2, bwd-lb3  backward: __launch_bounds__(RT, 2 or 3): ptxas caps registers so 2-3 CTAs
-                    fit per SM (spills at D = 3072 / 5120 where the cap falls under the row)
   rt/2              half the threads per row, two 16-byte chunks each (more loads per thread in
                     flight, twice the rows per SM at the same registers per row)
-  bwd-early         backward: d_x_new and y loaded with x_new and d_out, before the reduction
-  early+lb2         both of bwd-early and bwd-lb2
-  onepass           forward: mean and mean of squares in one reduction (E[x^2] - mean^2, fp32)
+  bwd-lb2, bwd-lb3  backward: __launch_bounds__(RT, 2 or 3): ptxas caps registers so 2-3 CTAs
+                    fit per SM (spills at D = 3072 / 5120 where the cap falls under the row)
   bwd-smem-lb2      backward: per-sample operand rows in shared memory (EP_BWD_SMEM), 2 CTAs
   bwd-pf-lb1 .. lb5 backward: the next row's tensors, mean and rstd loaded packed before this
                     row's math (EP_BWD_PF: two rows of loads in flight per CTA), operand rows in
-                    shared memory, __launch_bounds__(RT, 1 .. 5); bitwise the shipped outputs
+                    shared memory, __launch_bounds__(RT, 1 .. 5)
                     (predictions per width: docs/perf-notes.md, "Block epilogues")
   bwd-pfs-lb2, lb3  bwd-pf with the column sums in shared memory too (EP_BWD_SUMS), where they
                     fit: residual_norm at D = 3072 then keeps 2 CTAs at 80 registers, no spills
 
-A candidate is timed in the passes it changes (suite.ops.epilogue.cuda.Variant.passes) and runs
-the shipped kernels in the other. Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events, median
-of `reps`, against a device copy of the same byte floor; the kernels are called through
+The ones the launch table selects (rt/2, bwd-pf-lb1 .. lb3, bwd-pfs-lb2) live in
+suite.ops.epilogue.cuda.VARIANTS; the others here (LAB_VARIANTS), on the switches the shipped
+kernels keep.
+
+Retired candidates: the launch table selected none of them, so their switches left the kernels;
+the kernels at 5565467 still carry them (git show 5565467:kernels/epilogue_fwd.cu):
+  fwd-unpacked-lb1  forward: the prefetched row as fp32, 1 CTA per SM (EP_FWD_PACKED=0,
+                    EP_FWD_MINB=1; the forward shipped before the packed prefetch)
+  fwd-lb1, fwd-lb3  forward: __launch_bounds__(RT, 1 or 3) with the packed prefetch (EP_FWD_MINB)
+  bwd-early         backward: d_x_new and y loaded with x_new and d_out, before the reduction
+                    (EP_BWD_EARLY; bwd-pf does it with the prefetch)
+  early+lb2         both of bwd-early and bwd-lb2
+  onepass           forward: mean and mean of squares in one reduction (E[x^2] - mean^2, fp32;
+                    EP_ONEPASS)
+
+A candidate is timed in the passes it changes (Variant.passes) and runs the shipped kernels in
+the other. Timing (lab.ops.epilogue_bench's protocol): 10 back-to-back calls between CUDA events,
+median of `reps`, against a device copy of the same byte floor; the kernels are called through
 suite.ops.epilogue.cuda.forward / backward with `tune`, shipped and candidates alike, and each
 candidate's outputs are compared with the shipped kernels' (max abs difference). Ops: Wan's
 residual_norm (bf16 x, y; fp32 gate, scale, shift rows of a [1, 6, D] table) and rms_norm
@@ -52,20 +59,35 @@ WIDTHS = (1536, 3072, 5120)
 OPS = {"residual_norm": ec.RESID | ec.GATE | ec.MOD, "rms_norm": ec.RMS | ec.WEIGHT}
 
 
+def _bwd(*defines: str) -> ec.Variant:
+    return ec.Variant(defines=defines, passes=("bwd",))
+
+
+# The candidates the launch table does not select. Shipping one is a line of
+# suite.ops.epilogue.cuda.SHIPPED, its Variant moved to cuda.VARIANTS.
+LAB_VARIANTS = {
+    "bwd-lb2": _bwd("EP_MINB=2"),
+    "bwd-lb3": _bwd("EP_MINB=3"),
+    "bwd-smem-lb2": _bwd("EP_BWD_SMEM=1", "EP_MINB=2"),
+    **{f"bwd-pf-lb{m}": ec.prefetch_bwd(m) for m in (4, 5)},
+    "bwd-pfs-lb3": ec.prefetch_bwd(3, sums=True),
+}
+VARIANTS = {**ec.VARIANTS, **LAB_VARIANTS}
+
+
 def _variant(v: ec.Variant):
     """The variant on its own passes, the shipped kernels on the others."""
     return lambda cfg, pass_: v.apply(cfg) if pass_ in v.passes else ec.tuned(cfg, pass_)
 
 
-# name -> (rule configuration, pass) -> the configuration that pass runs; the variants
-# themselves live in suite.ops.epilogue.cuda.VARIANTS, where shipping one is a SHIPPED line.
-CANDIDATES = {"shipped": ec.tuned, **{k: _variant(v) for k, v in ec.VARIANTS.items()}}
+# name -> (rule configuration, pass) -> the configuration that pass runs
+CANDIDATES = {"shipped": ec.tuned, **{k: _variant(v) for k, v in VARIANTS.items()}}
 PASSES = ("fwd", "bwd")
 
 
 def timed_passes(name: str) -> tuple[str, ...]:
     """The passes a candidate is timed in: those its kernels change."""
-    return PASSES if name == "shipped" else ec.VARIANTS[name].passes
+    return PASSES if name == "shipped" else VARIANTS[name].passes
 
 
 def _base(op: str, D: int) -> ec.EpilogueConfig:

@@ -1,4 +1,5 @@
-"""`python -m suite <command> ...`: one entry point, each command implemented in its own module.
+"""`adaptiveload <command> ...` (the console command an install puts on PATH), the same as
+`python -m suite <command> ...`: one entry point, each command implemented in its own module.
 
 Each target is "module:function"; the function takes the remaining argv (list[str]) and returns
 an exit code. `python -m suite <command> --help` explains each command.
@@ -21,10 +22,29 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def version() -> str:
+    """The installed distribution's version, else the source tree's (the same number: pyproject
+    reads it from suite.__version__)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("adaptiveload-suite")
+    except metadata.PackageNotFoundError:
+        from suite import __version__
+
+        return f"{__version__} (source tree, not installed)"
+
+
 def usage() -> str:
-    lines = ["usage: python -m suite <command> [options]", "", "commands:"]
+    lines = [
+        "usage: adaptiveload <command> [options]",
+        "       python -m suite <command> [options]   (the same, without the console command)",
+        "       adaptiveload --version",
+        "",
+        "commands:",
+    ]
     lines += [f"  {name:<10} {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "Run `python -m suite <command> --help` for a command's options."]
+    lines += ["", "Run `adaptiveload <command> --help` for a command's options."]
     return "\n".join(lines)
 
 
@@ -32,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        print(f"adaptiveload-suite {version()}")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:

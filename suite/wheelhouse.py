@@ -3,7 +3,7 @@
     python -m suite.wheelhouse --python 3.12 --platform manylinux_2_28_x86_64 [--dest wheelhouse]
 
 On the node (which already has torch):
-    pip install --no-index --find-links wheelhouse adaptiveload-suite
+    pip install --no-index --find-links wheelhouse 'adaptiveload-suite[reproduce]'
     python -m nox --no-venv --no-install -s reproduce
 """
 
@@ -21,10 +21,30 @@ EXCLUDE = {"torch"}  # the node has its own (CUDA) build; never ship a second on
 OLDER_TAGS = ["manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_27_x86_64"]
 
 
-def requirements() -> list[str]:
+EXTRA = "test"  # reproduce's and the test suite's requirements (it names the others it needs)
+
+
+def requirements(extra: str = EXTRA) -> list[str]:
+    """The base requirements and `extra`'s, the suite's own extras it names expanded in place."""
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(meta["dependencies"]) + list(meta["optional-dependencies"].get("test", []))
-    return [r for r in reqs if r.split("[")[0].split(">")[0].split("=")[0].strip() not in EXCLUDE]
+    reqs, todo, seen = list(meta["dependencies"]), [extra], set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for r in meta["optional-dependencies"][name]:
+            if r.startswith(meta["name"] + "["):  # "adaptiveload-suite[ops,parquet]"
+                todo += r[r.index("[") + 1 : r.index("]")].split(",")
+            else:
+                reqs.append(r)
+    return [r for r in reqs if _name(r) not in EXCLUDE]
+
+
+def _name(req: str) -> str:
+    for sep in "[<>=!~;":
+        req = req.split(sep)[0]
+    return req.strip()
 
 
 def main(argv: list[str] | None = None) -> int:

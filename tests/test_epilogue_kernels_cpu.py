@@ -101,3 +101,17 @@ def test_shipped_table_picks_a_variant_per_pass(monkeypatch):
     assert ec.tuned(cfg, "bwd").defines == ("EP_BWD_PF=1", "EP_BWD_SMEM=1", "EP_MINB=1")
     assert ec.tuned(cfg, "bwd") in ec.shipped_configs()
     assert ec.tuned(ec.EpilogueConfig("float", "float", 3072, gm, True), "bwd").defines == ()
+
+
+def test_only_what_the_table_selects_ships():
+    """cuda.VARIANTS holds the variants SHIPPED selects, and the kernels' -D switches are the ones
+    those variants set (the lab's other candidates and their switches live in lab/)."""
+    import re
+
+    from suite.cuda.compile import kernel_source_dir
+
+    assert set(ec.VARIANTS) == set(ec.SHIPPED.values())
+    set_by_table = {d.split("=")[0] for v in ec.VARIANTS.values() for d in v.defines}
+    sources = "".join((kernel_source_dir() / f).read_text() for f in ec.SOURCES)
+    switches = set(re.findall(r"#ifndef (EP_\w+)", sources))
+    assert switches == set_by_table, (switches, set_by_table)

@@ -1,9 +1,10 @@
-"""GPU tests of the fused epilogues' kernel variants (suite.ops.epilogue.cuda.VARIANTS, the lab's
-candidates): each one's forward and backward against the rule's kernels on the same inputs,
+"""GPU tests of the fused epilogues' kernel variants the launch table selects
+(suite.ops.epilogue.cuda.VARIANTS; lab/tests checks the lab's other candidates with the same
+`check_variant`): each one's forward and backward against the rule's kernels on the same inputs,
 bitwise where the variant keeps the arithmetic (`same_bits`: only loads, occupancy or where an
 operand row lives change), within bf16 rounding otherwise. Several rows per CTA and two samples,
 so the prefetch across rows, the per-sample operand rows and the partial column sums are all
-exercised. A variant that passes here can ship as one line of cuda.SHIPPED."""
+exercised. A variant must pass here to ship as one line of cuda.SHIPPED."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ F = ec.WAN_FLAGS
 # rows, per-token modulation, scalar loads: no prefetch) at one width each.
 LAB = [(F["gate+mod"], D) for D in (1536, 3072, 5120)] + [(F["rms"], D) for D in (1536, 3072, 5120)]
 OTHER = [(F["affine"], 1536), (F["tok"], 1536), (F["plain+mod"], 1001)]
-PARKED = [n for n, v in ec.VARIANTS.items() if "EP_BWD_SMEM=1" in v.defines]
-PARAMS = [(n, f, D) for n in ec.VARIANTS for f, D in LAB] + [(n, *c) for n in PARKED for c in OTHER]
+
+
+def params(variants: dict[str, ec.Variant]) -> list[tuple[str, int, int]]:
+    """(name, flags, D) of every case the variants `variants` are checked on."""
+    parked = [n for n, v in variants.items() if "EP_BWD_SMEM=1" in v.defines]
+    return [(n, f, D) for n in variants for f, D in LAB] + [(n, *c) for n in parked for c in OTHER]
 
 
 def _operands(flags: int, B: int, N: int, D: int):
@@ -55,10 +60,9 @@ def _run(flags: int, a: dict, tune):
     return [t for t in (*fwd, *bwd) if t.numel()]
 
 
-@gpu_only
-@pytest.mark.parametrize("name,flags,D", PARAMS)
-def test_variant_matches_the_rule_kernels(name, flags, D):
-    variant = ec.VARIANTS[name]
+def check_variant(name: str, variant: ec.Variant, flags: int, D: int) -> None:
+    """Every output of `variant` against the rule's kernels on one operand set: bitwise where it
+    keeps the arithmetic, else within 1% relative norm; all finite."""
     a = _operands(flags, 2, 300, D)  # 300 rows: several per CTA at every width
     want = _run(flags, a, lambda c, p: c)
     got = _run(flags, a, lambda c, p: variant.apply(c))
@@ -70,3 +74,9 @@ def test_variant_matches_the_rule_kernels(name, flags, D):
         else:
             err = ((g.double() - w.double()).norm() / w.double().norm().clamp_min(1e-30)).item()
             assert err < 1e-2, (name, i, err)
+
+
+@gpu_only
+@pytest.mark.parametrize("name,flags,D", params(ec.VARIANTS))
+def test_variant_matches_the_rule_kernels(name, flags, D):
+    check_variant(name, ec.VARIANTS[name], flags, D)

@@ -12,6 +12,8 @@ for i in 1 2; do for arm in new old; do
 import os, runpy
 if os.environ["ARM"] == "old":
     import suite.ops.epilogue.cuda as c
+    from lab.epilogue_variants import LAB_VARIANTS
+    c.VARIANTS.update(LAB_VARIANTS)  # the lab's candidates, selectable by the table
     gm, rms = c._GM, c._RMS
     c.SHIPPED.update({("bf16", gm, "bwd", 1536): "bwd-pf-lb1", ("bf16", gm, "bwd", 3072): "bwd-pf-lb1",
                       ("bf16", rms, "bwd", 3072): "bwd-pf-lb1", ("bf16", rms, "bwd", 5120): "bwd-lb2"})

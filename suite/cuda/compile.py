@@ -19,7 +19,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda.bindings import nvrtc
+try:
+    from cuda.bindings import nvrtc
+except ImportError:  # no [ops] extra (macOS has no wheels): the ops import and run their CPU path
+    nvrtc = None
 
 DEFAULT_OPTIONS = ("-std=c++17", "-lineinfo", "--ptxas-options=-v")
 
@@ -66,6 +69,11 @@ def read_sources(files: list[str]) -> dict[str, str]:
 
 
 def nvrtc_version() -> tuple[int, int]:
+    if nvrtc is None:  # every compile asks this first (the cache key holds it)
+        raise ModuleNotFoundError(
+            "the fused CUDA kernels need NVRTC: pip install 'adaptiveload-suite[ops]' "
+            "(cuda-bindings and nvidia-cuda-nvrtc; Linux or Windows)"
+        )
     err, major, minor = nvrtc.nvrtcVersion()
     _check(err, "nvrtcVersion")
     return int(major), int(minor)

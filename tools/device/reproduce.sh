@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 exec > >(tee "$out/log") 2>&1
 
 echo "== install from the wheelhouse (no network)"
-if ! python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite; then
+if ! python3 -m pip install -q --no-index --find-links .whl 'adaptiveload-suite[reproduce,bench]' nox; then
   echo "wheelhouse install failed; falling back to --target /tmp/site"
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site

@@ -12,7 +12,7 @@ export PYTHONUNBUFFERED=1 ADAPTIVELOAD_TEST_VARIANTS=${ADAPTIVELOAD_TEST_VARIANT
 exec > >(tee "$out/log") 2>&1
 
 echo "== install from the wheelhouse (no network)"
-python3 -m pip install -q --no-index --find-links .whl adaptiveload-suite hypothesis pytest-timeout \
+python3 -m pip install -q --no-index --find-links .whl 'adaptiveload-suite[reproduce,bench]' nox hypothesis pytest-timeout \
   || echo "wheelhouse install failed: tests needing what is missing will fail or skip"
 python3 -m pip show adaptiveload-suite nox hypothesis pyarrow pandas numpy 2>/dev/null | grep -E "^(Name|Version)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,ecc.mode.current --format=csv

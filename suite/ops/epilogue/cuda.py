@@ -36,8 +36,8 @@ class EpilogueConfig:
     D: int
     flags: int
     vector: bool
-    rt: int = 0  # threads per row; 0: the rule (`threads`). Lab candidates set it.
-    defines: tuple[str, ...] = ()  # lab candidates only: -D switches of epilogue_common.cuh
+    rt: int = 0  # threads per row; 0: the rule (`threads`). A variant sets it.
+    defines: tuple[str, ...] = ()  # a variant's -D switches of epilogue_common.cuh
 
     @property
     def vec(self) -> int:
@@ -99,7 +99,7 @@ ALL_FLAGS = RESID | GATE | MOD | WEIGHT | BIAS
 @dataclass(frozen=True)
 class Variant:
     """A kernel variant: threads per row and -D switches of kernels/epilogue_common.cuh (their
-    defaults are the rule's kernels). The lab (lab/epilogue_variants.py) times each beside them."""
+    defaults are the rule's kernels). lab/epilogue_variants.py times each beside the shipped ones."""
 
     defines: tuple[str, ...] = ()
     half_rt: bool = False  # half the rule's threads per row: two 16-byte chunks each
@@ -111,37 +111,20 @@ class Variant:
         return replace(cfg, rt=rt, defines=self.defines)
 
 
-def _bwd_pf(minb: int, sums: bool = False) -> Variant:
+def prefetch_bwd(minb: int, sums: bool = False) -> Variant:
     """The backward with the next row prefetched (packed) and the per-sample operand rows in
     shared memory (sums: the column sums there too, first), __launch_bounds__ for `minb` CTAs
-    per SM; each parked set only where it fits 47 KB."""
+    per SM; each parked set only where it fits 47 KB. Loading d_x_new early moves
+    residual_norm's dx by up to 1 bf16 ulp against the rule's kernels: not the same bits."""
     parked = ("EP_BWD_SMEM=1", "EP_BWD_SUMS=1") if sums else ("EP_BWD_SMEM=1",)
-    return _bwd("EP_BWD_PF=1", *parked, f"EP_MINB={minb}", same_bits=False)
+    return Variant(("EP_BWD_PF=1", *parked, f"EP_MINB={minb}"), same_bits=False, passes=("bwd",))
 
 
-def _fwd(*defines: str) -> Variant:
-    return Variant(defines=defines, passes=("fwd",))
-
-
-def _bwd(*defines: str, same_bits: bool = True) -> Variant:
-    return Variant(defines=defines, same_bits=same_bits, passes=("bwd",))
-
-
+# The variants the launch table selects (the lab's other candidates: lab/epilogue_variants.py).
 VARIANTS = {
-    "fwd-unpacked-lb1": _fwd("EP_FWD_PACKED=0", "EP_FWD_MINB=1"),
-    "bwd-lb2": _bwd("EP_MINB=2"),
-    "bwd-lb3": _bwd("EP_MINB=3"),
-    "fwd-lb1": _fwd("EP_FWD_MINB=1"),
-    "fwd-lb3": _fwd("EP_FWD_MINB=3"),
     "rt/2": Variant(half_rt=True, same_bits=False),  # other partial sums per thread
-    # Loading d_x_new early (EARLY, PF) moves residual_norm's dx by up to 1 bf16 ulp against the
-    # rule's kernels (H100: 0.03125 at |dx| ~ 4; rms_norm bitwise): not the same bits.
-    "bwd-early": _bwd("EP_BWD_EARLY=1", same_bits=False),
-    "early+lb2": _bwd("EP_BWD_EARLY=1", "EP_MINB=2", same_bits=False),
-    "onepass": Variant(("EP_ONEPASS=1",), same_bits=False, passes=("fwd",)),  # E[x^2] - mean^2
-    "bwd-smem-lb2": _bwd("EP_BWD_SMEM=1", "EP_MINB=2"),
-    **{f"bwd-pf-lb{m}": _bwd_pf(m) for m in (1, 2, 3, 4, 5)},
-    **{f"bwd-pfs-lb{m}": _bwd_pf(m, sums=True) for m in (2, 3)},
+    **{f"bwd-pf-lb{m}": prefetch_bwd(m) for m in (1, 2, 3)},
+    "bwd-pfs-lb2": prefetch_bwd(2, sums=True),
 }
 
 # The variant a call runs, by (x type, operand flags, pass, D); absent: the rule's kernels. A line
