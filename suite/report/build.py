@@ -214,7 +214,7 @@ def draw_figures(
         try:
             buf = io.StringIO()
             fig.savefig(buf, format="svg", metadata={"Date": None})  # drawn: tick labels exist
-            heading, text = describe.title(fig, caption), describe.describe(fig)
+            heading, text = describe.title(fig, caption) or safe, describe.describe(fig)
             svg = describe.label_svg(buf.getvalue(), f"fig-{safe}", heading, text)
             atomic_write_text(run.figures / f"{safe}.svg", svg)
             fig.savefig(run.figures / f"{safe}.png", format="png")

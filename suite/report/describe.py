@@ -9,7 +9,7 @@ the plot when the plot changes. Call after the figure is drawn (savefig), when t
 from __future__ import annotations
 
 import re
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
 from matplotlib.axes import Axes
 from matplotlib.category import StrCategoryFormatter
@@ -68,7 +68,11 @@ def _colourbars(fig: Figure) -> dict[Axes, object]:
 
 def _marks(ax: Axes) -> str:
     """What is drawn: lines and their points, point sets, bars; unnamed ones counted."""
-    lines = [ln for ln in ax.lines if len(ln.get_xdata()) > 1 or ln.get_marker() not in ("", None)]
+    lines = [
+        ln
+        for ln in ax.lines
+        if len(ln.get_xdata()) > 1 or ln.get_marker() not in ("", "None", None)
+    ]
     points = sum(len(c.get_offsets()) for c in ax.collections if hasattr(c, "get_offsets"))
     bars = sum(len(c.patches) for c in ax.containers if hasattr(c, "patches"))
     parts = []
@@ -126,8 +130,8 @@ def _first_clause(text: str) -> str:
 
 def title(fig: Figure, caption: str) -> str:
     """The figure's own title (suptitle, else its one panel's title), else the caption's first
-    sentence."""
-    sup = _plain(fig._suptitle.get_text()) if fig._suptitle else ""
+    clause (up to its first '.', ':' or ';' outside parentheses)."""
+    sup = _plain(fig.get_suptitle())
     titled = [_plain(ax.get_title()) for ax in _panels(fig) if ax.get_title()]
     if sup:
         return sup
@@ -163,7 +167,7 @@ def label_svg(svg: str, ident: str, name: str, description: str) -> str:
     refs = f'aria-labelledby="{ident}-title" aria-describedby="{ident}-desc"'
     head = f'{svg[:end]} role="img" {refs}>'
     labels = (
-        f"<title id={quoteattr(ident + '-title')}>{escape(name)}</title>"
-        f"<desc id={quoteattr(ident + '-desc')}>{escape(description)}</desc>"
+        f'<title id="{ident}-title">{escape(name)}</title>'
+        f'<desc id="{ident}-desc">{escape(description)}</desc>'
     )
     return head + labels + svg[end + 1 :]

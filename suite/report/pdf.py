@@ -4,7 +4,12 @@ with the summary and the verdict table, the Beyond-the-paper page, then every ot
 Text is wrapped to the width it is given, measured with the renderer (not guessed from character
 counts), and table rows grow to their tallest cell, so nothing crosses its cell or the page;
 `layout_problems` checks that on any page. Deterministic: CreationDate/ModDate are None and nothing
-on the pages comes from the clock."""
+on the pages comes from the clock.
+
+Every table is text, not an image, in TrueType (plots.RC: pdf.fonttype 42), so a search or
+pdftotext finds each claim, verdict and value; the document info names title, subject and author.
+PdfPages writes no structure tags, so the PDF is not a tagged PDF: report.html is the accessible
+form (figures titled and described, tables with headers)."""
 
 from __future__ import annotations
 
