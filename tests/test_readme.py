@@ -3,6 +3,7 @@ its prose names no commit, and its usage snippet runs as written on CPU."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -56,6 +57,13 @@ def test_no_commit_hash_outside_the_generated_block():
     assert re.findall(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", prose) == []
 
 
+def svg_texts(svg: str) -> list[str]:
+    """A matplotlib SVG's strings in drawing order, whether its text is <text> elements or paths
+    (each drawn string then follows a comment holding it; mathtext keeps the comment either way)."""
+    found = re.findall(r"<!-- (.*?) -->|<text[^>]*>([^<]*)</text>", svg)
+    return [html.unescape(comment or text) for comment, text in found]
+
+
 def test_the_per_gpu_figure_is_the_references_opening_figure(tmp_path):
     """The README shows the committed figure; redrawn from REFERENCES it carries the same text
     (the claims, one legend entry per GPU): a reference that moves without it fails here."""
@@ -64,7 +72,7 @@ def test_the_per_gpu_figure_is_the_references_opening_figure(tmp_path):
     assert "(docs/claims-per-gpu.svg)" in README and committed.is_file()
     out = tmp_path / "figure.svg"
     readme_results.per_gpu_figure(list(readme_results.REFERENCES), out)
-    texts = lambda p: re.findall(r"<!-- (.*?) -->", p.read_text())  # noqa: E731  text as comments
+    texts = lambda p: svg_texts(p.read_text())  # noqa: E731
     assert texts(out) == texts(committed)
     assert any("H200" in t for t in texts(out)) and any("H100" in t for t in texts(out))
 

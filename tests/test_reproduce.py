@@ -291,7 +291,7 @@ def test_a_run_resumed_at_another_commit_says_so(fake, tmp_path, monkeypatch):
     assert commit("shapes") == "aaaa111" and commit("balance") == "bbbb222"
     html = (run / "report.html").read_text()
     assert "git <code>aaaa111</code>" in html and "some experiments ran at bbbb222" in html
-    assert "<th>Commit</th>" in html and "<td><code>bbbb222</code></td>" in html
+    assert '<th scope="col">Commit</th>' in html and "<td><code>bbbb222</code></td>" in html
 
 
 def test_a_run_started_on_another_gpu_model_does_not_resume_here(

@@ -2,13 +2,14 @@
 tables alone.
 
 Byte-identical rebuilds: inputs are read in sorted order; figures are drawn under fixed rcParams
-(`svg.hashsalt`, path-embedded fonts) and saved with Date/CreationDate/ModDate set to None; the only
+(`svg.hashsalt`; text kept as text: SVG <text>, TrueType in the PDF) and saved with Date/CreationDate/ModDate set to None; the only
 time shown is the run's own timestamp from env.json; stale figure files are removed first.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import sys
@@ -24,7 +25,7 @@ import pandas as pd
 from suite import evidence, experiments, spread
 from suite.claims import Verdict, evaluate, load_claims
 from suite.derived import derive
-from suite.report import beyond, html, pdf, plots
+from suite.report import beyond, describe, html, pdf, plots
 from suite.report.pergpu import claim_rows, gpu_name
 from suite.report.plots import opening
 from suite.report.verdicts import summary as summary_text
@@ -189,7 +190,8 @@ def draw_figures(
     """Save every figure as SVG + PNG, the opening figure (the claims at a glance, its marker
     naming `gpu`) first; returns (figures, notes on missing plots, errors).
 
-    Each figure dict holds name, caption, experiment, and the open matplotlib Figure ("fig") so the
+    Each figure dict holds name, caption, experiment, title and description (describe.py, read
+    from the drawn figure), the labelled SVG text, and the open matplotlib Figure ("fig") so the
     PDF can reuse it; the caller closes them.
     """
     run.figures.mkdir(parents=True, exist_ok=True)
@@ -220,7 +222,11 @@ def draw_figures(
             safe, i = f"{base}-{i}", i + 1
         used.add(safe)
         try:
-            fig.savefig(run.figures / f"{safe}.svg", format="svg", metadata={"Date": None})
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", metadata={"Date": None})  # drawn: tick labels exist
+            heading, text = describe.title(fig, caption) or safe, describe.describe(fig)
+            svg = describe.label_svg(buf.getvalue(), f"fig-{safe}", heading, text)
+            atomic_write_text(run.figures / f"{safe}.svg", svg)
             fig.savefig(run.figures / f"{safe}.png", format="png")
         except Exception:
             errors.append(
@@ -229,7 +235,17 @@ def draw_figures(
             notes.append(f"{exp}: figure {safe} could not be saved")
             plt.close(fig)
             continue
-        out.append({"name": safe, "caption": str(caption), "experiment": exp, "fig": fig})
+        out.append(
+            {
+                "name": safe,
+                "caption": str(caption),
+                "experiment": exp,
+                "fig": fig,
+                "title": heading,
+                "description": text,
+                "svg": svg,
+            }
+        )
     return out, notes, errors
 
 
@@ -302,7 +318,7 @@ def _context(
     by_id = {c.id: c for c in claims}
     # named from env.json, not the folder, so a run copied elsewhere rebuilds to the same bytes
     run_name = f"{timestamp.replace(':', '')}-{profile}" if env else "unknown"
-    shown = [{**f, "svg": html.inline_svg(run.figures / f"{f['name']}.svg")} for f in figs]
+    shown = [{**f, "svg": html.inline_svg(f["svg"])} for f in figs]
     rank_groups = {}
     for cid, note in sorted(ranks.items(), key=lambda kv: int(kv[0][1:])):
         rank_groups.setdefault(note, []).append(cid)

@@ -89,14 +89,15 @@ def fmt_ci(lo: Any, hi: Any) -> str:
     return "" if "–" in (lo_s, hi_s) else f" [{lo_s}, {hi_s}]"
 
 
-def inline_svg(path: Path) -> Markup:
-    """The <svg> element of a matplotlib SVG file, without the XML prolog and DOCTYPE."""
-    text = path.read_text(encoding="utf-8")
-    start = text.find("<svg")
+def inline_svg(svg: str) -> Markup:
+    """The <svg> element of a matplotlib SVG file's text, without the XML prolog and DOCTYPE, and
+    without its fixed width and height (the page's CSS sizes it)."""
+    start = svg.find("<svg")
     if start < 0:
-        raise ValueError(f"{path} holds no <svg> element")
-    svg = text[start:]
-    svg = re.sub(r"<svg ([^>]*?)width=\"[^\"]*\" height=\"[^\"]*\"", r"<svg \1", svg, count=1)
+        raise ValueError("the figure's SVG holds no <svg> element")
+    svg = re.sub(
+        r"<svg ([^>]*?)width=\"[^\"]*\" height=\"[^\"]*\"", r"<svg \1", svg[start:], count=1
+    )
     return Markup(svg)  # written by matplotlib from our own figures: trusted markup
 
 

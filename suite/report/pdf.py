@@ -4,7 +4,12 @@ with the summary and the verdict table, the Beyond-the-paper page, then every ot
 Text is wrapped to the width it is given, measured with the renderer (not guessed from character
 counts), and table rows grow to their tallest cell, so nothing crosses its cell or the page;
 `layout_problems` checks that on any page. Deterministic: CreationDate/ModDate are None and nothing
-on the pages comes from the clock."""
+on the pages comes from the clock.
+
+Every table is text, not an image, in TrueType (plots.RC: pdf.fonttype 42), so a search or
+pdftotext finds each claim, verdict and value; the document info names title, subject and author.
+PdfPages writes no structure tags, so the PDF is not a tagged PDF: report.html is the accessible
+form (figures titled and described, tables with headers)."""
 
 from __future__ import annotations
 
@@ -20,12 +25,7 @@ from matplotlib.table import Table
 
 from suite.report import verdicts
 
-PDF_METADATA = {
-    "CreationDate": None,
-    "ModDate": None,
-    "Creator": "adaptiveload-suite",
-    "Producer": "matplotlib",
-}
+AUTHOR = "adaptiveload-suite"
 PAGE = (11.69, 8.27)  # landscape A4, inches
 FONT = 7  # table text, points
 LINE = 1.25  # line height, in font sizes
@@ -264,6 +264,26 @@ def layout_problems(fig: Figure) -> list[str]:
     return out
 
 
+def metadata(rows: list[dict], subtitle: str) -> dict:
+    """The document information a PDF reader and a search index show: title, subject (the verdict
+    counts), author and tools; no dates, so a rebuild gives the same bytes."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    verdict_text = ", ".join(f"{n} {k}" for k, n in counts.items())
+    return {
+        "Title": f"AdaptiveLoad reproduction report: {subtitle}",
+        "Subject": f"Verdicts on {len(rows)} claims of the AdaptiveLoad paper ({verdict_text}), "
+        "recomputed from the run's raw tables",
+        "Author": AUTHOR,
+        "Keywords": "AdaptiveLoad; reproduction; " + ", ".join(r["id"] for r in rows),
+        "Creator": f"{AUTHOR}: python -m suite report",
+        "Producer": "matplotlib",
+        "CreationDate": None,
+        "ModDate": None,
+    }
+
+
 def write_pdf(
     path: Path,
     rows: list[dict],
@@ -280,7 +300,7 @@ def write_pdf(
     page's footer."""
     first = [f for f in figures[:1] if f[0] == opening]
     tmp = Path(path).with_suffix(".pdf.tmp")
-    with PdfPages(tmp, metadata=PDF_METADATA) as pdf:
+    with PdfPages(tmp, metadata=metadata(rows, subtitle)) as pdf:
         for item in first:
             figure_page(pdf, *item)
         extra = [beyond_page(beyond, cost_forms)] if beyond or cost_forms else []

@@ -25,7 +25,8 @@ PACKAGE = "suite.report.plots"
 # Fixed style for every figure so a rebuild draws the same bytes (see suite/report/build.py).
 RC = {
     "svg.hashsalt": "adaptiveload",
-    "svg.fonttype": "path",
+    "svg.fonttype": "none",  # text as <text> elements: selectable, searchable, read aloud
+    "pdf.fonttype": 42,  # TrueType, not Type 3: the PDF's text extracts (pdftotext, search)
     "figure.dpi": 100,
     "savefig.dpi": 110,
     "font.size": 9,

@@ -8,6 +8,7 @@ matplotlib.use("Agg")
 
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
 
 def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None) -> list:
@@ -33,6 +34,7 @@ def figures(tables: dict[str, pd.DataFrame], metrics: pd.DataFrame | None = None
         ylabel="step time (ms)",
         title=f"{r['model']} D={r['dim']} L={r['layers']} on {r['device']}",
     )
+    ax1.xaxis.set_minor_formatter(NullFormatter())  # the log axis's minor labels overlap
     ax1.legend(fontsize=7, frameon=False, ncol=2)
     if measured:
         axes[1].set(
