@@ -65,15 +65,23 @@ def int_list(lo: int = 1):
     return parse
 
 
-def check_writable(path: str | os.PathLike, arg: str, suffixes: tuple[str, ...] = ()) -> None:
-    """Raise ValueError naming `arg` unless a file can be written at `path` (missing folders are
-    made by the writer): not a folder itself, its nearest existing folder writable, and its
-    suffix one of `suffixes` where given."""
+def check_writable(
+    path: str | os.PathLike, arg: str, suffixes: tuple[str, ...] = (), folder: bool = False
+) -> None:
+    """Raise ValueError naming `arg` unless a file (a folder, with folder=True) can be written at
+    `path` (missing folders are made by the writer): a file path is not a folder and a folder
+    path not a file, the nearest existing folder is writable, and the suffix one of `suffixes`
+    where given."""
     p = Path(path)
     if suffixes and p.suffix.lower() not in suffixes:
         raise ValueError(f"{arg} {path}: the file must end in {' or '.join(suffixes)}")
-    if p.is_dir():
-        raise ValueError(f"{arg} {path}: is a folder; give a file path")
+    if folder and p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise ValueError(f"{arg} {path}: cannot write in it (permission denied)")
+        return
+    if p.exists() and folder != p.is_dir():
+        want = "a folder" if folder else "a file path"
+        raise ValueError(f"{arg} {path}: is a {'file' if folder else 'folder'}; give {want}")
     d = p.parent
     while not d.exists() and d != d.parent:
         d = d.parent
