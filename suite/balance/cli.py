@@ -245,7 +245,7 @@ def forecast_main(argv: list[str]) -> int:
         description="Forecast balance metrics of every policy of suite.balance.registry for your "
         "dataset on R ranks: the suite's own (" + ", ".join(OWN) + ") and the peers public "
         "training stacks ship (" + ", ".join(PEERS) + "), and recommend M_mem, M_comp and a "
-        "policy among all of them (highest simulated throughput).",
+        "policy among all of them (highest simulated throughput). Work limit: " + LIMIT_HELP + ".",
     )
     p.add_argument(
         "--manifest",
