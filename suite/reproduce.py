@@ -87,7 +87,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--budget left work for the next invocation (no report yet: rerun the same command).",
         epilog="examples:\n  python -m suite reproduce                      # cpu profile without "
         "a GPU, quick with one\n  python -m suite reproduce --only C1,C11 --out reports/runs/x\n"
-        "  torchrun --nproc-per-node 8 -m suite reproduce --out reports/runs/h200x8\n"
+        "  python -m torch.distributed.run --nproc-per-node 8 -m suite reproduce --out R\n"
         "  python -m suite reproduce --profile full --out R --budget 540   # repeat until exit 0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

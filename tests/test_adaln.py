@@ -690,3 +690,30 @@ def test_cuda_graph_capture_and_side_stream():
         g.replay()
     torch.cuda.synchronize()
     assert torch.equal(on_side, want) and torch.equal(captured, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("path", ["sample", "table-rows", "affine", "custom-op"])
+def test_double_backward_is_refused_by_name(device, path):
+    """create_graph=True gives first-order gradients that match eager_adaln's; differentiating
+    them again raises an error naming the op and the eager alternative (without the refusal,
+    CPU gave silently wrong second derivatives and CUDA torch's generic 'does not require
+    grad')."""
+    from suite.ops import eager_adaln
+
+    x = randn(2, 8, 64, device=device, requires_grad=True)
+    sc, sh = (randn(2, 64, device=device, requires_grad=True) for _ in range(2))
+    e = randn(2, 6, 64, device=device, requires_grad=True)
+    w, b = (randn(64, device=device, requires_grad=True) for _ in range(2))
+    run = {
+        "sample": lambda: adaln(x, sc, sh),
+        "table-rows": lambda: adaln(x, e[:, 1], e[:, 0]),
+        "affine": lambda: layer_norm_affine(x, w, b),
+        "custom-op": lambda: torch.ops.adaln.forward(x, sc, sh, 1e-6, 0, x.dtype, "fused")[0],
+    }[path]
+    (g,) = torch.autograd.grad((run() ** 2).sum(), x, create_graph=True)
+    if path == "sample":
+        (want,) = torch.autograd.grad((eager_adaln(x, sc, sh) ** 2).sum(), x)
+        assert rel(g.detach(), want) < 1e-4
+    with pytest.raises(RuntimeError, match=r"fused AdaLN op .* no double backward.*eager_adaln"):
+        torch.autograd.grad(g.sum(), x)

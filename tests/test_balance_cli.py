@@ -344,8 +344,10 @@ def test_forecast_names_an_unknown_policy_and_the_accepted_ones(tmp_path, capsys
     assert "--policies: unknown policy 'nope', 'pack-kk'; accepted: " + ", ".join(POLICIES) in err
     assert forecast_main(["--manifest", str(_manifest(tmp_path)), "--policies", " ,"]) == 2
     assert "unknown policy list (empty)" in capsys.readouterr().err
-    assert forecast_main(["--manifest", str(_manifest(tmp_path)), "--jobs", "0"]) == 2
-    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # argparse's one-line usage error
+        forecast_main(["--manifest", str(_manifest(tmp_path)), "--jobs", "0"])
+    assert e.value.code == 2
+    assert "argument --jobs: must be a whole number >= 1, got '0'" in capsys.readouterr().err
 
 
 def test_forecast_in_two_processes_gives_the_same_table(tmp_path, capsys):

@@ -416,3 +416,16 @@ def test_cpu_operand_with_cuda_x_is_a_clear_error(name):
     with pytest.raises(ValueError, match=rf"{name} is on cpu but x is on cuda:0"):
         residual_norm(x, y, **args)
     torch.cuda.synchronize()  # nothing was launched with a host pointer
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", ["residual_norm", "rms_norm"])
+def test_double_backward_is_refused_by_name(device, op):
+    """A gradient taken with create_graph=True cannot be differentiated again: the error names
+    the op and its eager reference (not torch's generic 'does not require grad')."""
+    x, y = (torch.randn(2, 8, 64, device=device, requires_grad=True) for _ in range(2))
+    w = torch.randn(64, device=device, requires_grad=True)
+    out = residual_norm(x, y, weight=w, bias=w)[1] if op == "residual_norm" else rms_norm(x, w)
+    (g,) = torch.autograd.grad((out**2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match=rf"epilogue\.{op} has no double backward.*reference"):
+        torch.autograd.grad(g.sum(), x)

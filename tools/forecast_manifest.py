@@ -29,15 +29,25 @@ def manifest(samples: int, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"height": hw[:, 0], "width": hw[:, 1], "frames": frames})
 
 
-def main() -> None:
+MAX_SAMPLES = 10_000_000  # ~150 MB of CSV and a few seconds; a forecast needs far fewer
+
+
+def main(argv: list[str] | None = None) -> int:
+    from suite.cli_args import check_writable, whole
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--samples", type=int, default=5000)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--samples", type=whole(1, MAX_SAMPLES), default=5000)
+    ap.add_argument("--seed", type=whole(0), default=0)
     ap.add_argument("--out", default="forecast_manifest.csv")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    try:
+        check_writable(a.out, "--out", (".csv",))
+    except ValueError as e:
+        ap.error(str(e))
     manifest(a.samples, a.seed).to_csv(a.out, index=False)
     print(f"wrote {a.out} ({a.samples} samples, seed {a.seed})")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

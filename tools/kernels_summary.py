@@ -262,7 +262,10 @@ def main(argv=None) -> None:
     ap.add_argument("csv")
     ap.add_argument("--n", type=int, default=65536, help="sequence length of the speedups")
     a = ap.parse_args(argv)
-    t = pd.read_csv(a.csv)
+    try:
+        t = pd.read_csv(a.csv)
+    except (OSError, ValueError, EOFError) as e:  # missing, truncated or not a CSV
+        ap.error(f"{a.csv}: cannot read it as CSV ({e})")
     copy = t.copy_gbps.median()
     print(f"% of copy bandwidth ({copy:.0f} GB/s), bf16 x, B = 1 (B = 2 in brackets), fused:\n")
     print(pct_table(t))

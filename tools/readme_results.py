@@ -159,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         print(per_gpu_table(list(REFERENCES)))
         return 0
     path = a.claims or ROOT / REFERENCE / "claims.json"
-    print(table(json.loads(path.read_text())))
+    try:
+        claims = json.loads(path.read_text())
+    except (OSError, ValueError) as e:  # missing, unreadable or not JSON
+        ap.error(f"{path}: cannot read it as a claims.json ({e})")
+    print(table(claims))
     return 0
 
 

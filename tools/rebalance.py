@@ -38,26 +38,36 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{src}: no shapes_sweep table (give a run directory with results/)")
     if a.out.exists():
         p.error(f"--out {a.out} exists: give a new directory")
+    if a.refit and not any(src.glob("costmodel_fit.csv*")):
+        p.error(f"--refit: {src} has no costmodel_fit table (it names the GPU memory to fit to)")
+    try:
+        (a.out / "results").mkdir(parents=True)
+    except OSError as e:
+        p.error(f"--out {a.out}: cannot make it ({e.strerror})")
 
     from suite.experiments import balance
     from suite.experiments.balance import summary as balance_summary
+    from suite.progress import Progress
     from suite.rundir import RunContext, RunDir
 
-    (a.out / "results").mkdir(parents=True)
     for pattern in ("shapes_sweep.*", "training_ranks.*") + (() if a.refit else ("costmodel_*",)):
         for f in src.glob(pattern):
             shutil.copy2(f, a.out / "results" / f.name)
     run = RunDir(a.out)
+    progress = Progress(sys.stderr)  # the experiment's lines: each simulated run, i of n
     t0 = time.perf_counter()
     if a.refit:
         from suite.experiments import costmodel
 
         capacity = float(RunDir(a.run).read_table("costmodel_fit")["capacity_bytes"].iloc[0])
-        fit_ctx = RunContext(run, a.profile, "cpu", options={"capacity_bytes": capacity})
+        fit_ctx = RunContext(
+            run, a.profile, "cpu", options={"capacity_bytes": capacity}, progress=progress
+        )
         for name, df in costmodel.run(fit_ctx).items():
             run.write_table(name, df)
-    ctx = RunContext(run=run, profile=a.profile, device="cpu")
+    ctx = RunContext(run=run, profile=a.profile, device="cpu", progress=progress)
     tables = balance.run(ctx)
+    progress.close()
     for name, df in tables.items():
         run.write_table(name, df)
     balance_summary.summarize(tables).to_csv(a.out / "metrics.csv", index=False)

@@ -1,28 +1,29 @@
 """Command-line entry points: `python -m suite simulate | forecast` (fit-cost: fit_cost_cli).
 
 Each function takes argv (without the command name) and returns an exit code; errors print one
-line naming what was wrong and return 2.
+line naming what was wrong and return 2, before any simulation where they can be known then:
+arguments, the output path, the inputs, the work limit (suite.balance.limits) and samples that
+exceed M_mem.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import multiprocessing
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import replace
 
 import pandas as pd
 
-from suite.balance.buckets import bucket_table
+from suite.balance.cli_inputs import MANIFEST_HELP, forecast_jobs, read_latency
+from suite.balance.cli_inputs import data_buckets as _buckets
+from suite.balance.cli_inputs import load_cost as _load_cost
 from suite.balance.costmodel import (
     CostModel,
-    default_cost_model,
 )
+from suite.balance.limits import LIMIT_HELP, check_work
 from suite.balance.registry import OWN, PEERS, POLICIES, PolicyInputs, budgets, make_policy
 from suite.balance.simulator import (
     CORPUS_CAP,
@@ -31,8 +32,8 @@ from suite.balance.simulator import (
     estimate_seconds,
     simulate,
 )
+from suite.cli_args import check_writable, real, whole
 from suite.progress import Progress
-from suite.rundir import read_csv
 
 LONG_S = 5.0  # simulate prints its estimate on stderr when the work looks longer than this
 
@@ -48,6 +49,7 @@ METRIC_LABELS = {
     "planner_ms": "planner ms",
 }
 PERCENT = ("rank_cv", "rank_cv_p99", "bubble", "step_cv")  # fractions, printed as percent
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _fail(msg: str) -> int:
@@ -55,21 +57,21 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def _load_cost(path: str | None, step_model: str = "auto") -> CostModel:
-    cost = CostModel.load(path) if path else default_cost_model()
-    if not math.isfinite(cost.m_mem):
-        raise ValueError(f"{path}: the cost JSON has no m_mem; refit with --capacity-gb")
-    if step_model == "power":  # whole steps: the optimizer is inside a, charged per batch
-        return replace(cost.with_quadratic(None), optimizer_s=0.0)
-    return cost
+def _make_policies(names: list[str], cost: CostModel, buckets: pd.DataFrame) -> dict:
+    """name -> its policy, or why it does not apply to this data."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = make_policy(name, PolicyInputs.from_cost(cost, buckets))
+        except ValueError as e:
+            out[name] = str(e)
+    return out
 
 
-def _forecast_one(name: str, cost: CostModel, buckets: pd.DataFrame, cfg: SimConfig):
+def _forecast_one(name: str, pol, cost: CostModel, buckets: pd.DataFrame, cfg: SimConfig):
     """(name, its table row), or (name, why it does not apply to this data)."""
-    try:
-        pol = make_policy(name, PolicyInputs.from_cost(cost, buckets))
-    except ValueError as e:
-        return name, str(e)
+    if isinstance(pol, str):
+        return name, pol
     return name, {
         "policy": name,
         **budgets(pol),
@@ -77,13 +79,14 @@ def _forecast_one(name: str, cost: CostModel, buckets: pd.DataFrame, cfg: SimCon
     }
 
 
-def _forecast_all(names: list[str], jobs: int, *args):
+def _forecast_all(pols: dict, jobs: int, *args):
     """(name, row or why not) for every policy, as each finishes; `jobs` processes at once."""
     if jobs == 1:
-        yield from (_forecast_one(n, *args) for n in names)
+        yield from (_forecast_one(n, p, *args) for n, p in pols.items())
         return
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        for fut in as_completed([pool.submit(_forecast_one, n, *args) for n in names]):
+        futs = [pool.submit(_forecast_one, n, p, *args) for n, p in pols.items()]
+        for fut in as_completed(futs):
             yield fut.result()
 
 
@@ -105,20 +108,16 @@ def _step_name(cost: CostModel) -> str:
     return "quadratic a + c*B + b*B*S + d*B*S^2" if cost.quadratic else "power law a + b*B*S^p"
 
 
-def _buckets(manifest: str | None, mix: str, seed: int) -> tuple[pd.DataFrame, str]:
-    from suite.data.corpus import sample_corpus
-    from suite.data.manifest import read_manifest
-
-    if manifest:
-        return bucket_table(read_manifest(manifest)["tokens"]), f"manifest {manifest}"
-    return bucket_table(sample_corpus(100_000, mix, seed=seed)["tokens"]), f"{mix} mix"
-
-
 def _sim_args(
     p: argparse.ArgumentParser, steps_help: str = "simulated steps N (default 1000)"
 ) -> None:
-    p.add_argument("--gpus", type=int, default=16, help="number of data-parallel ranks R")
-    p.add_argument("--steps", type=int, default=None, help=steps_help)
+    p.add_argument(
+        "--gpus",
+        type=whole(1),
+        default=16,
+        help="number of data-parallel ranks R (>= 1; with --steps within the work limit below)",
+    )
+    p.add_argument("--steps", type=whole(1), default=None, help=steps_help)
     p.add_argument("--cost", help="cost JSON from `fit-cost` (default: analytic Wan-14B on H200)")
     p.add_argument(
         "--step-model",
@@ -130,24 +129,24 @@ def _sim_args(
     )
     p.add_argument(
         "--noise",
-        type=float,
+        type=real(0),
         default=0.05,
         help="per-sample multiplicative noise CV (default 0.05)",
     )
     p.add_argument(
         "--collective-s",
-        type=float,
+        type=real(0),
         default=0.0,
         help="non-overlapped collective seconds per step (default 0)",
     )
     p.add_argument(
         "--optimizer-s",
-        type=float,
+        type=real(0),
         default=None,
         help="optimizer seconds per step, charged once (default: the cost JSON's optimizer_s, "
         "which fit-cost writes where the sweep timed it apart, else 0)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=whole(0), default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
@@ -166,7 +165,9 @@ def simulate_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m suite simulate",
         description="Simulate R synchronous data-parallel ranks for N steps under a batching "
-        "policy and print rank CV, max/mean, bubble, step CV and throughput.",
+        "policy and print rank CV, max/mean, bubble, step CV and throughput. Work limit: "
+        + LIMIT_HELP
+        + ".",
     )
     p.add_argument(
         "--policy",
@@ -176,7 +177,7 @@ def simulate_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--manifest",
-        help="CSV/JSONL/Parquet with height, width, frames per sample (default: the synthetic mix)",
+        help="your dataset (default: the synthetic mix): " + MANIFEST_HELP,
     )
     p.add_argument(
         "--mix",
@@ -193,14 +194,15 @@ def simulate_main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     try:
         cost = _load_cost(a.cost, a.step_model)
-        buckets, data = _buckets(a.manifest, a.mix, a.seed)
+        buckets, data = _buckets(a.manifest, a.mix, a.seed, cost.m_mem)
         pol = make_policy(a.policy, PolicyInputs.from_cost(cost, buckets))
         timing = cost.step_model()
         if a.latency:
             from suite.balance.simulator import LatencyTable
 
-            timing = LatencyTable(read_csv(a.latency), fallback=timing)
+            timing = LatencyTable(read_latency(a.latency), fallback=timing)
         cfg = _config(a, cost)
+        check_work(buckets, pol, cfg.ranks, cfg.steps)
         t0 = time.perf_counter()
         if (eta := estimate_seconds(buckets, pol, cfg)) > LONG_S:
             print(
@@ -243,17 +245,18 @@ def forecast_main(argv: list[str]) -> int:
         description="Forecast balance metrics of every policy of suite.balance.registry for your "
         "dataset on R ranks: the suite's own (" + ", ".join(OWN) + ") and the peers public "
         "training stacks ship (" + ", ".join(PEERS) + "), and recommend M_mem, M_comp and a "
-        "policy among all of them (highest simulated throughput).",
+        "policy among all of them (highest simulated throughput). Work limit: " + LIMIT_HELP + ".",
     )
     p.add_argument(
         "--manifest",
         required=True,
-        help="your dataset: CSV (header line), JSONL (one object a line) or Parquet, one sample a "
-        "row, columns height, width (pixels, multiples of 16) and frames (1 + 4k; 1 for an "
-        "image). Without a frames column every row is read as an image, and a note says so. A "
-        "bad file, row or value stops with an error naming the file and line",
+        help="your dataset: " + MANIFEST_HELP,
     )
-    p.add_argument("--plot", help="write a bar chart of the metrics to this PNG/SVG path")
+    p.add_argument(
+        "--plot",
+        help="write a bar chart of the metrics to this .png, .svg or .pdf path (checked before "
+        "the simulations)",
+    )
     p.add_argument(
         "--policies",
         help="comma-separated policies to simulate (default: every one of the registry: "
@@ -262,9 +265,10 @@ def forecast_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--jobs",
-        type=int,
+        type=whole(1),
         default=None,
-        help="policies simulated at once, one process each (default: the machine's cores)",
+        help="policies simulated at once, one process each (default: the machine's cores, "
+        "fewer where their simulations together would pass the work limit)",
     )
     _sim_args(
         p,
@@ -275,13 +279,14 @@ def forecast_main(argv: list[str]) -> int:
     a = p.parse_args(argv)
     try:
         names = _policy_names(a.policies)
+        if a.plot:
+            check_writable(a.plot, "--plot", PLOT_SUFFIXES)
         cost = _load_cost(a.cost, a.step_model)
-        buckets, data = _buckets(a.manifest, "default", a.seed)
+        buckets, data = _buckets(a.manifest, "default", a.seed, cost.m_mem)
         steps = a.steps if a.steps is not None else auto_steps(buckets, cost.m_mem, a.gpus)
         cfg = _config(a, cost, steps)
-        if a.jobs is not None and a.jobs < 1:
-            raise ValueError(f"--jobs must be >= 1, got {a.jobs}")
-        jobs = a.jobs or min(os.cpu_count() or 1, len(names))
+        pols = _make_policies(names, cost, buckets)
+        jobs = forecast_jobs(a.jobs, pols, buckets, cfg)
         progress = Progress(sys.stderr, force_plain=True)  # lines, no display thread to fork
         progress.log(
             f"forecast: {len(names)} policies on {cfg.ranks} ranks x {cfg.steps} steps"
@@ -289,7 +294,7 @@ def forecast_main(argv: list[str]) -> int:
             + f", {jobs} at a time"
         )
         t0, done = time.perf_counter(), {}
-        for name, row in _forecast_all(names, jobs, cost, buckets, cfg):
+        for name, row in _forecast_all(pols, jobs, cost, buckets, cfg):
             done[name] = row
             took = time.perf_counter() - t0
             left = took / len(done) * (len(names) - len(done))

@@ -119,12 +119,15 @@ class CostModel:
 
     @classmethod
     def from_json(cls, obj: dict) -> CostModel:
+        if not isinstance(obj, dict):
+            raise ValueError(f"a cost JSON is one object, got {type(obj).__name__}")
         known = cls.__dataclass_fields__
         unknown = set(obj) - set(known)
         if unknown or not {"a", "b", "p"} <= set(obj):
             raise ValueError(
                 f"cost JSON needs a, b, p (and only CostModel fields), got {sorted(obj)}"
             )
+        _check_fields(obj)
         kw = {}
         for k, v in obj.items():
             if k == "quadratic":
@@ -141,11 +144,85 @@ class CostModel:
 
     @classmethod
     def load(cls, path: str | Path) -> CostModel:
+        """from_json of the file; every error names the file (and the field's line)."""
         try:
-            obj = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as e:
+            text = Path(path).read_text(encoding="utf-8")
+            obj = json.loads(text)
+        except (OSError, ValueError) as e:  # JSONDecodeError, UnicodeDecodeError
             raise ValueError(f"{path}: cannot read a cost JSON ({e})") from None
-        return cls.from_json(obj)
+        try:
+            return cls.from_json(obj)
+        except CostFieldError as e:
+            line = 0  # the field's line: each key of its path ("quadratic.d") after the last
+            for key in e.field.split("."):
+                lines = text.splitlines()[line:]
+                line += next((i for i, ln in enumerate(lines, 1) if f'"{key}"' in ln), 0)
+            raise ValueError(f"{path}{f':{line}' if line else ''}: {e}") from None
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path}: {e}") from None
+
+
+class CostFieldError(ValueError):
+    """A cost JSON field that is missing, of the wrong type or out of range; names the field."""
+
+    def __init__(self, field: str, msg: str):
+        super().__init__(f"{field} {msg}")
+        self.field = field
+
+
+# What each number of a cost JSON may be: (lowest, highest, lowest excluded); null is allowed
+# where the writer writes it (a non-finite value: not measured), never for a, b, p. NaN and
+# infinity are never accepted: the writer writes null for them, so a NaN is a broken file.
+_RANGES = {
+    "a": (0.0, math.inf, False),
+    "b": (0.0, math.inf, False),
+    "p": (*P_BOUNDS, False),
+    "r2": (-math.inf, 1.0, False),
+    "loo_err": (0.0, math.inf, False),
+    "m0": (-math.inf, math.inf, False),
+    "m1": (0.0, math.inf, True),
+    "mem_r2": (-math.inf, 1.0, False),
+    "capacity_bytes": (0.0, math.inf, True),
+    "safety": (0.0, 1.0, False),
+    "m_mem": (1.0, math.inf, False),
+    "m_comp": (0.0, math.inf, True),
+    "s_cross": (1.0, math.inf, False),
+    "optimizer_s": (0.0, math.inf, False),
+}
+_QUADRATIC = {"a": 0.0, "c": 0.0, "b": 0.0, "d": 0.0, "floor_s": 0.0}  # each >= this
+_REQUIRED = ("a", "b", "p")
+
+
+def _number(field: str, v, lo: float, hi: float, open_lo: bool, null: bool) -> None:
+    if v is None and null:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise CostFieldError(field, f"must be a number, got {v!r}")
+    if not math.isfinite(v):
+        raise CostFieldError(field, f"must be a finite number, got {v!r}")
+    if v < lo or v > hi or (open_lo and v == lo):
+        span = f"{'>' if open_lo else '>='} {lo:g}" + (f" and <= {hi:g}" if hi < math.inf else "")
+        raise CostFieldError(field, f"must be {span}, got {v!r}")
+
+
+def _check_fields(obj: dict) -> None:
+    """Refuse a cost JSON whose numbers the models cannot use (CostFieldError naming the field)."""
+    for k, (lo, hi, open_lo) in _RANGES.items():
+        if k in obj:
+            _number(k, obj[k], lo, hi, open_lo, null=k not in _REQUIRED)
+    for k in ("p_ci", "a_ci", "b_ci"):
+        v = obj.get(k)
+        if v is not None and not (isinstance(v, list) and len(v) == 2):
+            raise CostFieldError(k, f"must be a pair [low, high], got {v!r}")
+        for x in v or ():
+            _number(k, x, -math.inf, math.inf, False, null=True)
+    if "n" in obj and (isinstance(obj["n"], bool) or not isinstance(obj["n"], int) or obj["n"] < 0):
+        raise CostFieldError("n", f"must be a whole number >= 0, got {obj['n']!r}")
+    q = obj.get("quadratic")
+    if isinstance(q, dict):
+        for k, lo in _QUADRATIC.items():
+            if k in q:
+                _number(f"quadratic.{k}", q[k], lo, math.inf, False, null=k == "floor_s")
 
 
 def _finite_or_none(v):

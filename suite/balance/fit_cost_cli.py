@@ -15,6 +15,7 @@ import pandas as pd
 from suite.balance.buckets import bucket_table
 from suite.balance.cli import _fail
 from suite.balance.costmodel import (
+    P_BOUNDS,
     CostModel,
     default_cost_model,
     fit_cost,
@@ -24,6 +25,7 @@ from suite.balance.costmodel import (
     memory_budget,
 )
 from suite.balance.simulator import tune_s_cross
+from suite.cli_args import check_writable, int_list, real, whole
 from suite.rundir import read_csv
 
 
@@ -49,36 +51,52 @@ def fit_cost_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--seq-lens",
+        type=int_list(1),
         default="256,512,1024,2048",
         help="comma-separated S values to sweep (default 256,512,1024,2048)",
     )
     p.add_argument(
-        "--batch-sizes", default="1,2,4", help="comma-separated B values (default 1,2,4)"
+        "--batch-sizes",
+        type=int_list(1),
+        default="1,2,4",
+        help="comma-separated B values (default 1,2,4)",
     )
     p.add_argument(
         "--token-budget",
-        type=int,
+        type=whole(1),
         default=8192,
         help="skip B > 1 shapes with B*S above this (default 8192)",
     )
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=whole(1), default=3)
+    p.add_argument("--warmup", type=whole(0), default=1)
     p.add_argument("--model", default="tiny", help="model config for the step function")
-    p.add_argument("--layers", type=int, default=None, help="layer-count override for --model")
+    p.add_argument("--layers", type=whole(1), default=None, help="layer-count override for --model")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default=None, help="fp32 or bf16 (default: fp32 on CPU, else bf16)")
-    p.add_argument("--p", type=float, default=None, help="fix the exponent p (default: fit it)")
+    p.add_argument(
+        "--p",
+        type=real(*P_BOUNDS),
+        default=None,
+        help=f"fix the exponent p, {P_BOUNDS[0]} to {P_BOUNDS[1]} (default: fit it)",
+    )
     p.add_argument(
         "--capacity-gb",
-        type=float,
+        type=real(0, open_lo=True),
         default=None,
         help="device memory for M_mem (default: the Wan-14B-on-H200 budget)",
     )
-    p.add_argument("--safety", type=float, default=0.10, help="memory safety margin (0.10)")
-    p.add_argument("--out", default="cost.json", help="where to write the cost JSON")
+    p.add_argument("--safety", type=real(0, 0.99), default=0.10, help="memory safety margin (0.10)")
+    p.add_argument(
+        "--out",
+        default="cost.json",
+        help="where to write the cost JSON (checked before the sweep)",
+    )
     p.add_argument("--table", help="also write the sweep rows to this CSV")
     a = p.parse_args(argv)
     try:
+        check_writable(a.out, "--out")
+        if a.table:
+            check_writable(a.table, "--table")
         sweep = _get_sweep(a)
         cost = _fit_from_sweep(sweep, a)
     except (ValueError, OSError, RuntimeError) as e:
@@ -127,16 +145,8 @@ def _get_sweep(a) -> pd.DataFrame:
     from suite.balance.shapebench import grid, sweep, synthetic_step_fn
 
     if a.sweep:
-        df = read_csv(a.sweep)
-        missing = {"B", "S", "step_s"} - set(df.columns)
-        if missing:
-            raise ValueError(f"{a.sweep}: missing columns {sorted(missing)}; needs B, S, step_s")
-        return df
-    shapes = grid(
-        [int(s) for s in a.seq_lens.split(",")],
-        a.token_budget,
-        [int(b) for b in a.batch_sizes.split(",")],
-    )
+        return _read_sweep(a.sweep)
+    shapes = grid(a.seq_lens, a.token_budget, a.batch_sizes)
     if a.synthetic:
         fn = synthetic_step_fn()
     else:
@@ -146,6 +156,7 @@ def _get_sweep(a) -> pd.DataFrame:
             raise ValueError(
                 f"no step function to time ({e}); pass --sweep CSV or --synthetic"
             ) from None
+        _check_step_args(a)
         dtype = a.dtype or ("fp32" if a.device == "cpu" else "bf16")
         fn = make_step_fn(a.model, a.layers, device=a.device, dtype=dtype)
     return sweep(
@@ -155,6 +166,52 @@ def _get_sweep(a) -> pd.DataFrame:
         repeats=a.repeats,
         meta={"device": a.device, "model": "synthetic" if a.synthetic else a.model},
     )
+
+
+def _check_step_args(a) -> None:
+    """--model, --dtype and --device name a config, a dtype and a device this machine has."""
+    import torch
+
+    from suite.model.wan import CONFIGS, DTYPES
+
+    for arg, v, ok in (("--model", a.model, CONFIGS), ("--dtype", a.dtype, DTYPES)):
+        if v is not None and v not in ok:
+            raise ValueError(f"{arg} must be one of {', '.join(ok)}, got {v!r}")
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError:
+        raise ValueError(f"--device must be cpu or cuda[:N], got {a.device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: this machine has no CUDA device; use --device cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be cpu or cuda[:N], got {a.device!r}")
+
+
+def _read_sweep(path: str) -> pd.DataFrame:
+    """The --sweep table: columns B, S (whole numbers >= 1) and step_s (finite, > 0); a
+    truncated or malformed row is refused by line (the header is line 1)."""
+    import numpy as np
+
+    try:
+        df = read_csv(path)
+    except (OSError, ValueError, EOFError) as e:  # ParserError, a cut .gz, a missing file
+        raise ValueError(f"--sweep {path}: cannot read it as CSV ({e})") from None
+    missing = {"B", "S", "step_s"} - set(df.columns)
+    if missing:
+        raise ValueError(f"{path}: missing columns {sorted(missing)}; needs B, S, step_s")
+    for col, ok in (
+        ("B", lambda v: np.isfinite(v) & (v >= 1) & (v == np.round(v))),
+        ("S", lambda v: np.isfinite(v) & (v >= 1) & (v == np.round(v))),
+        ("step_s", lambda v: np.isfinite(v) & (v > 0)),
+    ):
+        v = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        bad = np.flatnonzero(~ok(v))
+        if len(bad):
+            what = "a finite number > 0" if col == "step_s" else "a whole number >= 1"
+            raise ValueError(
+                f"{path}:{bad[0] + 2}: {col} must be {what}, got {df[col].iloc[bad[0]]}"
+            )
+    return df
 
 
 def _per_batch_seconds(df: pd.DataFrame) -> tuple[pd.Series, float, str]:

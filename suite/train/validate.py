@@ -1,6 +1,7 @@
 """Emulator validation on real GPUs.
 
-torchrun --nproc-per-node 2 -m suite.train.validate busbw --mbytes 400 --out F.json
+python -m torch.distributed.run --nproc-per-node 2 -m suite.train.validate busbw --mbytes 400 \
+    --out F.json
     all_reduce bus bandwidth (nccl-tests convention: busbw = bytes * 2 (n-1)/n / time), median
     of 20 timed calls after 5 warm-ups, for a buffer of the given size.
 python -m suite.train.validate compare REAL_DIR EMULATED_DIR [--skip 2] [--csv F]

@@ -47,6 +47,7 @@ from suite.ops.epilogue.cuda import (
     WEIGHT,
     check_d,
 )
+from suite.ops.first_order import first_order
 
 DTYPES = (torch.float32, torch.bfloat16)
 OPERAND_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -221,6 +222,16 @@ def _rn_grads(ctx, d_xnew, d_out, backward_fn):
     return dx, dy, dg, ds, dh, dw, db, None, None
 
 
+# a double backward is refused by name (suite.ops.first_order), naming the eager equivalents
+_rn_first_order = first_order(
+    "suite.ops.epilogue.residual_norm", "suite.ops.epilogue.reference.diffusers_residual_norm"
+)
+_rms_first_order = first_order(
+    "suite.ops.epilogue.rms_norm", "suite.ops.epilogue.reference.torch_rms_norm"
+)
+
+
+@_rn_first_order
 def _rn_autograd(ctx, d_xnew, d_out, _dmean, _drstd):
     return _rn_grads(ctx, d_xnew, d_out, residual_norm_backward_op)
 
@@ -242,9 +253,12 @@ def _rms_grads(ctx, dy, backward_fn):
     return dx, dw, None
 
 
-rms_norm_op.register_autograd(
-    lambda ctx, dy, _drstd: _rms_grads(ctx, dy, rms_norm_backward_op), setup_context=_rms_setup
-)
+@_rms_first_order
+def _rms_autograd(ctx, dy, _drstd):
+    return _rms_grads(ctx, dy, rms_norm_backward_op)
+
+
+rms_norm_op.register_autograd(_rms_autograd, setup_context=_rms_setup)
 
 
 class _EagerResidualNorm(torch.autograd.Function):
@@ -257,6 +271,7 @@ class _EagerResidualNorm(torch.autograd.Function):
         return out
 
     @staticmethod
+    @_rn_first_order
     def backward(ctx, d_xnew, d_out, _dmean, _drstd):
         return _rn_grads(ctx, d_xnew, d_out, _rn_backward_impl)
 
@@ -269,6 +284,7 @@ class _EagerRMSNorm(torch.autograd.Function):
         return out
 
     @staticmethod
+    @_rms_first_order
     def backward(ctx, dy, _drstd):
         return _rms_grads(ctx, dy, _rms_backward_impl)
 

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from suite.cuda.build import same_strides
+from suite.ops.first_order import first_order
 from suite.ops.fused_adaln import reference as ref
 from suite.ops.fused_adaln.args import (
     DTYPES,
@@ -38,6 +39,12 @@ from suite.ops.fused_adaln.args import (
     _table_rows,
 )
 from suite.ops.fused_adaln.reference import MODE_AFFINE, MODE_SAMPLE, MODE_TOKEN
+
+# a double backward is refused by name (suite.ops.first_order); eager_adaln: the same formula
+_first_order = first_order(
+    "the fused AdaLN op (suite.ops.adaln, AdaLN, layer_norm_affine)",
+    "suite.ops.eager_adaln (torch.nn.functional.layer_norm for the affine form)",
+)
 
 
 def _use_cuda(x: Tensor) -> bool:
@@ -134,9 +141,12 @@ def _grads(ctx, dy, backward_fn):
     return dx, dsc, dsh, None, None, None, None
 
 
-adaln_forward.register_autograd(
-    lambda ctx, dy, _dmean, _drstd: _grads(ctx, dy, adaln_backward), setup_context=_setup_context
-)
+@_first_order
+def _autograd(ctx, dy, _dmean, _drstd):
+    return _grads(ctx, dy, adaln_backward)
+
+
+adaln_forward.register_autograd(_autograd, setup_context=_setup_context)
 
 
 class _EagerAdaLN(torch.autograd.Function):
@@ -152,6 +162,7 @@ class _EagerAdaLN(torch.autograd.Function):
         return out
 
     @staticmethod
+    @_first_order
     def backward(ctx, dy, _dmean, _drstd):
         return _grads(ctx, dy, _backward_impl)
 
@@ -209,6 +220,7 @@ class _EagerAdaLNRows(torch.autograd.Function):
         return y
 
     @staticmethod
+    @_first_order
     def backward(ctx, dy):
         if dy is None:
             return (None,) * 8
