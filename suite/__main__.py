@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from suite.stopping import exit_now
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("suite.reproduce:main", "run every experiment and write the report"),
     "report": ("suite.report.build:main", "rebuild figures, HTML and PDF from a run directory"),
@@ -42,4 +44,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    exit_now(code)  # stopped by SIGINT/SIGTERM: skip the interpreter's teardown (suite.stopping)
+    sys.exit(code)

@@ -38,6 +38,16 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+def exit_now(code: int) -> None:
+    """Leave at once when `code` says a signal stopped the command: what it wrote is whole, its
+    children are gone, and the interpreter's teardown (seconds with torch loaded) would outlast
+    a parent's grace period (nox sends SIGKILL after its own)."""
+    if code in (128 + s for s in SIGNALS):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def exit_code(e: KeyboardInterrupt) -> int:
     """130 for a plain KeyboardInterrupt (SIGINT outside stop_on_signals), else 128 + signal."""
     return e.exit_code if isinstance(e, Interrupted) else 128 + signal.SIGINT
@@ -55,7 +65,11 @@ def _on_signal(signum: int, frame: object) -> None:
 
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM raise Interrupted in the main thread; the old handlers come back after."""
+    """SIGINT and SIGTERM raise Interrupted in the main thread; the old handlers come back after.
+    Only the main thread sets handlers: elsewhere (a test's thread) the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     old = {s: signal.signal(s, _on_signal) for s in SIGNALS}
     try:
         yield
