@@ -141,13 +141,13 @@ def select(only: str) -> list[str]:
         if re.fullmatch(r"[Cc]\d+", token):
             cid = token.upper()
             if cid not in producers:
-                raise SystemExit(f"error: --only: unknown claim {token!r}; claims are C1..C18")
+                raise UsageError(f"--only: unknown claim {token!r}; claims are C1..C18")
             chosen |= {n for n in producers[cid] if n in names}
         elif token in names:
             chosen.add(token)
         else:
-            raise SystemExit(
-                f"error: --only: {token!r} is neither a claim id (C1..C18) nor an "
+            raise UsageError(
+                f"--only: {token!r} is neither a claim id (C1..C18) nor an "
                 f"experiment ({', '.join(names)})"
             )
     todo = list(chosen)

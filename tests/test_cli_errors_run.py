@@ -167,6 +167,7 @@ CASES = [
         2,
         "--budget: no selected experiment has a time estimate for the cpu profile",
     ),
+    ("only-unknown-claim", ["reproduce", "--out", "{run}", "--only", "C99"], cpu_run, 2, "C99"),
     (
         "budget-not-positive",
         ["reproduce", "--out", "{run}", "--budget", "0"],

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_reproduce import fake  # noqa: F401  (the fake-experiments fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOX = Path(sys.executable).with_name("nox")
@@ -142,3 +143,28 @@ def test_a_run_stopped_anywhere_resumes_to_the_claims_of_an_uninterrupted_run(tm
     resumed = finish(out, nox)
     reference = finish(tmp_path / "reference")
     same_claims(resumed, reference)
+
+
+def test_a_report_build_stopped_midway_leaves_the_old_report(fake, tmp_path, monkeypatch):  # noqa: F811
+    """The report's files are one unit: stopped after metrics.csv, claims.json and the figures
+    were written (while the PDF is drawn), the run keeps its previous report files, byte for
+    byte, and no staging folder."""
+    from suite import reproduce
+    from suite.report import build, pdf
+
+    run = tmp_path / "run"
+    reproduce.main(["--out", str(run)])
+    outputs = [p for p in sorted(run.rglob("*")) if p.is_file() and "results" not in p.parts]
+    before = {p: p.read_bytes() for p in outputs}
+    assert {"metrics.csv", "claims.json", "report.html", "report.pdf"} <= {p.name for p in before}
+    (run / "results" / "balance_steps.csv").write_text("step,cv\n0,0.5\n1,0.6\n2,0.7\n")
+
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt("stopped while drawing the PDF")
+
+    monkeypatch.setattr(pdf, "write_pdf", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        build.build_report(run)
+    after = [p for p in sorted(run.rglob("*")) if p.is_file() and "results" not in p.parts]
+    assert after == outputs and all(p.read_bytes() == before[p] for p in outputs)
+    assert not (run / build.STAGING).exists()
