@@ -47,8 +47,13 @@ def read_csv(path, **kwargs) -> pd.DataFrame:
     """pd.read_csv that gives back exactly the floats write_table wrote, on any pandas. A table
     written with no columns (an experiment part that produced no rows) reads as an empty frame.
     A file pandas cannot parse (a quote left open, a gzip stream cut short) is a TableError."""
+    return _parse(path, path, **kwargs)
+
+
+def _parse(source, path, **kwargs) -> pd.DataFrame:
+    """read_csv of `source` (a path, or the text of `path`), errors naming `path`."""
     try:
-        return pd.read_csv(path, **_exact_float_option(), **kwargs)
+        return pd.read_csv(source, **_exact_float_option(), **kwargs)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     except (pd.errors.ParserError, EOFError, OSError, zlib.error, UnicodeDecodeError) as e:
@@ -99,7 +104,7 @@ def read_checked(path: Path, rows: int | None = None, columns: dict | None = Non
                 f"{path}, line {reader.line_num}: {len(record)} fields, the header has "
                 f"{len(header)}; rerun its experiment"
             )
-    df = read_csv(io.StringIO(text))
+    df = _parse(io.StringIO(text), path)
     if rows is not None and len(df) != rows:
         raise TableError(
             f"{path}: {len(df)} rows, its done marker records {rows}; rerun its experiment"
