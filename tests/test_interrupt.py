@@ -4,9 +4,9 @@ leaves no process behind (found by an environment marker in /proc), keeps the ex
 finished and leaves the report files whole; a rerun completes with the claims of an
 uninterrupted run.
 
-The fast tests stop a run during its first experiment; the slow ones stop one run at several
+The fast tests stop a run during its first experiment; the slow one stops one run at two
 points (during the balance simulation, whose worker processes are alive then, and while the
-report is built) and resume it each time."""
+report is built) and resumes it."""
 
 from __future__ import annotations
 
@@ -104,8 +104,9 @@ def finish(out: Path, nox: bool = False) -> list[dict]:
 
 
 def same_claims(a: list[dict], b: list[dict]) -> None:
-    """The same claims judged from the same metrics on the same evidence. Values are timings of
-    this machine (the shape sweep's), so two runs agree on what was measured, not on the digits."""
+    """The same claims judged from the same metrics on the same evidence. Values rest on this
+    machine's timings (the shape sweep's), so two CPU runs agree on what was measured, not on
+    the digits, nor on a verdict near a boundary (C2 and C6 flip between loaded runs)."""
     keys = ("id", "metric", "evidence", "unit", "ranks")
     assert [{k: c[k] for k in keys} for c in a] == [{k: c[k] for k in keys} for c in b]
     not_run = lambda cs: {c["id"]: c["reason"] for c in cs if c["verdict"] == "not-run"}  # noqa: E731
@@ -126,23 +127,19 @@ def test_a_run_stopped_early_stops_fast_and_leaves_nothing(tmp_path, nox, sig, g
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("nox", [False, True], ids=["direct", "nox"])
-def test_a_run_stopped_anywhere_resumes_to_the_claims_of_an_uninterrupted_run(tmp_path, nox):
+def test_a_run_stopped_anywhere_resumes_to_the_claims_of_an_uninterrupted_run(tmp_path):
+    """Stopped under nox by a SIGTERM to nox alone while balance's workers run, then without nox
+    by a Ctrl-C to the group while the report is built, the run resumes to the claims of a run
+    never stopped. (One sequence: each stop costs a CPU run's time.)"""
     out = tmp_path / "run"
-    if nox:  # SIGTERM to nox alone, then to the whole group
-        stops = [(BALANCE, signal.SIGTERM, False), (REPORT, signal.SIGTERM, True)]
-    else:
-        stops = [(BALANCE, signal.SIGINT, True), (REPORT, signal.SIGTERM, False)]
-    for at, sig, group in stops:
-        stop(out, nox, at, sig, group)
-        if at == BALANCE:
-            assert done(out) == {"shapes", "costmodel"}  # finished before the stop: kept
-        else:
-            assert done(out) == set(EXPERIMENTS)
-            assert not [p for p in out.iterdir() if p.name in ("report.html", "claims.json")]
-    resumed = finish(out, nox)
-    reference = finish(tmp_path / "reference")
-    same_claims(resumed, reference)
+    stop(out, True, BALANCE, signal.SIGTERM, False)
+    assert done(out) == {"shapes", "costmodel"}  # finished before the stop: kept
+    kept = {p: p.read_bytes() for p in (out / "results").iterdir()}
+    stop(out, False, REPORT, signal.SIGINT, True)
+    assert done(out) == set(EXPERIMENTS)
+    assert not [p for p in out.iterdir() if p.name in ("report.html", "claims.json")]
+    same_claims(finish(out), finish(tmp_path / "reference"))
+    assert all(p.read_bytes() == data for p, data in kept.items())  # reused, not redone
 
 
 def test_a_report_build_stopped_midway_leaves_the_old_report(fake, tmp_path, monkeypatch):  # noqa: F811
