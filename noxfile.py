@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import site
 import sys
 from pathlib import Path
@@ -227,7 +228,24 @@ def reproduce(session: nox.Session) -> None:
     the training claims also get real data-parallel ranks (NCCL on GPUs)."""
     _install(session, "reproduce")
     args, launcher = _torchrun_args(session.posargs)
-    _run_py(session, *launcher, "-m", "suite", "reproduce", *args)
+    # A SIGTERM to nox stops the suite as Ctrl-C does: nox passes it on (after INTERRUPT_S)
+    # instead of dying and leaving the run behind. The suite stops within a second or two of
+    # either signal (suite/stopping.py); nox's defaults (SIGTERM 0.3 s after Ctrl-C, SIGKILL
+    # 0.2 s later) would cut that short, so it gets TERMINATE_S before SIGKILL.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    _run_py(
+        session,
+        *launcher,
+        "-m",
+        "suite",
+        "reproduce",
+        *args,
+        interrupt_timeout=INTERRUPT_S,
+        terminate_timeout=TERMINATE_S,
+    )
+
+
+INTERRUPT_S, TERMINATE_S = 3.0, 30.0  # reproduce: nox's waits before SIGTERM, then SIGKILL
 
 
 def _torchrun_args(posargs) -> tuple[list[str], list[str]]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from suite.stopping import exit_code, exit_now, stop_on_signals
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("suite.reproduce:main", "run every experiment and write the report"),
     "report": ("suite.report.build:main", "rebuild figures, HTML and PDF from a run directory"),
@@ -61,8 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module, func = COMMANDS[name][0].split(":")
-    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    try:
+        with stop_on_signals():  # from the import on (seconds with torch): suite.stopping
+            return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    except KeyboardInterrupt as e:
+        print(f"\n{name}: interrupted", file=sys.stderr)
+        return exit_code(e)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    exit_now(code)  # stopped by SIGINT/SIGTERM: skip the interpreter's teardown (suite.stopping)
+    sys.exit(code)

@@ -17,12 +17,12 @@ the report waits for the invocation that finishes it (exit status 3: rerun the s
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
 import time
 import traceback
+from contextlib import ExitStack
 from pathlib import Path
 from types import ModuleType
 
@@ -32,7 +32,24 @@ from suite import experiments
 from suite.claims import load_claims
 from suite.env import commit_label
 from suite.progress import Progress
-from suite.rundir import RunContext, RunDir, WorkDeferred, atomic_write_text, write_json
+from suite.rundir import (
+    RunContext,
+    RunDir,
+    TableError,
+    WorkDeferred,
+    atomic_write_text,
+    schema,
+    write_json,
+)
+from suite.runguard import (
+    UsageError,
+    lock,
+    other_gpu,
+    resume_conflict,
+    started_with,
+    writable_dir,
+)
+from suite.stopping import exit_code, stop_on_signals
 
 PROFILES = ("cpu", "quick", "full")
 EXIT_DEFERRED = 3  # --budget left work for the next invocation: rerun the same command
@@ -47,30 +64,6 @@ def cuda_available() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:
         return False
-
-
-def other_gpu(run: RunDir, have_cuda: bool) -> str | None:
-    """Why `run` cannot resume here, or None: its env.json names another GPU model than this
-    machine's (one run's tables, and the intervals that read its GPU, come from one model)."""
-    from suite.env import gpu_model
-
-    path = run.root / "env.json"
-    try:
-        started = gpu_model(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return None  # unreadable: the report says env.json is missing or broken
-    if not have_cuda:
-        return None  # a CPU invocation runs no GPU experiment: the run's GPU tables stay whole
-    import torch
-
-    here = torch.cuda.get_device_name(0)
-    if started is None or started == here:
-        return None
-    return (
-        f"{path} says this run started on {started}, and this machine has {here}: a run's "
-        "measurements come from one GPU model. Resume it on that model, or start a new run "
-        "directory (--out), or pass --force to redo every experiment here."
-    )
 
 
 def default_profile() -> str:
@@ -97,7 +90,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         help="cpu: CPU-only work, GPU claims not-run (default without CUDA); quick: "
         "every claim in ~8 min on one H200 (default with CUDA); full: larger sweeps, "
-        "more steps and seeds",
+        "more steps and seeds; a resumed run keeps its own (another needs --force)",
     )
     p.add_argument(
         "--out",
@@ -114,7 +107,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         f"({','.join(experiments.REGISTRY)}); upstream experiments are added",
     )
     p.add_argument("--force", action="store_true", help="rerun experiments already done")
-    p.add_argument("--seed", type=int, default=0, help="seed passed to every experiment")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed passed to every experiment (default 0, or the resumed run's)",
+    )
     p.add_argument("--no-report", action="store_true", help="run experiments only")
     p.add_argument(
         "--budget",
@@ -143,13 +141,13 @@ def select(only: str) -> list[str]:
         if re.fullmatch(r"[Cc]\d+", token):
             cid = token.upper()
             if cid not in producers:
-                raise SystemExit(f"error: --only: unknown claim {token!r}; claims are C1..C18")
+                raise UsageError(f"--only: unknown claim {token!r}; claims are C1..C18")
             chosen |= {n for n in producers[cid] if n in names}
         elif token in names:
             chosen.add(token)
         else:
-            raise SystemExit(
-                f"error: --only: {token!r} is neither a claim id (C1..C18) nor an "
+            raise UsageError(
+                f"--only: {token!r} is neither a claim id (C1..C18) nor an "
                 f"experiment ({', '.join(names)})"
             )
     todo = list(chosen)
@@ -159,6 +157,27 @@ def select(only: str) -> list[str]:
                 chosen.add(up)
                 todo.append(up)
     return [n for n in names if n in chosen]
+
+
+def check_budget(budget: float | None, profile: str, names: list[str]) -> None:
+    """UsageError unless --budget can act: a positive number of seconds, and some selected
+    experiment with a time estimate for `profile` (its module's SECONDS)."""
+    if budget is None:
+        return
+    if not budget > 0:
+        raise UsageError(f"--budget must be a positive number of seconds, got {budget:g}")
+    timed = []
+    for name in names:
+        try:
+            timed += [name] if profile in getattr(experiments.load(name), "SECONDS", {}) else []
+        except Exception:
+            continue  # run_one records why it does not import
+    if not timed:
+        raise UsageError(
+            f"--budget: no selected experiment has a time estimate for the {profile} profile "
+            "(its module's SECONDS), so it would change nothing; drop --budget or use "
+            "--profile quick or full"
+        )
 
 
 def _clear_records(run: RunDir, name: str) -> None:
@@ -239,6 +258,7 @@ def run_one(
                 "started": started_utc,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "tables": {t: len(df) for t, df in sorted(tables.items())},
+                "schema": {t: schema(df) for t, df in sorted(tables.items())},  # checked on read
             },
         )
         progress.log(f"{name}: done in {seconds:.1f} s ({len(tables)} tables)")
@@ -246,6 +266,8 @@ def run_one(
     except WorkDeferred as e:
         progress.log(f"{name}: deferred: {e}")
         return "deferred"
+    except TableError:
+        raise  # an input table cut short or malformed: the run stops with its one-line error
     except Exception as e:
         if writer:
             _clear_records(run, name)
@@ -256,45 +278,12 @@ def run_one(
         return "failed"
 
 
-def print_summary(verdicts: list, run_dir: Path) -> None:
-    """A rich verdict table on the console."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from suite.report.html import COLOURS, fmt_ci, fmt_num
-
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=172)
-    table = Table(title=f"AdaptiveLoad claims: {run_dir}")
-    short = {"no_wrap": True, "overflow": "ellipsis"}
-    table.add_column("id", no_wrap=True, min_width=3)
-    table.add_column("verdict", no_wrap=True, min_width=14)
-    table.add_column("paper", **short, max_width=22)
-    table.add_column("ours [95% CI]", no_wrap=True, min_width=22)
-    wide = console.width >= 140
-    if wide:
-        table.add_column("claim", **short, max_width=40)
-    table.add_column("note", **short, max_width=50)
-    for v in verdicts:
-        colour = COLOURS.get(v.verdict, "#666")
-        ours = fmt_num(v.measured) + fmt_ci(v.ci_low, v.ci_high)
-        cells = [
-            v.id,
-            f"[bold {colour}]{v.verdict}[/]",
-            v.paper_text,
-            f"{ours} {v.unit}" if ours != "–" else ours,
-        ]
-        table.add_row(*cells, *([v.claim] if wide else []), v.reason or v.conditions)
-    console.print(table)
-
-
 def main(argv: list[str] | None = None) -> int:
-    started = time.time()
+    """Exit status: 0 done, 1 an experiment failed, 2 a usage error (one line), 3 work deferred
+    (--budget), 128 + signal number when stopped by SIGINT (130) or SIGTERM (143)."""
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
-    profile = args.profile or default_profile()
     if args.out is None:
         if world > 1:
             print(
@@ -303,10 +292,39 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        args.out = Path("reports") / "runs" / f"{stamp}-{profile}"
-    names = select(args.only)
-    have_cuda = cuda_available()
+        args.out = Path("reports") / "runs" / f"{stamp}-{args.profile or default_profile()}"
+    try:
+        with stop_on_signals(), ExitStack() as guard:
+            if rank == 0:  # the one writer: checked and locked before any work
+                writable_dir(args.out, "--out")
+                guard.enter_context(lock(args.out))
+            return _reproduce(args, world, rank)
+    except (UsageError, TableError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:
+        print(
+            "\ninterrupted: finished experiments are kept, the report is rebuilt whole or not "
+            f"at all; rerun with --out {args.out} to resume",
+            file=sys.stderr,
+        )
+        return exit_code(e)
+
+
+def _reproduce(args: argparse.Namespace, world: int, rank: int) -> int:
+    started = time.time()
     run = RunDir(args.out)
+    # a resumed run goes on with what it started with unless told otherwise
+    recorded = {key: value for key, (value, _) in started_with(run).items()}
+    profile = args.profile or recorded.get("profile") or default_profile()
+    args.seed = int(recorded.get("seed", 0)) if args.seed is None else args.seed
+    names = select(args.only)
+    check_budget(args.budget, profile, names)
+    have_cuda = cuda_available()
+    if rank == 0:
+        redo = frozenset(names) if args.force else frozenset()
+        if why := resume_conflict(run, {"profile": profile, "seed": args.seed}, redo):
+            raise UsageError(why)
     progress = Progress()
     if rank == 0:
         progress.log(
@@ -319,8 +337,7 @@ def main(argv: list[str] | None = None) -> int:
 
             write_json(run.root / "env.json", capture(profile, world))
         elif reason := other_gpu(run, have_cuda):
-            print(f"error: {reason}", file=sys.stderr)
-            return 2
+            raise UsageError(reason)
     ctx = RunContext(
         run=run,
         profile=profile,
@@ -341,10 +358,6 @@ def main(argv: list[str] | None = None) -> int:
                 deferred = {n for n, s in statuses.items() if s == "deferred"}
                 statuses[name] = run_one(name, ctx, args.force, have_cuda, rank, deferred)
                 bar.advance()
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"\ninterrupted; rerun with --out {run.root} to resume", file=sys.stderr)
-        return 130
     finally:
         progress.close()
     if rank != 0:
@@ -367,10 +380,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"failed experiments: {', '.join(failed)} (see results/<name>.error.txt)")
         return 1 if failed else 0
     from suite.report.build import build_report
+    from suite.report.console import print_summary
 
     print("building the report (figures, HTML, PDF) ...", file=sys.stderr, flush=True)
     result = build_report(run.root)
-    print_summary(result.verdicts, run.root)
+    print_summary(result.claim_rows, run.root)
     print(f"report: {run.root / 'report.html'}  and  {run.root / 'report.pdf'}")
     if failed:
         print(f"failed experiments: {', '.join(failed)} (see results/<name>.error.txt)")

@@ -369,9 +369,9 @@ def test_only_selects_claims_experiments_and_upstream(fake):
     # the ledger: C4's primary is balance's, an alternative training's; both read costmodel
     assert reproduce.select("C4") == ["shapes", "costmodel", "balance", "training"]
     assert reproduce.select("kernels,C13") == ["kernels", "opmemory"]
-    with pytest.raises(SystemExit, match="C99"):
+    with pytest.raises(reproduce.UsageError, match="C99"):
         reproduce.select("C99")
-    with pytest.raises(SystemExit, match="neither a claim id"):
+    with pytest.raises(reproduce.UsageError, match="neither a claim id"):
         reproduce.select("nope")
 
 

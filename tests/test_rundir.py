@@ -154,3 +154,28 @@ def test_a_table_with_no_rows_or_columns_reads_back_empty(tmp_path):
     run.write_table("e2e_profile", pd.DataFrame())
     assert run.read_table("e2e_profile").empty
     assert run.tables()["e2e_profile"].empty
+
+
+def test_a_table_cut_inside_a_quoted_field_names_the_file(tmp_path):
+    """A cut that ends on a line end inside a quoted field passes the line-end check; pandas'
+    ParserError becomes a one-line TableError naming the file."""
+    path = tmp_path / "t.csv"
+    path.write_text('a,b\n1,"two\nlines"\n3,"open\n')
+    with pytest.raises(rundir.TableError, match=r"t\.csv: cannot be read as a table \(.*EOF"):
+        rundir.read_checked(path)
+
+
+def test_tables_are_checked_against_their_done_marker(tmp_path):
+    run = RunDir(tmp_path)
+    df = pd.DataFrame({"B": [1, 2, 3], "t": [0.1, 0.2, 0.3], "name": ["a", "b", "c"]})
+    run.write_table("x_sweep", df)
+    run.mark_done("x", {"tables": {"x_sweep": 3}, "schema": {"x_sweep": rundir.schema(df)}})
+    assert rundir.schema(df) == {"B": "number", "t": "number", "name": "text"}
+    pd.testing.assert_frame_equal(run.read_table("x_sweep"), df)
+    path = run.table_path("x_sweep")
+    path.write_text(path.read_text().replace("0.2", "0.2x"))
+    with pytest.raises(rundir.TableError, match=r"line 3: column 't' should hold numbers"):
+        run.tables()
+    run.write_table("x_sweep", df.head(2))
+    with pytest.raises(rundir.TableError, match="2 rows, its done marker records 3"):
+        run.read_table("x_sweep")

@@ -4,6 +4,10 @@ tables alone.
 Byte-identical rebuilds: inputs are read in sorted order; figures are drawn under fixed rcParams
 (`svg.hashsalt`; text kept as text: SVG <text>, TrueType in the PDF) and saved with Date/CreationDate/ModDate set to None; the only
 time shown is the run's own timestamp from env.json; stale figure files are removed first.
+
+The outputs (OUTPUTS) are one unit: they are written into RUN/.report.new and swapped in with a
+few renames that no signal splits, so a build that fails or is interrupted leaves the run's
+report files as they were.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import re
+import shutil
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -29,9 +35,13 @@ from suite.report import beyond, describe, html, pdf, plots
 from suite.report.pergpu import claim_rows, gpu_name
 from suite.report.plots import opening
 from suite.report.verdicts import summary as summary_text
-from suite.rundir import RunDir, atomic_write_text, write_json
+from suite.rundir import RunDir, TableError, atomic_write_text, write_json
+from suite.runguard import UsageError, lock, writable_dir
+from suite.stopping import exit_code, held, stop_on_signals
 
 HOW_TO = "a run directory is what `python -m suite reproduce --out DIR` writes"
+OUTPUTS = ("metrics.csv", "claims.json", "figures", "report.html", "report.pdf")
+STAGING = ".report.new"
 
 
 class NotARunDir(Exception):
@@ -45,10 +55,13 @@ class BuildResult:
     metrics: pd.DataFrame
     figures: list[str] = field(default_factory=list)
     errors: list[dict] = field(default_factory=list)
+    claim_rows: list[dict] = field(default_factory=list)  # the report's (html.claim_rows)
 
 
 def open_run(run_dir: Path | str) -> RunDir:
     root = Path(run_dir)
+    if root.exists() and not root.is_dir():
+        raise NotARunDir(f"{root}: not a directory ({HOW_TO})")
     if not root.is_dir():
         raise NotARunDir(f"{root}: no such directory ({HOW_TO})")
     if not (root / "results").is_dir():
@@ -181,7 +194,7 @@ def _safe(name: str) -> str:
 
 
 def draw_figures(
-    run: RunDir,
+    run: RunDir,  # where the figures go: run.figures
     tables: dict[str, pd.DataFrame],
     metrics: pd.DataFrame,
     verdicts: list[Verdict],
@@ -250,13 +263,31 @@ def draw_figures(
 
 
 def build_report(run_dir: Path | str) -> BuildResult:
-    """Recompute everything derived in `run_dir` from its raw tables; write the report files."""
+    """Recompute everything derived in `run_dir` from its raw tables; write the report files
+    (OUTPUTS) as one unit: all of them rebuilt, or (on an error or a signal) none touched."""
     run = open_run(run_dir)
+    stage = run.root / STAGING
+    shutil.rmtree(stage, ignore_errors=True)  # what a build killed outright left
+    stage.mkdir()
+    try:
+        result = _build(run, stage)
+        with held():
+            for name in OUTPUTS:
+                if (run.root / name).is_dir():  # os.replace cannot replace a folder
+                    os.replace(run.root / name, stage / f"old-{name}")
+                os.replace(stage / name, run.root / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return result
+
+
+def _build(run: RunDir, stage: Path) -> BuildResult:
+    """build_report's work, its outputs written into `stage`."""
     env = read_env(run)
     tables = run.tables()
     states = experiment_states(run)
     metrics, not_run, errors = compute_metrics(tables | run_env_table(run), states)
-    atomic_write_text(run.root / "metrics.csv", metrics.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(stage / "metrics.csv", metrics.to_csv(index=False, lineterminator="\n"))
     verdicts = evaluate(metrics, not_run)
     notes = ranks_notes(verdicts, states)
     claims_json = []
@@ -264,20 +295,20 @@ def build_report(run_dir: Path | str) -> BuildResult:
         d = v.to_json()
         d["ranks"] = notes.get(v.id, "")
         claims_json.append(d)
-    write_json(run.root / "claims.json", claims_json)
+    write_json(stage / "claims.json", claims_json)
 
     with mpl.rc_context(plots.RC):
         gpu = gpu_name(env)
-        figs, plot_notes, plot_errors = draw_figures(run, tables, metrics, verdicts, gpu)
+        figs, plot_notes, plot_errors = draw_figures(RunDir(stage), tables, metrics, verdicts, gpu)
         try:
             context = _context(
                 run, env, states, tables, verdicts, figs, plot_notes, errors + plot_errors, notes
-            )
+            ) | _shown(figs)
             context["beyond"] = beyond.section(tables, metrics)
             context["cost_forms"] = beyond.cost_forms(tables)
-            atomic_write_text(run.root / "report.html", html.render(context))
+            atomic_write_text(stage / "report.html", html.render(context))
             pdf.write_pdf(
-                run.root / "report.pdf",
+                stage / "report.pdf",
                 context["claims"],
                 context["subtitle"],
                 context["summary_text"],
@@ -288,7 +319,24 @@ def build_report(run_dir: Path | str) -> BuildResult:
         finally:
             for f in figs:
                 plt.close(f["fig"])
-    return BuildResult(run.root, verdicts, metrics, [f["name"] for f in figs], errors + plot_errors)
+    return BuildResult(
+        run.root,
+        verdicts,
+        metrics,
+        [f["name"] for f in figs],
+        errors + plot_errors,
+        context["claims"],
+    )
+
+
+def _shown(figs: list[dict]) -> dict[str, Any]:
+    """The figures as the HTML shows them (inline SVG, labelled when drawn): the opening figure
+    heads the summary; the Figures section holds the rest."""
+    shown = [{**f, "svg": html.inline_svg(f["svg"])} for f in figs]
+    return {
+        "opening": next((f for f in shown if f["name"] == opening.NAME), None),
+        "figures": [f for f in shown if f["name"] != opening.NAME],
+    }
 
 
 def _context(
@@ -318,7 +366,6 @@ def _context(
     by_id = {c.id: c for c in claims}
     # named from env.json, not the folder, so a run copied elsewhere rebuilds to the same bytes
     run_name = f"{timestamp.replace(':', '')}-{profile}" if env else "unknown"
-    shown = [{**f, "svg": html.inline_svg(f["svg"])} for f in figs]
     rank_groups = {}
     for cid, note in sorted(ranks.items(), key=lambda kv: int(kv[0][1:])):
         rank_groups.setdefault(note, []).append(cid)
@@ -344,9 +391,6 @@ def _context(
         "env_rows": html.flatten(env) if env else [("env.json", "missing")],
         "choices": html.CHOICES,
         "experiments": states,
-        # the opening figure heads the summary; the Figures section holds the rest
-        "opening": next((f for f in shown if f["name"] == opening.NAME), None),
-        "figures": [f for f in shown if f["name"] != opening.NAME],
         "plot_notes": plot_notes,
         "not_run": [
             {
@@ -386,10 +430,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir", type=Path, help="a run directory written by `reproduce`")
     args = p.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        result = build_report(args.run_dir)
-    except NotARunDir as e:
+        with stop_on_signals():
+            run = open_run(args.run_dir)
+            writable_dir(run.root, "RUN_DIR")
+            with lock(run.root):
+                result = build_report(run.root)
+    except (NotARunDir, UsageError, TableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        print(
+            f"\ninterrupted: the report files of {args.run_dir} are as they were", file=sys.stderr
+        )
+        return exit_code(e)
     counts: dict[str, int] = {}
     for v in result.verdicts:
         counts[v.verdict] = counts.get(v.verdict, 0) + 1

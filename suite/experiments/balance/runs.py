@@ -212,9 +212,15 @@ def _map(jobs: list, workers: int, progress) -> list:
                 progress(i + 1, len(jobs))
         return out
     import multiprocessing as mp
+    import os
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=mp.get_context("spawn")) as ex:
+    from suite.stopping import die_with_parent
+
+    spawn = mp.get_context("spawn")
+    n = min(workers, len(jobs))
+    # workers die with this process (suite.stopping): an interrupted run leaves none behind
+    with ProcessPoolExecutor(n, spawn, die_with_parent, (os.getpid(),)) as ex:
         futures = [ex.submit(f, *args) for f, args in jobs]
         out = []
         for i, fut in enumerate(futures):
