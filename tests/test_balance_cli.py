@@ -383,3 +383,52 @@ def test_simulate_prints_an_estimate_on_long_work(capsys, monkeypatch):
     assert simulate_main(["--policy", "pack-kk-flops", "--gpus", "8", "--steps", "20"]) == 0
     err = capsys.readouterr().err
     assert "simulate: pack-kk-flops on 8 ranks x 20 steps, about" in err and "done in" in err
+
+
+# ----------------------------------------------------------------------------- the default cost
+
+REF_H100 = Path(__file__).resolve().parents[1] / "reports" / "reference" / "h100" / "full-c2036da"
+
+
+def _forecast(tmp_path, capsys, *args):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from forecast_manifest import manifest
+
+    m = tmp_path / "m5000.csv"
+    if not m.exists():
+        manifest(5000, 0).to_csv(m, index=False)  # the practitioner's manifest: 5,000 samples
+    assert forecast_main(["--manifest", str(m), "--jobs", "1", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_forecast_and_simulate_name_the_cost_and_its_run(tmp_path, capsys):
+    out = _forecast(tmp_path, capsys, "--gpus", "8", "--steps", "20", "--policies", "dual")
+    assert out["cost"].startswith("cost: the default, analytic Wan-14B on H200")
+    out = _forecast(tmp_path, capsys, "--gpus", "8", "--steps", "20", "--policies", "dual",
+                    "--cost", str(REF_H100))  # fmt: skip
+    assert "full-c2036da (NVIDIA H100 80GB HBM3, commit c2036da)" in out["cost"]
+    assert out["recommend"]["m_mem"] == pytest.approx(370477.598, rel=1e-6)
+    h200 = REF_H100.parents[1] / "h200" / "full-dd54683" / "cost.json"
+    args = ["--gpus", "4", "--steps", "20", "--cost", str(h200)]
+    assert simulate_main(args) == 0
+    text = capsys.readouterr().out
+    assert f"cost: {h200} (" in text and "in run " in text and "NVIDIA H200, commit dd54683" in text
+
+
+@pytest.mark.parametrize("gpus", [16, pytest.param(1024, marks=pytest.mark.slow)])
+def test_the_defaults_recommendation_is_its_source_models(gpus, tmp_path, capsys):
+    """On a 5,000-sample manifest, forecast without --cost recommends what it recommends with the
+    cost the default stands for: the analytic model's steps with the planners' power law fitted
+    freely to it (the old default's a = 6.2 s, which it no longer charges)."""
+    from suite.balance.costmodel import default_cost_model
+
+    steps = ["--steps", "200" if gpus == 16 else "12"]
+    default = _forecast(tmp_path, capsys, "--gpus", str(gpus), *steps)
+    src = tmp_path / "analytic.json"
+    default_cost_model(pin_fixed=False).save(src)
+    source = _forecast(tmp_path, capsys, "--gpus", str(gpus), *steps, "--cost", str(src))
+    assert default["recommend"]["policy"] == source["recommend"]["policy"]
+    tput = {r["policy"]: r["throughput"] for r in default["policies"]}
+    assert max(tput, key=tput.get) == default["recommend"]["policy"] != "dual"

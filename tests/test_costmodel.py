@@ -99,6 +99,47 @@ def test_default_model_has_budget():
     assert 1.2 < m.p < 1.6 and m.m_mem > 75_600
 
 
+def test_the_defaults_terms_are_its_sources():
+    """The default costs steps by the analytic Wan-14B model term by term (fixed 0.3 s, no
+    per-sample term, linear and attention FLOPs at 4e14 FLOP/s), and its power law's intercept,
+    the fixed cost the planners and fixed_s read, is that 0.3 s: left free it comes out ~20x."""
+    from suite.balance.costmodel import (
+        WAN14B_FIXED_S,
+        WAN14B_FLOPS,
+        WAN14B_FLOPS_PER_S,
+        analytic_seconds,
+        analytic_sweep,
+    )
+
+    m = default_cost_model()
+    step = m.step_model()
+    lin, att = WAN14B_FLOPS
+    assert (step.a, step.c, step.b, step.d) == pytest.approx(
+        (WAN14B_FIXED_S, 0.0, lin / WAN14B_FLOPS_PER_S, att / WAN14B_FLOPS_PER_S)
+    )
+    assert m.a == m.fixed_s == step.fixed_s == WAN14B_FIXED_S and m.a_ci == (0.3, 0.3)
+    B, S = [1, 4, 2], [75600, 14040, 46800]
+    assert step.predict(B, S) == pytest.approx(analytic_seconds(B, S))
+    assert "analytic Wan-14B" in m.source and "no measured run" in m.source
+    free = default_cost_model(pin_fixed=False)
+    assert free.a > 10 * WAN14B_FIXED_S  # the artefact the pin removes
+    sw = analytic_sweep()
+    err = lambda c: np.abs(c.predict(sw.B, sw.S) / sw.step_s - 1).max()  # noqa: E731
+    assert err(m) < 0.6 and m.p == pytest.approx(free.p, abs=0.1)
+
+
+def test_fit_with_a_pinned_fixed_cost_recovers_b_and_p():
+    S = np.array([256, 512, 1024, 2048, 4096] * 2, float)
+    B = np.array([1] * 5 + [2] * 5, float)
+    t = 0.2 + 3e-6 * B * S**1.7
+    m = fit_cost(B, S, t, a=0.2)
+    assert (
+        m.a == 0.2 and m.b == pytest.approx(3e-6, rel=1e-3) and m.p == pytest.approx(1.7, abs=1e-3)
+    )
+    assert m.a_ci == (0.2, 0.2) and m.loo_err < 1e-3
+    assert fit_cost(B, S, t, a=0.2, p=1.7).b == pytest.approx(3e-6, rel=1e-6)
+
+
 # -- the physical form a + c*B + b*B*S + d*B*S^2 beside the paper's (costmodel experiment)
 QUAD = {"a": 0.011, "c": 4.2e-4, "b": 1.8e-6, "d": 8.4e-11}  # near the H200 reference fit
 WAN_S = [1560, 3600, 7800, 14040, 20280, 32760, 46800, 75600]

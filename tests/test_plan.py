@@ -121,3 +121,56 @@ def test_bucket_epoch_plan_is_the_plan_of_the_per_bucket_scans(trial):
     assert got.steps == want.steps
     for field in ("mb_step", "mb_rank", "mb_weight", "mb_start", "samples"):
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
+
+
+# ----------------------------------------------------------------------------- varlen packs
+
+
+def test_pack_runs_a_ranks_share_as_few_packs_under_the_cap_with_the_same_weights():
+    """Plan.pack keeps every sample, its rank and step, and the step's weights; each pack holds
+    at most M tokens (mixed lengths allowed only in a packed plan); a rank's share of at most M
+    tokens is one pack."""
+    plan = GlobalPolicy(m_mem=M, planner=default_cost_model()).epoch_plan(TOK, 16, 0, 0)
+    packed = plan.pack(TOK, M)
+    packed.check(TOK, max_tokens=M, epoch=True)
+    assert packed.packed and not plan.packed
+    assert np.array_equal(packed.samples, plan.samples)
+    assert np.allclose(packed.rank_sums(packed.mb_weight), plan.rank_sums(plan.mb_weight))
+    B, S, tok = packed.lengths(TOK)
+    assert (S == 0).any() and tok.sum() == TOK.sum()
+    share = plan.rank_sums(plan.table(TOK)["tokens"].to_numpy())
+    packs = packed.rank_sums(np.ones(packed.n_micro))
+    assert (packs[share <= M] == 1).all() and (packs[share > M] >= 2).all()
+    assert packed.n_micro < plan.n_micro / 3
+    with pytest.raises(ValueError, match="different sequence lengths"):
+        Plan(**{**packed.__dict__, "packed": False}).check(TOK)
+
+
+def test_pack_cuts_a_ranks_samples_in_order_at_the_cap():
+    tok = np.array([50, 40, 30, 20, 10, 100])
+    p = Plan.from_micro_batches(1, [[[[0], [1], [2], [3], [4], [5]]]], [[[t / 250 for t in tok]]])
+    packed = p.pack(tok, 100)
+    assert [len(m.indices) for m in packed.micro_batches(0, 0)] == [2, 3, 1]
+    assert packed.lengths(tok)[2].tolist() == [90, 60, 100]
+    assert packed.mb_weight.tolist() == pytest.approx([90 / 250, 60 / 250, 100 / 250])
+
+
+def test_pack_refuses_weights_not_in_proportion_to_tokens():
+    """A bucket policy's batches weigh 1 / world each whatever their tokens: one loss over a pack
+    of them would reweight its samples, so packing refuses it."""
+    tok = np.array([100, 300])
+    plan = Plan.from_micro_batches(1, [[[[0], [1]]]], [[[0.5, 0.5]]], "equal-token")
+    Plan.from_micro_batches(1, [[[[0], [1]]]], [[[0.25, 0.75]]]).pack(tok, 400)  # in proportion
+    with pytest.raises(ValueError, match="not in proportion to their tokens"):
+        plan.pack(tok, 400)
+
+
+def test_packed_policy_answers_for_the_policy_it_wraps():
+    from suite.balance.plan import Packed
+
+    inner = GlobalPolicy(m_mem=M, planner=default_cost_model())
+    pol = Packed(inner, M, "global-packed")
+    assert pol.m_mem == M and pol.name == "global-packed"
+    plan = plan_steps(pol, TOK, 8, 5, seed=0)
+    assert plan.packed and plan.policy == "global-packed" and plan.steps == 5
+    assert np.array_equal(plan.samples, plan_steps(inner, TOK, 8, 5, seed=0).samples)

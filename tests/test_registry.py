@@ -11,6 +11,7 @@ from suite.balance.buckets import bucket_table
 from suite.balance.costmodel import default_cost_model
 from suite.balance.registry import (
     OWN,
+    PACKERS,
     PEERS,
     POLICIES,
     Budgets,
@@ -248,3 +249,20 @@ def test_a_registered_policy_is_simulated_compared_and_drawn_without_other_edits
     assert "balance_sweep_compare" in [name for name, *_ in figures(t)]
     trace = pd.DataFrame({"policy": [spec.name, "dual"], "run": ["a", "b"], "S": [1, 1]})
     assert list(_trace(trace)["policy"]) == ["dual"]  # micro-batched rows are left out
+
+
+def test_the_packing_rows_run_varlen_packs_and_the_bucketed_rows_do_not():
+    """Trait `packed`: KnapFormer, LoongForge and the verl/slime/Megatron packers run a rank's
+    share as varlen packs (fewer micro-batches, mixed lengths, one fixed cost each), the bucket
+    policies one-length batches; the suite's global is shown both ways on the same assignment."""
+    from suite.balance.registry import names
+
+    packed = set(names(packed=True))
+    assert {"knapformer", "loongforge", "global-packed", *PACKERS} == packed
+    assert packed <= set(names(micro_batched=True))
+    for name in POLICIES:
+        plan = _cost_side(name).epoch_plan(TOK, W, 3, 0)
+        assert plan.packed == (name in packed), name
+    loose, tight = (_cost_side(n).epoch_plan(TOK, W, 3, 0) for n in ("global", "global-packed"))
+    assert np.array_equal(loose.samples, tight.samples) and tight.n_micro < loose.n_micro
+    assert (tight.lengths(TOK)[1] == 0).any()

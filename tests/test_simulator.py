@@ -203,3 +203,42 @@ def test_metrics_p99_over_steps():
     assert m["maxmean"] == pytest.approx(1 + 3 / 200)
     assert m["maxmean_p99"] == pytest.approx(np.percentile([2.0] * 3 + [1.0] * 197, 99))
     assert m["rank_cv_p99"] > m["rank_cv"] > 0
+
+
+def test_a_varlen_pack_pays_one_fixed_cost_and_each_samples_own_work():
+    """The same plan packed: rank 0's (0, 1) + (3) become one pack of mixed lengths costing
+    a + b*(10 + 10 + 20) once, not a twice; the physical form's floor and per-sample terms
+    apply per pack and per sample; a one-length pack costs predict(B, S)."""
+    from suite.balance.costmodel import QuadraticCost
+    from suite.balance.simulator import micro_batch_seconds
+
+    tok = np.array([10, 10, 10, 20, 20, 30])
+    plan = Plan.from_micro_batches(
+        2, [[[[0, 1], [3]], [[5]]], [[[2]], []]], [[[0.25, 0.25], [0.5]], [[1.0], []]]
+    ).pack(tok, 1000)
+    assert plan.n_micro == 3 and plan.lengths(tok)[1].tolist() == [0, 30, 10]
+    cost = CostModel(a=1.0, b=0.1, p=1.0)
+    r = simulate_plan(plan, tok, cost, SimConfig(ranks=2, steps=2, noise_cv=0))
+    assert np.allclose(r.compute, [[1 + 0.1 * 40, 4.0], [2.0, 0.0]])
+    assert r.tokens.tolist() == [[40, 30], [10, 0]] and r.S.tolist() == [[0, 30], [10, 0]]
+    quad = QuadraticCost(a=1.0, c=0.5, b=0.1, d=0.01, floor_s=3.8)
+    got = micro_batch_seconds(plan, tok, quad)
+    mixed = 1.0 + 3 * 0.5 + 0.1 * 40 + 0.01 * (100 + 100 + 400)
+    assert got.tolist() == pytest.approx([mixed, quad.predict(1, 30)[()], 3.8])
+    # a power law's pack: a + b * sum S_i^p
+    pl = CostModel(a=0.5, b=0.01, p=1.5)
+    assert micro_batch_seconds(plan, tok, pl)[0] == pytest.approx(
+        0.5 + 0.01 * (2 * 10**1.5 + 20**1.5)
+    )
+
+
+def test_a_latency_table_prices_a_pack_by_its_fallback_or_says_it_cannot():
+    from suite.balance.simulator import micro_batch_seconds
+
+    tok = np.array([10, 20])
+    plan = Plan.from_micro_batches(1, [[[[0], [1]]]], [[[1 / 3, 2 / 3]]]).pack(tok, 100)
+    table = pd.DataFrame({"B": [1], "S": [10], "step_s": [9.0]})
+    fb = CostModel(a=1.0, b=0.1, p=1.0)
+    assert micro_batch_seconds(plan, tok, LatencyTable(table, fb)).tolist() == [pytest.approx(4.0)]
+    with pytest.raises(KeyError, match="cannot price a varlen pack"):
+        micro_batch_seconds(plan, tok, LatencyTable(table))

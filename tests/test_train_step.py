@@ -118,7 +118,12 @@ def test_every_policy_runs_through_the_one_step(corpus, name):
     for step, d in rows.groupby("step"):
         assert d.tokens.sum() == tokens[plan.step_samples(step)].sum()
     assert np.isfinite(rows.loss).all() and (rows.step_s >= rows.compute_s + 0.01).all()
-    assert len(micro) == plan.n_micro and {"B", "S", "compute_s", "loss"} <= set(micro[0])
+    groups = sum(  # a varlen pack runs as its one-length groups
+        len(set(tokens[plan.samples[plan.mb_start[i] : plan.mb_start[i + 1]]]))
+        for i in range(plan.n_micro)
+    )
+    assert plan.packed == POLICIES[name].packed
+    assert len(micro) == groups and {"B", "S", "compute_s", "loss"} <= set(micro[0])
 
 
 def test_noise_is_keyed_by_sample_and_epoch_not_step_or_rank(corpus):
@@ -196,3 +201,20 @@ def test_the_package_has_one_backward_call_site():
         if ".backward(" in line and not line.lstrip().startswith(("#", '"'))
     ]
     assert len(sites) == 1 and sites[0].startswith("train/step.py"), sites
+
+
+def test_a_varlen_pack_runs_as_its_one_length_groups_with_the_packs_gradient(corpus, group):
+    """A packed plan's step (mixed lengths in one micro-batch) gives the gradient of the same
+    step unpacked: each one-length group weighted by its share of the pack's tokens."""
+    tokens = corpus.tokens.to_numpy()
+    budgets = budgets_for(corpus, m_mem=640.0, p=2.0)
+    inputs = PolicyInputs.from_budgets(budgets, tokens)
+    loose = training_plan(corpus, make_policy("global", inputs), 2, 4, seed=0)
+    packed = training_plan(corpus, make_policy("global-packed", inputs), 2, 4, seed=0)
+    assert packed.packed and np.array_equal(packed.samples, loose.samples)
+    B, S, _ = packed.lengths(tokens)
+    step = int(packed.mb_step[np.flatnonzero(S == 0)[0]])  # a step with a mixed pack
+    g_loose, _ = _grads(loose, corpus, [0, 1], step=step)
+    g_packed, rec = _grads(packed, corpus, [0, 1], step=step)
+    torch.testing.assert_close(g_packed, g_loose, rtol=1e-4, atol=1e-6)
+    assert sum(m["weight"] for m in rec.micro) == pytest.approx(1.0)

@@ -1,113 +1,172 @@
-"""Predicted rank balance of every policy, the peers (suite.balance.peers) beside the suite's own,
-from their plans priced by the cost model: each micro-batch costs cost.predict(B, S), a rank's
-compute is the sum over its micro-batches (suite.balance.peers.predicted_rank_loads).
+"""The policy comparison page, docs/peers.md: every registry policy's simulated throughput and
+the policy `forecast` recommends, under the default cost and every committed reference's.
 
-    PYTHONPATH=. python tools/peers_table.py [--ranks 16,1024] [--steps 300,40] [--price fit|analytic]
-        [--out FILE.csv]
+    PYTHONPATH=. python tools/peers_table.py [--jobs 2] [--out docs/peers.md]
 
-Per policy and rank count: rank CV (population std / mean of the ranks' compute in a step) and
-max/mean, each as the mean and the p99 over steps; the step-time CV across steps (step time = the
-slowest rank); VideoSys's imbalance mean((max - t) / max); planner seconds per step (building the
-whole plan / its steps, one core). Default mix, default_cost_model(), seed 0. No noise, no
-collectives: the spread the plans themselves give. --price analytic prices the same plans (the
-policies still decide with the fit) by the analytic Wan-14B model the fit approximates
-(costmodel.analytic_seconds: 0.3 s fixed per batch where the power-law fit has a = 6.2 s), to
-show how much of a packer's spread is the fit's per-batch fixed cost.
+What it runs is `forecast`'s path (suite.balance.cli: PolicyInputs.from_cost, simulate on the
+cost's step model, per-sample noise CV 5%, the cost's optimizer seconds once a step, seed 0) on
+the practitioner's manifest tools/forecast_manifest.py writes (5,000 samples, seed 0), at 16
+ranks x STEPS[16] steps and 1024 ranks x STEPS[1024], for each cost: the default (no --cost)
+and every reference run with a fitted cost: the folders the "## The references" table of
+reports/reference/<gpu>/README.md lists that hold results/costmodel_fit.csv (fit_table.run_cost:
+what the run's balance experiment simulates with). The recommendation is forecast's: the highest
+throughput; the margin to the next says how near a tie it is. The page is generated: edit
+this tool, not the page (tests/test_peers_page.py checks the page is this tool's output).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import time
+import multiprocessing
+import os
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from suite.balance.buckets import bucket_table
-from suite.balance.costmodel import (
-    WAN14B_FIXED_S,
-    WAN14B_FLOPS,
-    WAN14B_FLOPS_PER_S,
-    QuadraticCost,
-    default_cost_model,
-)
-from suite.balance.peers import predicted_rank_loads, videosys_imbalance
-from suite.balance.plan import plan_steps
-from suite.balance.registry import POLICIES, Budgets, PolicyInputs, make_policy
-from suite.data.corpus import sample_corpus
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from forecast_manifest import manifest  # noqa: E402
+
+from suite.balance.buckets import bucket_table  # noqa: E402
+from suite.balance.cli import _forecast_one  # noqa: E402
+from suite.balance.costmodel import default_cost_model  # noqa: E402
+from suite.balance.fit_table import run_cost  # noqa: E402
+from suite.balance.registry import POLICIES  # noqa: E402
+from suite.balance.simulator import NOISE_CV, SimConfig  # noqa: E402
+from suite.data.geometry import tokens_array  # noqa: E402
+
+STEPS = {16: 300, 1024: 40}
+SAMPLES, SEED = 5000, 0
+COMMAND = "PYTHONPATH=. python tools/peers_table.py"
 
 
-def policies(cost, tokens):
-    """Every registry policy under the cost's M_mem and p; dual's s_cross tuned on its step model."""
-    b = Budgets(cost.m_mem, math.inf, cost.p, cost.source)
-    inputs = PolicyInputs(b, bucket_table(tokens), cost)
-    return {n: make_policy(n, inputs) for n in POLICIES}
+def references() -> list[Path]:
+    """The reference runs with a fitted cost (module doc), relative to the repository root, in
+    path order."""
+    out = []
+    for index in sorted((ROOT / "reports" / "reference").glob("*/README.md")):
+        section = index.read_text().split("## The references", 1)[-1].split("\n## ", 1)[0]
+        for name in re.findall(r"^\| `([^`/]+)/?` \|", section, re.M):
+            run = index.parent / name
+            if (run / "results" / "costmodel_fit.csv").is_file():
+                out.append(run.relative_to(ROOT))
+    return sorted(out)
 
 
-def analytic_price() -> QuadraticCost:
-    """costmodel.analytic_seconds as a cost model: 0.3 s + B * (84e9 S + 3.5e6 S^2) / 4e14."""
-    lin, att = WAN14B_FLOPS
-    f = WAN14B_FLOPS_PER_S
-    return QuadraticCost(a=WAN14B_FIXED_S, c=0.0, b=lin / f, d=att / f, source="analytic")
+def cost_of(ref: str):
+    return default_cost_model() if ref == "default" else run_cost(ref)  # cwd: ROOT (main)
 
 
-def measure(name, pol, tokens, cost, price, ranks: int, steps: int) -> dict:
-    t0 = time.perf_counter()
-    plan = plan_steps(pol, tokens, ranks, steps, seed=0)
-    planner_s = (time.perf_counter() - t0) / plan.steps
-    plan.check(tokens, max_tokens=cost.m_mem)
-    loads = predicted_rank_loads(plan, tokens, price)
-    mean = loads.mean(axis=1)
-    cv, mm = loads.std(axis=1) / mean, loads.max(axis=1) / mean
-    step_t = loads.max(axis=1)
-    return {
-        "policy": name,
-        "ranks": ranks,
-        "steps": plan.steps,
-        "rank_cv_mean": cv.mean(),
-        "rank_cv_p99": np.percentile(cv, 99),
-        "maxmean_mean": mm.mean(),
-        "maxmean_p99": np.percentile(mm, 99),
-        "step_cv": step_t.std() / step_t.mean(),
-        "videosys_imbalance": videosys_imbalance(plan, tokens, price).mean(),
-        "tokens_per_s": plan.table(tokens)["tokens"].sum() / step_t.sum(),
-        "planner_s_per_step": planner_s,
-    }
+def buckets() -> pd.DataFrame:
+    m = manifest(SAMPLES, SEED)
+    return bucket_table(tokens_array(m.height, m.width, m.frames))
 
 
-def main(argv=None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--ranks", default="16,1024", help="comma-separated rank counts")
-    ap.add_argument("--steps", default="300,40", help="steps per rank count (same order)")
-    ap.add_argument(
-        "--samples", type=int, help="corpus size (default: 1.2 x what the steps take at M_mem/rank)"
+def one(ref: str, ranks: int) -> list[dict]:
+    """Every registry policy under one cost at one rank count: forecast's rows."""
+    cost, b = cost_of(ref), buckets()
+    cfg = SimConfig(
+        ranks=ranks, steps=STEPS[ranks], noise_cv=NOISE_CV, optimizer_s=cost.optimizer_s, seed=0
     )
-    ap.add_argument("--price", choices=("fit", "analytic"), default="fit", help="what prices B, S")
-    ap.add_argument("--out", help="write the table as CSV here")
-    args = ap.parse_args(argv)
-    ranks = [int(r) for r in args.ranks.split(",")]
-    steps = [int(s) for s in args.steps.split(",")]
-    if len(steps) != len(ranks):
-        ap.error(f"--steps needs one value per rank count: {len(ranks)} ranks, {len(steps)} steps")
-    cost = default_cost_model()
-    price = cost if args.price == "fit" else analytic_price()
-    mean_s = float(sample_corpus(100_000, seed=0)["tokens"].mean())
     rows = []
-    for R, n in zip(ranks, steps):
-        size = args.samples or int(1.2 * n * R * cost.m_mem / mean_s)
-        tokens = sample_corpus(size, seed=0)["tokens"].to_numpy()
-        pols = policies(cost, tokens)
-        for i, (name, pol) in enumerate(pols.items(), 1):
-            print(f"[{R} ranks] {i}/{len(pols)} {name}", flush=True)
-            row = measure(name, pol, tokens, cost, price, R, n)
-            rows.append({"price": args.price, "samples": size} | row)
-    df = pd.DataFrame(rows)
-    if args.out:
-        df.to_csv(args.out, index=False)
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(df.round(4).to_string(index=False))
-    return df
+    for name in POLICIES:
+        _, row = _forecast_one(name, cost, b, cfg)
+        ok = isinstance(row, dict)
+        rows.append({"cost": ref, "ranks": ranks, "policy": name,
+                     "throughput": row["throughput"] if ok else float("nan"),
+                     "skipped": "" if ok else row})  # fmt: skip
+    return rows
+
+
+def table(jobs: int) -> pd.DataFrame:
+    refs = ["default"] + [str(r) for r in references()]
+    work = [(r, n) for n in STEPS for r in refs]
+    if jobs == 1:
+        parts = [one(*w) for w in work]
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(one, *zip(*work)))
+    return pd.DataFrame([r for p in parts for r in p])
+
+
+def _short(ref: str) -> str:
+    return ref if ref == "default" else "/".join(Path(ref).parts[-2:])
+
+
+def _rate(v: float) -> str:
+    return "n/a" if pd.isna(v) else f"{v / 1e6:.3f} M" if v >= 1e6 else f"{v / 1e3:.1f} k"
+
+
+def page(df: pd.DataFrame) -> str:
+    refs = list(dict.fromkeys(df["cost"]))
+    out = [
+        "# The policies compared: simulated throughput and forecast's recommendation",
+        "",
+        f"Generated by `{COMMAND}` (a few minutes on 2 cores); do not edit by hand.",
+        "",
+        "Each column is one cost: `default` is what `python -m suite simulate | forecast` use "
+        "without `--cost` (" + cost_of("default").source + "); the others are the committed "
+        "reference runs' fitted costs (`--cost reports/reference/<gpu>/<run>` gives the same), "
+        "each measured on Wan 2.1 1.3B:",
+        "",
+    ]
+    out += [f"- `{_short(r)}`: {cost_of(r).source}" for r in refs if r != "default"]
+    out += [
+        "",
+        f"Data: the manifest `tools/forecast_manifest.py --samples {SAMPLES} --seed {SEED}` "
+        "writes. Each policy is planned and simulated as `forecast` does it (per-sample noise "
+        f"CV {NOISE_CV:.0%}, the cost's optimizer seconds once a step, seed 0), "
+        + ", ".join(f"{s} steps at {r} ranks" for r, s in STEPS.items())
+        + ". Steps are costed by each cost's physical form a + c*B + b*B*S + d*B*S^2; the "
+        "packing policies (registry trait `packed`: KnapFormer, LoongForge, the verl / slime / "
+        "Megatron packers, and `global-packed`) run each rank's share of a step as varlen packs "
+        "under M_mem, one fixed cost a pack; the others run one-length batches, each paying it. "
+        "Tokens/s are latent tokens of all ranks per second; **bold** is the recommendation "
+        "(the highest throughput), and the last row gives its margin over the next policy: one "
+        "plan seed's, so a margin of a fraction of a percent is a tie (bucket-sync, every rank "
+        "one bucket a step, moves most between seeds: its step time follows the step's bucket).",
+    ]
+    for ranks in STEPS:
+        d = df[df["ranks"] == ranks]
+        wide = d.pivot(index="policy", columns="cost", values="throughput").reindex(list(POLICIES))
+        best = {r: wide[r].idxmax() for r in refs}
+        out += ["", f"## {ranks} ranks", ""]
+        out.append("| policy | " + " | ".join(f"`{_short(r)}`" for r in refs) + " |")
+        out.append("|---|" + "---:|" * len(refs))
+        for name in POLICIES:
+            cells = [
+                f"**{_rate(wide.at[name, r])}**" if best[r] == name else _rate(wide.at[name, r])
+                for r in refs
+            ]
+            out.append(f"| {name} | " + " | ".join(cells) + " |")
+        rec = []
+        for r in refs:
+            top = wide[r].dropna().sort_values(ascending=False)
+            margin = 100 * (top.iloc[0] / top.iloc[1] - 1) if len(top) > 1 else float("nan")
+            rec.append(f"{top.index[0]} (+{margin:.2f}% over {top.index[1]})")
+        out.append("| **recommend** | " + " | ".join(rec) + " |")
+        skipped = d[d["skipped"] != ""]
+        for _, s in skipped.iterrows():
+            out.append(f"\nSkipped under `{_short(s['cost'])}`: {s['policy']} ({s['skipped']}).")
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> str:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=2, help="costs x rank counts simulated at once")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "peers.md"), help="the page to write")
+    a = ap.parse_args(argv)
+    out = Path(a.out).resolve()
+    os.chdir(ROOT)  # runs are named by their path from the repository root
+    text = page(table(a.jobs))
+    out.write_text(text)
+    print(f"wrote {out}")
+    return text
 
 
 if __name__ == "__main__":

@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 
 import pandas as pd
 
@@ -104,6 +106,23 @@ def _policy_names(arg: str | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def cost_line(path: str | None, cost: CostModel) -> str:
+    """Which cost the numbers stand on and where it comes from: the default, a run folder (run,
+    GPU, commit), or a cost JSON (its path, its source and, where the file sits in a run folder,
+    that run's GPU and commit)."""
+    if not path:
+        return f"cost: the default, {cost.source}"
+    if os.path.isdir(path):
+        return f"cost: run {cost.source}"
+    line = f"cost: {path} ({cost.source or 'no source recorded'})"
+    for up in list(Path(path).resolve().parents)[:3]:
+        if (up / "env.json").is_file():
+            from suite.balance.fit_table import run_name
+
+            return f"{line}, in run {run_name(up)}"
+    return line
+
+
 def _step_name(cost: CostModel) -> str:
     return "quadratic a + c*B + b*B*S + d*B*S^2" if cost.quadratic else "power law a + b*B*S^p"
 
@@ -118,7 +137,11 @@ def _sim_args(
         help="number of data-parallel ranks R (>= 1; with --steps within the work limit below)",
     )
     p.add_argument("--steps", type=whole(1), default=None, help=steps_help)
-    p.add_argument("--cost", help="cost JSON from `fit-cost` (default: analytic Wan-14B on H200)")
+    p.add_argument(
+        "--cost",
+        help="cost JSON from `fit-cost`, or a run folder with results/costmodel_fit.csv (e.g. "
+        "reports/reference/h100/full-c2036da) (default: analytic Wan-14B on H200)",
+    )
     p.add_argument(
         "--step-model",
         choices=("auto", "power"),
@@ -224,6 +247,7 @@ def simulate_main(argv: list[str]) -> int:
         "m_comp": getattr(pol, "m_comp", None),
         "p": cost.p,
         "step_model": _step_name(cost) if not a.latency else f"latency table {a.latency}",
+        "cost": cost_line(a.cost, cost),
         **m,
     }
     if a.json:
@@ -233,6 +257,7 @@ def simulate_main(argv: list[str]) -> int:
             f"{a.policy} on {a.gpus} ranks x {cfg.steps} steps, {data}, p = {cost.p:.3f}, "
             f"steps costed by the {out['step_model']}"
         )
+        print(out["cost"])
         for k, label in METRIC_LABELS.items():
             v = m[k]
             print(f"  {label:<14} {100 * v:8.2f} %" if k in PERCENT else f"  {label:<14} {v:10.3f}")
@@ -337,6 +362,7 @@ def forecast_main(argv: list[str]) -> int:
                     "gpus": a.gpus,
                     "steps": cfg.steps,
                     "step_model": _step_name(cost),
+                    "cost": cost_line(a.cost, cost),
                     "policies": rows,
                     "recommend": rec,
                 },
@@ -350,6 +376,7 @@ def forecast_main(argv: list[str]) -> int:
             "costed by the "
             f"{_step_name(cost)}"
         )
+        print(cost_line(a.cost, cost))
         show = table[["policy", *METRIC_LABELS]].copy()
         for k in PERCENT:  # fractions -> percent for reading
             show[k] = 100 * show[k]

@@ -29,9 +29,14 @@ MANIFEST_HELP = (
 
 
 def load_cost(path: str | None, step_model: str = "auto") -> CostModel:
-    """The --cost JSON (default: the analytic Wan-14B model), which must carry M_mem; step_model
-    "power" drops its quadratic form."""
-    cost = CostModel.load(path) if path else default_cost_model()
+    """The --cost JSON, a run folder's fitted cost (fit_table.run_cost), or the default (the
+    analytic Wan-14B model); it must carry M_mem; step_model "power" drops its quadratic form."""
+    if path and os.path.isdir(path):
+        from suite.balance.fit_table import run_cost
+
+        cost = run_cost(path)
+    else:
+        cost = CostModel.load(path) if path else default_cost_model()
     if not math.isfinite(cost.m_mem):
         raise ValueError(f"{path}: the cost JSON has no m_mem; refit with --capacity-gb")
     if step_model == "power":  # whole steps: the optimizer is inside a, charged per batch

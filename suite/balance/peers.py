@@ -100,12 +100,11 @@ def fitting_batch(S, mem_tokens: float) -> np.ndarray:
 
 
 def predicted_rank_loads(plan: Plan, tokens, cost) -> np.ndarray:
-    """(steps, world) predicted compute per rank: each micro-batch priced by cost.predict(B, S)."""
-    t = plan.table(tokens)
-    price = np.asarray(cost.predict(t["B"].to_numpy(), t["S"].to_numpy()), float)
-    key = t["step"].to_numpy() * plan.world + t["rank"].to_numpy()
-    out = np.bincount(key, weights=price, minlength=plan.steps * plan.world)
-    return out.reshape(plan.steps, plan.world)
+    """(steps, world) predicted compute per rank: each micro-batch priced as the simulator
+    prices it (simulator.micro_batch_seconds: cost.predict(B, S), a varlen pack per sample)."""
+    from suite.balance.simulator import micro_batch_seconds
+
+    return plan.rank_sums(micro_batch_seconds(plan, tokens, cost))
 
 
 def videosys_imbalance(plan: Plan, tokens, cost) -> np.ndarray:

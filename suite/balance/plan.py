@@ -9,8 +9,12 @@ seed, epoch) -> Plan`.
 Layout: parallel arrays, one entry per micro-batch (`mb_*`, sorted by step, then rank, then
 micro-batch order) and the micro-batches' sample indices concatenated (`samples`, micro-batch i
 holds samples[mb_start[i]:mb_start[i + 1]]). Invariants (`check`):
-- a micro-batch holds samples of one sequence length: it is one model batch;
-- its weight multiplies its loss, the mean over its latent elements; summed over a step's
+- a micro-batch holds samples of one sequence length: it is one model batch; except in a packed
+  plan (`packed`), whose micro-batches are varlen packs: samples of any lengths run as one
+  forward (varlen attention, each sample attending to itself), as KnapFormer, LoongForge and
+  verl/slime/Megatron's remove-padding packing run a rank's share (`Plan.pack`, `Packed`);
+- its weight multiplies its loss, the mean over its latent elements (a pack's: over all its
+  samples' elements, so a pack is token-weighted inside); summed over a step's
   micro-batches on every rank (all_reduce SUM), the weights are 1, so the step's gradient is a
   weighted mean over the global batch (1/world per rank for one batch per rank, as DDP averages;
   tokens / global tokens for token-weighted packers);
@@ -20,7 +24,7 @@ A rank may have no micro-batch in a step (it then joins the all-reduce with zero
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -28,7 +32,7 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class MicroBatch:
-    indices: np.ndarray  # sample indices, all of one sequence length
+    indices: np.ndarray  # sample indices, all of one sequence length unless the plan is packed
     weight: float  # loss weight (see the module docstring)
 
 
@@ -42,6 +46,7 @@ class Plan:
     mb_start: np.ndarray  # (n_mb + 1,) offsets into samples
     samples: np.ndarray  # sample indices, micro-batch by micro-batch
     policy: str = ""
+    packed: bool = False  # micro-batches are varlen packs of mixed lengths (module doc)
 
     # ------------------------------------------------------------------ building
     @staticmethod
@@ -162,21 +167,69 @@ class Plan:
         lo, hi = np.searchsorted(self.mb_step, [step, step + 1])
         return self.samples[self.mb_start[lo] : self.mb_start[hi]]
 
-    def table(self, tokens) -> pd.DataFrame:
-        """One row per micro-batch: step, rank, B, S (its one length), tokens, weight."""
+    def lengths(self, tokens) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(B, S, tokens) per micro-batch: its samples, its one length (0: a mixed pack), the
+        sum of its samples' tokens."""
         tokens = np.asarray(tokens, np.int64)
-        B = np.diff(self.mb_start)
-        S = tokens[self.samples[self.mb_start[:-1]]] if self.n_micro else np.zeros(0, np.int64)
+        if not self.n_micro:
+            return (np.zeros(0, np.int64),) * 3
+        t = tokens[self.samples]
+        lo = self.mb_start[:-1]
+        hi, low = np.maximum.reduceat(t, lo), np.minimum.reduceat(t, lo)
+        return np.diff(self.mb_start), np.where(hi == low, hi, 0), np.add.reduceat(t, lo)
+
+    def table(self, tokens) -> pd.DataFrame:
+        """One row per micro-batch: step, rank, B, S (its one length; 0 for a mixed pack),
+        tokens, weight."""
+        B, S, tok = self.lengths(tokens)
         return pd.DataFrame(
             {
                 "step": self.mb_step,
                 "rank": self.mb_rank,
                 "B": B,
                 "S": S,
-                "tokens": B * S,
+                "tokens": tok,
                 "weight": self.mb_weight,
             }
         )
+
+    def pack(self, tokens, cap: float) -> Plan:
+        """This plan with each rank's samples of a step run as varlen packs: in the plan's order
+        (longest first where from_assignment built it), cut into consecutive packs of at most
+        `cap` tokens (the memory budget; a sample over it alone is its own pack), each pack's
+        weight the sum of its samples' shares of their micro-batches' weights. Packing needs
+        token-proportional weights (a pack's loss is token-weighted inside): ValueError where a
+        rank's micro-batches of a step carry weights that are not."""
+        tokens = np.asarray(tokens, np.int64)
+        if not self.n_micro:
+            return replace(self, packed=True)
+        B, _, tok = self.lengths(tokens)
+        per_tok = np.repeat(self.mb_weight / tok, B)  # weight per token of each sample
+        key = np.repeat(self._key(), B)
+        head = np.r_[True, key[1:] != key[:-1]]
+        g = np.cumsum(head) - 1  # rank-step group of each sample
+        ref = per_tok[np.flatnonzero(head)][g]
+        if not np.allclose(per_tok, ref, rtol=1e-9, atol=0):
+            raise ValueError(
+                f"{self.policy or 'the plan'}: a rank's micro-batches carry weights not in "
+                "proportion to their tokens, so they cannot be packed into one loss"
+            )
+        t = tokens[self.samples]
+        cum = np.r_[0, np.cumsum(t)]
+        lo = np.flatnonzero(head)
+        hi = np.r_[lo[1:], len(t)]
+        starts, cur, grp = [], lo, np.arange(len(lo))
+        while len(cur):  # one pass per pack of the fullest rank-step (a few)
+            starts.append(cur)
+            end = np.searchsorted(cum, cum[cur] + cap * (1 + 1e-12), side="right") - 1
+            end = np.minimum(np.maximum(end, cur + 1), hi[grp])
+            more = end < hi[grp]
+            cur, grp = end[more], grp[more]
+        start = np.sort(np.concatenate(starts)).astype(np.int64)
+        w = np.add.reduceat(per_tok * t, start)
+        mb = np.append(start, len(t)).astype(np.int64)
+        sk, rk = self.mb_step.repeat(B)[start], self.mb_rank.repeat(B)[start]
+        return Plan(self.world, self.steps, sk, rk, w, mb, self.samples, self.policy, True)
 
     def head(self, steps: int) -> Plan:
         """The first `steps` steps."""
@@ -191,6 +244,7 @@ class Plan:
             self.mb_start[: n + 1],
             self.samples[: self.mb_start[n]],
             self.policy,
+            self.packed,
         )
 
     @staticmethod
@@ -201,6 +255,8 @@ class Plan:
         world = plans[0].world
         if any(p.world != world for p in plans):
             raise ValueError(f"plans of different worlds: {sorted({p.world for p in plans})}")
+        if len({p.packed for p in plans}) > 1:
+            raise ValueError("concat of packed and unpacked plans")
         off_step = np.cumsum([0] + [p.steps for p in plans])
         off_s = np.cumsum([0] + [len(p.samples) for p in plans])
         return Plan(
@@ -214,6 +270,7 @@ class Plan:
             ),
             np.concatenate([p.samples for p in plans]),
             plans[0].policy,
+            plans[0].packed,
         )
 
     def check(self, tokens, *, max_tokens: float | None = None, epoch: bool = False) -> None:
@@ -230,7 +287,7 @@ class Plan:
         if (np.diff(self.mb_start) < 1).any():
             raise ValueError("a micro-batch is empty")
         first = np.repeat(self.samples[self.mb_start[:-1]], np.diff(self.mb_start))
-        if (tokens[self.samples] != tokens[first]).any():
+        if not self.packed and (tokens[self.samples] != tokens[first]).any():
             raise ValueError("a micro-batch holds samples of different sequence lengths")
         wsum = np.bincount(self.mb_step, weights=self.mb_weight, minlength=self.steps)
         used = np.bincount(self.mb_step, minlength=self.steps) > 0
@@ -251,6 +308,26 @@ class Plan:
 
     def _key(self) -> np.ndarray:
         return self.mb_step * (self.world + 1) + self.mb_rank
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A policy whose plans run as varlen packs (Plan.pack under `cap` tokens, the policy's
+    memory budget): the registry wraps the rows whose trait `packed` is set. It answers for the
+    policy it wraps (name aside), so budgets and planners read through."""
+
+    inner: object
+    cap: float
+    name: str
+
+    def epoch_plan(self, tokens, world: int, seed: int, epoch: int) -> Plan:
+        plan = self.inner.epoch_plan(tokens, world, seed, epoch)
+        return replace(plan.pack(tokens, self.cap), policy=self.name)
+
+    def __getattr__(self, key):
+        if key.startswith("__") or key == "inner":  # copying and pickling look before init
+            raise AttributeError(key)
+        return getattr(self.inner, key)
 
 
 def plan_steps(policy, tokens, world: int, steps: int, seed: int = 0) -> Plan:

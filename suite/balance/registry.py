@@ -1,9 +1,9 @@
 """The policy registry: every batching policy of the suite, by name, in one table.
 
 One row per policy (PolicySpec): its name, its constructor(PolicyInputs) and its traits (own or a
-peer's, needs a cost model, micro-batched, the baseline, trained on real ranks, a rank cap, a slow
-planner, its colour, a one-line description). The code reads traits, never names: a new policy is
-its module and one row of _ROWS. A PolicyInputs carries the same three things on every path:
+peer's, needs a cost model, micro-batched, run as varlen packs, the baseline, trained on real
+ranks, a rank cap, a slow planner, its colour, a one-line description). The code reads traits,
+never names: a new policy is its module and one row of _ROWS. A PolicyInputs carries the same three things on every path:
     budgets   Budgets: M_mem (tokens per model batch; equal-token's M_tok), M_comp (B*S^p; inf:
               dual tunes s_cross on the buckets), p
     buckets   the data's bucket table (S, count, share): the lengths a policy tunes on
@@ -193,6 +193,9 @@ class PolicySpec:
                       hands it the run's cost model; without one, b * S^p with a = 0)
     micro_batched     a rank may run several micro-batches of different lengths in a step (its
                       rank rows in a trace carry no single length)
+    packed            its plans run each rank's share of a step as varlen packs under M_mem
+                      (plan.Packed: one fixed cost a pack, not one per length), as the packing
+                      stacks run theirs (make_policy wraps the row's policy)
     baseline          the policy gains are measured against (one row)
     real_runs         trained on real data-parallel ranks by the training experiment
     tunes_s_cross     its M_comp comes from a crossover length tuned on the buckets (the dual
@@ -209,6 +212,7 @@ class PolicySpec:
     own: bool = False
     needs_cost_model: bool = False
     micro_batched: bool = False
+    packed: bool = False
     baseline: bool = False
     real_runs: bool = False
     tunes_s_cross: bool = False
@@ -248,8 +252,11 @@ _ROWS = (
                "#c0392b", own=True, baseline=True, real_runs=True),
     PolicySpec("dual", _dual, "AdaptiveLoad: B*S <= M_mem and B*S^p <= M_comp per bucket",
                "#2e86c1", own=True, real_runs=True, tunes_s_cross=True),
-    PolicySpec("global", _global, "per-step global LPT on the cost model, packed under M_mem",
+    PolicySpec("global", _global, "per-step global LPT on the cost model, one-length micro-batches under M_mem",
                "#1b7f3b", own=True, needs_cost_model=True, micro_batched=True, real_runs=True),
+    PolicySpec("global-packed", _global, "global, each rank's share of a step run as varlen "
+               "packs under M_mem", "#52be80", own=True, needs_cost_model=True,
+               micro_batched=True, packed=True),
     PolicySpec("opensora-searched", _opensora, "Open-Sora's search_bs.py B per bucket, dealt "
                "round-robin; searched in [1, B that fits] (not the config's bounds), and each "
                "bucket's last partial batch runs where drop_last=True drops it", "#d68910",
@@ -265,17 +272,17 @@ _ROWS = (
                "the step times; numpy's generator where VideoSys draws with torch's",
                "#2c3e50", needs_cost_model=True),
     *(
-        PolicySpec(n, _packing(n), d, c, needs_cost_model=True, micro_batched=True)
+        PolicySpec(n, _packing(n), d, c, needs_cost_model=True, micro_batched=True, packed=True)
         for n, (d, c) in _PACKING.items()
     ),
     PolicySpec("knapformer", _knapformer, "KnapFormer (Adobe Research): plan_routing on "
                "24*S*d^2 + gamma*4*S^2*d, one GPU per bag; gamma by its lstsq sweep, timed by "
                "the cost model's one-sample step (float64, clipped at 0)", "#f1c40f",
-               needs_cost_model=True, micro_batched=True),
+               needs_cost_model=True, micro_batched=True, packed=True),
     PolicySpec("loongforge", _loongforge, "LoongForge's DP balance: x*L^2 + y*L + z per "
                "sample, skip under 20% imbalance, LPT under a 1.2x token cap, 20 move/swap "
                "steps; x, y, z by its softmax-max warm-up fit, on 8 ranks before the world is "
-               "known", "#e91e63", needs_cost_model=True, micro_batched=True),
+               "known", "#e91e63", needs_cost_model=True, micro_batched=True, packed=True),
 )  # fmt: skip
 
 # name -> PolicySpec; spec.build(PolicyInputs) -> a policy with .name and .epoch_plan(tokens,
@@ -327,7 +334,13 @@ def make_policy(name: str, inputs: PolicyInputs):
             f"make_policy needs a PolicyInputs (PolicyInputs.from_cost / from_budgets), got "
             f"{type(inputs).__name__}"
         )
-    return POLICIES[name].build(inputs)
+    spec = POLICIES[name]
+    policy = spec.build(inputs)
+    if spec.packed:
+        from suite.balance.plan import Packed
+
+        return Packed(policy, inputs.m_mem, name)
+    return policy
 
 
 def budgets(policy) -> dict:

@@ -1,8 +1,12 @@
 """Cluster simulator: R synchronous data-parallel ranks for N steps of a policy's Plan.
 
 Every policy yields a Plan (suite.balance.plan: per step, per rank, micro-batches of one sequence
-length). `simulate_plan` costs it without running it: a micro-batch of B samples of length S costs
-`cost.predict(B, S)` (a fitted step model, or a measured LatencyTable where it has the shape), its
+length, or varlen packs). `simulate_plan` costs it without running it (`micro_batch_seconds`): a
+micro-batch of B samples of length S costs `cost.predict(B, S)` (a fitted step model, or a
+measured LatencyTable where it has the shape); a varlen pack of mixed lengths costs one fixed
+cost plus each sample's own variable cost, fixed_s + sum_i sample_cost(S_i) (a + b*sum S_i^p
+for the power law, a + sum (c + b*S_i + d*S_i^2) for the physical form, no less than its launch
+floor), which is predict(B, S) where the lengths are equal. Its
 variable part times the mean of B per-sample Gamma factors with mean 1 and CV `noise_cv` (the mean
 of B such factors is exactly Gamma(B / cv^2, cv^2 / B), so it is drawn once per micro-batch:
 `noisy`; its optional rank-level factor is used by the trace validation, not here); a rank's
@@ -85,6 +89,31 @@ class LatencyTable:
                 )
             out[miss] = np.asarray(self.fallback.predict(B[miss], S[miss]), float)
         return out
+
+    def sample_cost(self, S) -> np.ndarray:
+        """A sample's variable cost inside a varlen pack: the fallback's (a table times whole
+        shapes, not samples)."""
+        if self.fallback is None:
+            raise KeyError("a latency table without a fallback model cannot price a varlen pack")
+        return self.fallback.sample_cost(S)
+
+
+def micro_batch_seconds(plan, tokens, cost) -> np.ndarray:
+    """Each micro-batch's noise-free seconds under `cost` (module doc): cost.predict(B, S) for
+    one length, fixed_s + the sum of its samples' sample_cost (at least the cost's floor_s) for
+    a varlen pack of mixed lengths."""
+    tokens = np.asarray(tokens, np.int64)
+    B, S, _ = plan.lengths(tokens)
+    mixed = S == 0
+    out = np.zeros(len(B))
+    if (~mixed).any():
+        out[~mixed] = np.asarray(cost.predict(B[~mixed], S[~mixed]), float)
+    if mixed.any():
+        per = np.asarray(cost.sample_cost(tokens[plan.samples]), float)
+        sums = np.add.reduceat(per, plan.mb_start[:-1])[mixed]
+        floor = float(getattr(cost, "floor_s", 0.0) or 0.0)
+        out[mixed] = np.maximum(floor, float(cost.fixed_s) + sums)
+    return out
 
 
 @dataclass
@@ -184,20 +213,19 @@ def simulate_plan(plan, tokens, cost, cfg: SimConfig, extra: dict | None = None)
     doc's step model. The noise is drawn from (cfg.seed, plan.world), one factor per
     micro-batch, so a plan's result is deterministic per seed."""
     tokens = np.asarray(tokens, np.int64)
-    B = np.diff(plan.mb_start)
-    S = tokens[plan.samples[plan.mb_start[:-1]]] if plan.n_micro else np.zeros(0, np.int64)
-    base = np.asarray(cost.predict(B, S), float)
+    B, S, tok = plan.lengths(tokens)
+    base = micro_batch_seconds(plan, tokens, cost)
     rng = np.random.default_rng([cfg.seed, plan.world, 1])
-    mb = noisy(rng, base, float(cost.fixed_s), B, cfg.noise_cv)
+    mb = noisy(rng, base, float(cost.fixed_s), B, cfg.noise_cv)  # a pack: B factors' mean too
     compute = plan.rank_sums(mb)
     n_b = plan.rank_sums(B).astype(np.int64)
-    toks = plan.rank_sums(B * S).astype(np.int64)
+    toks = plan.rank_sums(tok).astype(np.int64)
     one_s = np.zeros(plan.steps * plan.world, np.int64)  # the rank's one length, 0 if mixed
     if plan.n_micro:
         key = plan.mb_step * plan.world + plan.mb_rank
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
         hi, lo = np.maximum.reduceat(S, starts), np.minimum.reduceat(S, starts)
-        one_s[key[starts]] = np.where(hi == lo, hi, 0)
+        one_s[key[starts]] = np.where(hi == lo, hi, 0)  # a mixed pack's S is 0 already
     step_s = compute.max(axis=1) + cfg.collective_s + cfg.optimizer_s
     return SimResult(
         plan.policy, plan.world, one_s.reshape(compute.shape), n_b, toks, compute, step_s, extra

@@ -9,7 +9,8 @@ a Plan, the same code on a torchrun rank, in the one-GPU emulator, in the shape 
 `forward_backward` is the flow-matching loss training uses (suite.model.wan.flow_matching_loss)
 times the micro-batch's weight, backward, so gradients accumulate. `train_step` runs, for each
 rank in `ranks` (this process's one rank under torchrun; every rank 0..world-1 in the emulator),
-its micro-batches of the plan one after another through `forward_backward`. Each rank is timed
+its micro-batches of the plan one after another through `forward_backward` (a packed plan's
+varlen pack as its one-length groups: rank_batches). Each rank is timed
 on its own (CUDA events on a GPU, perf_counter on CPU: `PhaseTimer`) with its peak memory; its data
 (suite.train.data.corpus_batch) is built before its timer starts. Then `reduce` (the real ranks'
 gradient all_reduce SUM, suite.train.distributed; None in the emulator, where accumulating every
@@ -97,12 +98,21 @@ def rank_batches(
     plan: Plan, step: int, rank: int, corpus, seen, info, seed, device
 ) -> list[_MicroBatch]:
     """Rank `rank`'s micro-batches at `step` as tensors; noise by (seed, sample, epoch), the
-    epoch of sample i being seen[i] (how many earlier steps of the plan trained it)."""
+    epoch of sample i being seen[i] (how many earlier steps of the plan trained it). A varlen
+    pack of mixed lengths (a packed plan) runs as its one-length groups, longest first, each
+    weighted by its share of the pack's tokens: the pack's token-weighted loss, hence the same
+    gradient, without varlen attention (each group is a dense batch; its time is not a varlen
+    kernel's)."""
+    tokens = corpus.tokens.to_numpy()
     out = []
     for i in np.flatnonzero((plan.mb_step == step) & (plan.mb_rank == rank)):
-        idx = plan.samples[plan.mb_start[i] : plan.mb_start[i + 1]]
-        b = corpus_batch(corpus, idx, info, seen[idx], seed=seed, device=device)
-        out.append(_MicroBatch(idx, float(plan.mb_weight[i]), b))
+        pack = plan.samples[plan.mb_start[i] : plan.mb_start[i + 1]]
+        S = tokens[pack]
+        for s in sorted(set(S.tolist()), reverse=True):
+            idx = pack[S == s]
+            w = float(plan.mb_weight[i]) * s * len(idx) / S.sum()
+            b = corpus_batch(corpus, idx, info, seen[idx], seed=seed, device=device)
+            out.append(_MicroBatch(idx, w, b))
     return out
 
 
