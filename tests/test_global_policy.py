@@ -172,7 +172,8 @@ def test_kk_in_simulation():
 
 
 def _kk_textbook(costs, ranks):
-    """The loads of verl's own karmarkar_karp (tests/oracles/verl_kk.py), ascending."""
+    """The loads of verl's karmarkar_karp as its oracle gives them (tests/oracles/verl_kk.py),
+    ascending."""
     from tests.oracles.verl_kk import karmarkar_karp
 
     costs = np.asarray(costs, float)

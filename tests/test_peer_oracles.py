@@ -1,4 +1,4 @@
-"""Every peer against a port of its project's own code (tests/oracles): equal on random and on
+"""Every peer against an oracle of its project's behaviour (tests/oracles): equal on random and on
 tie-heavy integer inputs, and each deviation the registry names shown to be the one it says."""
 
 import numpy as np
@@ -86,9 +86,7 @@ def test_kk_ties_break_as_verls_not_by_age():
 
 
 def _megatron(S, R):
-    groups = megatron_hdp.BalancedCPScheduler(10**9, R).get_groups_and_subsamples(
-        list(enumerate(S.tolist()))
-    )
+    groups = megatron_hdp.groups_and_subsamples(list(enumerate(S.tolist())), R)
     owner, group = np.full(len(S), -1), np.full(len(S), -1)
     for g, (ids, _) in enumerate(groups):
         for r, members in enumerate(ids):
@@ -129,9 +127,7 @@ def test_lpt_is_item_by_item_as_megatron_and_knapformer_assign():
     for R, c in cases(3):
         owner, loads = greedy_partition(c, R)
         by_length = sorted(enumerate(c.tolist()), key=lambda x: x[1], reverse=True)
-        ref = megatron_hdp.BalancedCPScheduler(10**9, R).next_hdp_group(
-            by_length, lambda s, cp=None: s, R, delta=np.inf
-        )[0]
+        ref = megatron_hdp.next_group(by_length, lambda s, cp=None: s, R, delta=np.inf)[0]
         assert [sorted(ids) for ids in ref] == [
             sorted(np.flatnonzero(owner == r).tolist()) for r in range(R)
         ]

@@ -1,4 +1,4 @@
-"""Ports of the peers' reference functions, the oracles tests/test_peer_oracles.py checks the
-suite's implementations against. Each module's header names its source (repository, path,
-commit read) and licence; each port keeps the source's structure and its tie-breaks, with the
-framework calls (torch.distributed, timers) replaced by plain inputs."""
+"""Oracles for tests/test_peer_oracles.py: this project's own implementations of the peers'
+reference behaviour (results, tie-breaks, orders, thresholds, constants), written from the
+specification each module's header gives and credits (repository, path, commit read). No
+source code is copied; framework calls (torch.distributed, timers) become plain inputs."""

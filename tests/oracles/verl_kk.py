@@ -1,78 +1,80 @@
-"""Oracle: verl's Karmarkar-Karp partition.
+"""Oracle: verl's Karmarkar-Karp (largest differencing) partition.
 
-Source: volcengine/verl, verl/utils/seqlen_balancing.py, `karmarkar_karp` (commit
-55a1e70e21bdfb87e2c07cc7b809f3ead3927d26). Copyright 2024 Bytedance Ltd. and/or its affiliates,
-Apache License 2.0 (http://www.apache.org/licenses/LICENSE-2.0); this port is a derived work
-under that licence, changed from the original: the classes are module-level, the asserts are
-dropped and the partition is returned as lists of item indices in the source's set order.
+Specifies the behaviour of `karmarkar_karp` in volcengine/verl, verl/utils/seqlen_balancing.py
+(commit 55a1e70e21bdfb87e2c07cc7b809f3ead3927d26; Apache-2.0), read for its observable results.
+This is an independent implementation of the behaviour described; no source code copied.
 
-The tie-breaks kept: items pushed in ascending (value, index) order; a state pops before another
-with a larger spread, on a tie with a larger largest set (Set order: sum, then item count, then
-the items list); a merge pairs the i-th set of one with the (k-1-i)-th of the other and sorts the
-sets in decreasing Set order.
+Behaviour reproduced, tie-breaks included:
+- items enter in ascending (value, index) order; each starts a partial partition of k parts
+  (with equal_size, k consecutive items of that order start one, one item per part);
+- a part ranks by (total, item count, its (index, value) list in insertion order); a partial
+  partition keeps its parts ranked high to low (a stable sort);
+- the binary heap (heapq) pops first the partial partition of largest spread (top part total
+  minus bottom part total), on equal spread the one whose top part ranks higher; fully tied
+  entries keep whatever order heapq's sift gives them;
+- the two popped are combined part by part, the i-th of the first with the (k-1-i)-th of the
+  second (totals grown item by item), re-ranked, and pushed back.
+Returns the parts of the last partition as lists of item indices, highest ranked first.
 """
 
 import heapq
+from dataclasses import dataclass
 
 
-class Set:
-    def __init__(self):
-        self.sum = 0
-        self.items = []
-
-    def add(self, idx, val):
-        self.items.append((idx, val))
-        self.sum += val
-
-    def merge(self, other):
-        for idx, val in other.items:
-            self.items.append((idx, val))
-            self.sum += val
-
-    def __lt__(self, other):
-        if self.sum != other.sum:
-            return self.sum < other.sum
-        if len(self.items) != len(other.items):
-            return len(self.items) < len(other.items)
-        return self.items < other.items
+def _rank(part):
+    total, members = part
+    return total, len(members), members
 
 
-class State:
-    def __init__(self, items, k):
-        self.k = k
-        self.sets = [Set() for _ in range(k)]
-        for i, (idx, val) in enumerate(items):
-            self.sets[i].add(idx, val)
-        self.sets = sorted(self.sets, reverse=True)
+def _ordered(parts):
+    return sorted(parts, key=_rank, reverse=True)
 
-    @property
-    def spread(self):
-        return self.sets[0].sum - self.sets[-1].sum
 
-    def merge(self, other):
-        for i in range(self.k):
-            self.sets[i].merge(other.sets[self.k - 1 - i])
-        self.sets = sorted(self.sets, reverse=True)
+@dataclass
+class _HeapEntry:
+    """A partial partition under heapq: `key` alone orders it (smaller pops first)."""
+
+    key: tuple
+    parts: list
 
     def __lt__(self, other):
-        if self.spread != other.spread:
-            return self.spread > other.spread
-        return self.sets[0] > other.sets[0]
+        return self.key < other.key
+
+
+def _entry(parts):
+    total, members = parts[0]
+    # Negated so heapq's min pops the widest spread, then the higher-ranked top part; the
+    # member lists compared here always have equal lengths, so negating each pair reverses them.
+    spread = parts[0][0] - parts[-1][0]
+    flipped = [(-i, -v) for i, v in members]
+    return _HeapEntry((-spread, -total, -len(members), flipped), parts)
+
+
+def _combine(big, small):
+    out = []
+    for (total, members), (_, extra) in zip(big, reversed(small)):
+        for item in extra:
+            total += item[1]
+        out.append((total, members + extra))
+    return _ordered(out)
+
+
+def _start(chunk, k):
+    parts = [(0, [])] * k
+    for slot, (value, index) in enumerate(chunk):
+        parts[slot] = (0 + value, [(index, value)])
+    return _ordered(parts)
 
 
 def karmarkar_karp(values, k, equal_size):
-    """Partitions (lists of item indices), the largest sum first."""
-    ordered = sorted((v, i) for i, v in enumerate(values))
+    """Partitions (lists of item indices), the highest-ranked part first."""
+    order = sorted((v, i) for i, v in enumerate(values))
+    step = k if equal_size else 1
     heap = []
-    if equal_size:
-        for off in range(0, len(ordered), k):
-            heapq.heappush(heap, State([(i, v) for v, i in ordered[off : off + k]], k))
-    else:
-        for v, i in ordered:
-            heapq.heappush(heap, State([(i, v)], k))
+    for lo in range(0, len(order), step):
+        heapq.heappush(heap, _entry(_start(order[lo : lo + step], k)))
     while len(heap) > 1:
-        a = heapq.heappop(heap)
-        b = heapq.heappop(heap)
-        a.merge(b)
-        heapq.heappush(heap, a)
-    return [[i for i, _ in s.items] for s in heap[0].sets]
+        first = heapq.heappop(heap)
+        second = heapq.heappop(heap)
+        heapq.heappush(heap, _entry(_combine(first.parts, second.parts)))
+    return [[i for i, _ in members] for _, members in heap[0].parts]

@@ -1,18 +1,15 @@
-"""Oracle: VideoSys's baseline bucket profile and its median rescale, and DCP's per-bucket
-gradient accumulation count.
+"""Oracle: VideoSys's baseline bucket profile with its median rescale, DCP's choice of a
+bucket's batch, and DCP's per-rank gradient accumulation counts.
 
-Source: NUS-HPC-AI-Lab/VideoSys, videosys/core/dcp/profiler.py (the baseline branch of
-`Profiler.profile`'s result handling: batch doubled from 1 until it fails, the last success kept;
-`interpolate_profile_results` without dynamic sequence parallelism) and
-the dynamic-SP branch's choice of a bucket's batch under --auto-grad-accumulation (`best`: the
-profiled row of most bs / sp_size / time) and videosys/training/datasets/open_sora/sampler.py
-(`_calculate_grad_accumulation_num`), commit
-4cce477 (HEAD of the mirror read). Apache License 2.0 (the repository's LICENSE;
-http://www.apache.org/licenses/LICENSE-2.0); this port is a derived work under that licence,
-changed from the original: profiling runs are a `step_time(B)` argument that raises MemoryError
-where the batch does not fit, results are plain dicts, and the profiler's override for a
-cache-flush slowdown (the previous batch kept when its throughput is over 2x) is left out (a
-cost model has no such slowdown).
+Specifies the behaviour of NUS-HPC-AI-Lab/VideoSys (Apache-2.0), commit 4cce477 (the mirror's
+HEAD when read): videosys/core/dcp/profiler.py (the baseline branch of `Profiler.profile`'s
+result handling; `interpolate_profile_results` without dynamic sequence parallelism; under
+--auto-grad-accumulation the dynamic-SP branch's `best` row) and
+videosys/training/datasets/open_sora/sampler.py (`_calculate_grad_accumulation_num`). This is
+an independent implementation of the behaviour described; no source code copied. Profiling runs
+are a `step_time(B)` argument that raises MemoryError where B does not fit; the profiler's
+guard against a cache-flush slowdown (keeping the previous batch when throughput jumps over 2x)
+is outside it, since a cost model has no such slowdown.
 """
 
 import math
@@ -21,73 +18,67 @@ import numpy as np
 
 
 def profile_bucket(step_time):
-    """{"bs", "execution_time"} of the largest power-of-two batch that runs, None if B = 1
-    fails."""
-    bs, last = 1, None
+    """{"bs", "execution_time"} of the last power-of-two batch (1, 2, 4, ...) that runs before
+    the first MemoryError; None if B = 1 already fails."""
+    last, B = None, 1
     while True:
         try:
-            t = step_time(bs)
+            last = {"bs": B, "execution_time": step_time(B)}
         except MemoryError:
             return last
-        last = {"bs": bs, "execution_time": t}
-        bs *= 2
+        B *= 2
 
 
 def interpolate_profile_results(profile_results):
-    """In place, as VideoSys does without dynamic SP: buckets slower than the median of the
-    profiled times get bs = max(1, int(bs * median / time))."""
-    time_list = [info["execution_time"] for info in profile_results.values()]
-    median_time = np.median(time_list)
-    for info in profile_results.values():
-        cur_time, cur_bs = info["execution_time"], info["bs"]
-        if cur_time > median_time:
-            new_bs = max(1, int(cur_bs * median_time / cur_time))
-            info["execution_time"] = cur_time * new_bs / cur_bs
-            info["bs"] = new_bs
+    """Buckets slower than the median profiled time (np.median) shrink to
+    B' = max(1, int(B * median / time)), their time scaled by B' / B; the others are unchanged.
+    Rewrites the given dict's entries and returns it."""
+    median = np.median([r["execution_time"] for r in profile_results.values()])
+    for r in profile_results.values():
+        B, t = r["bs"], r["execution_time"]
+        if t > median:
+            shrunk = max(1, int(B * median / t))
+            r.update(bs=shrunk, execution_time=t * shrunk / B)
     return profile_results
 
 
 def best_row(dp_results):
-    """The profiled (ar, frames, bs, sp_size, time) row DCP keeps for a bucket."""
-    return sorted(dp_results, key=lambda x: x[2] / x[3] / x[4], reverse=True)[0]
+    """Of the profiled (ar, frames, bs, sp_size, time) rows, the first with the most
+    bs / sp_size / time (samples per second per GPU)."""
+    return max(dp_results, key=lambda row: row[2] / row[3] / row[4])
+
+
+def _mismatch(t, target):
+    """Over the target costs 1.2 per second, under it 1."""
+    return (t - target) * 1.2 if t > target else (target - t) * 1
+
+
+def _closest_count(exec_time, target, horizon):
+    """(mismatch, count): the count in 1, 2, ... with exec_time * count <= horizon whose time
+    is nearest the target by _mismatch, the smallest such count on ties."""
+    counts = range(1, int(horizon / exec_time) + 1)
+    scored = [(_mismatch(exec_time * g, target), g) for g in counts if exec_time * g <= horizon]
+    return min(scored, key=lambda p: p[0], default=(float("inf"), None))
 
 
 def calculate_grad_accumulation_num(exec_time_list, max_steps=5, min_steps=2):
-    """Per rank, its gradient accumulation count: the counts that bring every rank's
-    exec_time * count closest to one rank's exec_time * mult (over time costs 1.2, under 1)."""
-
-    def score_func(new_time, median_time):
-        if new_time > median_time:
-            return (new_time - median_time) * 1.2
-        return (median_time - new_time) * 1
-
-    max_time = max(exec_time_list) * max_steps
-    min_diff = float("inf")
-    num_gas = None
-    for exec_time_outer in exec_time_list:
-        max_mult_outer = int(max_time / exec_time_outer)
-        for mult in range(1, max_mult_outer + 1):
-            time_outer = exec_time_outer * mult
-            if time_outer > max_time:
+    """Per rank, its gradient accumulation count. The horizon is max_steps times the slowest
+    rank's time; each target is one rank's time times a count (within the horizon, ranks then
+    counts in order); each rank takes its closest count to the target; the targets' summed
+    mismatch decides (the first least). If the largest count is under min_steps, every count is
+    scaled by ceil(min_steps / largest)."""
+    horizon = max(exec_time_list) * max_steps
+    best, best_score = None, float("inf")
+    for ref in exec_time_list:
+        for mult in range(1, int(horizon / ref) + 1):
+            target = ref * mult
+            if target > horizon:
                 break
-            gas_outer, diff_outer = [], 0
-            for exec_time_inner in exec_time_list:
-                gas_inner, diff_inner = None, float("inf")
-                max_mult_inner = int(max_time / exec_time_inner)
-                for gas_val in range(1, max_mult_inner + 1):
-                    time_inner = exec_time_inner * gas_val
-                    if time_inner > max_time:
-                        break
-                    now_diff = score_func(time_inner, time_outer)
-                    if now_diff < diff_inner:
-                        diff_inner = now_diff
-                        gas_inner = gas_val
-                diff_outer += diff_inner
-                gas_outer.append(gas_inner)
-            if diff_outer < min_diff:
-                min_diff = diff_outer
-                num_gas = gas_outer
-    if max(num_gas) < min_steps:
-        steps = math.ceil(min_steps / max(num_gas))
-        num_gas = [i * steps for i in num_gas]
-    return num_gas
+            picks = [_closest_count(e, target, horizon) for e in exec_time_list]
+            score = sum(s for s, _ in picks)
+            if score < best_score:
+                best, best_score = [g for _, g in picks], score
+    if max(best) < min_steps:
+        scale = math.ceil(min_steps / max(best))
+        best = [g * scale for g in best]
+    return best
