@@ -1,7 +1,7 @@
 """Two DiT-era balancers as Plan policies: KnapFormer's compute bags and LoongForge's DP balance.
 
-Each follows its project's code (read for this; the code here is ours; tests/oracles holds the
-ports the tests check these against).
+Each follows its project's code (read for this; the code here is ours; tests/oracles holds
+independent implementations of each project's behaviour that the tests check these against).
 
 - KnapFormer (Zhang et al., Adobe Research; arXiv 2508.06001, github.com/Kai-46/KnapFormer;
   `knapformer/sequence_balancer.py`, `workload_estimator.py`): every rank of a balancing group

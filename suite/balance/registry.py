@@ -18,9 +18,9 @@ Rows: the suite's own (equal-token, dual, global; OWN) and the peers public trai
 ship (suite.balance.peers, peers_packing, peers_dit; PEERS): Open-Sora's searched per-bucket
 batches (dealt round-robin, and bucket-synchronous), VideoSys's profiled-rescale baseline and
 DCP's per-bucket gradient accumulation, cost-aware packing as verl / slime / Megatron-LM do it,
-KnapFormer's compute bags and LoongForge's DP balance. Each peer is checked against a port of
-its project's code (tests/test_peer_oracles.py); a peer's description names every deviation
-from that code that remains.
+KnapFormer's compute bags and LoongForge's DP balance. Each peer is checked against an
+independent implementation of its project's behaviour (tests/oracles, tests/test_peer_oracles.py);
+a peer's description names every deviation from that behaviour that remains.
 """
 
 from __future__ import annotations

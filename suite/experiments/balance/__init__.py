@@ -45,7 +45,7 @@ import pandas as pd
 from suite.balance.costmodel import CostModel, default_cost_model
 from suite.balance.registry import POLICIES, names
 from suite.balance.simulator import NOISE_CV
-from suite.experiments.balance.runs import _mixes, simulate_tables
+from suite.experiments.balance.runs import CLAIM_POLICIES, _mixes, simulate_tables
 from suite.experiments.balance.summary import summarize
 from suite.rundir import RunContext
 
@@ -126,7 +126,7 @@ def run(ctx: RunContext) -> dict[str, pd.DataFrame]:
     draws = int(ctx.options.get("balance_draws", draws))
     sim = f"; steps simulated with {cost.step_model().source}" if cost.quadratic else ""
     ctx.log(
-        f"balance: claims on {', '.join(names(own=True))} with {source}{sim}, {steps} steps x {draws} plan "
+        f"balance: claims on {', '.join(CLAIM_POLICIES)} with {source}{sim}, {steps} steps x {draws} plan "
         f"seeds, 8..1024 ranks, per-sample noise CV {noise_cv:.2%} ({noise_source}); "
         f"comparison of {len(POLICIES) - len(skip)} registry policies, "
         f"{compare[0]} steps at 16 ranks and {compare[1]} at 1024"

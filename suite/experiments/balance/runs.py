@@ -62,6 +62,11 @@ COMPARE_METRICS = (
 )
 
 
+# the claim runs' policies: the suite's own; a packed variant of one of them (global-packed) is
+# compared beside the peers, not re-run for every claim
+CLAIM_POLICIES = names(own=True, packed=False)
+
+
 def scale_steps(ranks: int, steps: int, rank_steps: int = 32_000) -> int:
     """Steps of a scaling-sweep run: `steps`, fewer at many ranks (about `rank_steps`
     rank-steps, at least steps / 20: 50 at 1024 ranks in the quick profile)."""
@@ -86,11 +91,11 @@ def policies(cost: CostModel, buckets: pd.DataFrame, wanted=None) -> dict:
     dual_inputs = inputs
     if cost.quadratic:
         inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=math.inf))
-        if any(trait(n, "tunes_s_cross") for n in (names(own=True) if wanted is None else wanted)):
+        if any(trait(n, "tunes_s_cross") for n in (CLAIM_POLICIES if wanted is None else wanted)):
             m_comp = m_comp_for_crossover(cost.m_mem, cost.p, tune_dual(cost, buckets)[0])
             dual_inputs = replace(inputs, budgets=replace(inputs.budgets, m_comp=m_comp))
     out = {}
-    for name in names(own=True) if wanted is None else wanted:
+    for name in CLAIM_POLICIES if wanted is None else wanted:
         try:
             out[name] = make_policy(name, dual_inputs if trait(name, "tunes_s_cross") else inputs)
         except ValueError:
@@ -135,8 +140,8 @@ def simulate_tables(
     optimizer step every simulated step pays once (cost then prices a micro-batch without it)."""
     mixes = _mixes(seed)
     truth = cost.step_model()
-    own = names(own=True)
-    peers = names(own=False) if compare_steps else ()
+    own = CLAIM_POLICIES
+    peers = tuple(n for n in names() if n not in own) if compare_steps else ()
     peers = [n for n in peers if n not in skip]
     skip_notes = {n: f"not run: left out of this profile ({skip_reason})" for n in skip}
     by_mix = {mix: policies(cost, b, (*own, *peers)) for mix, b in mixes.items()}
