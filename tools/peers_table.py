@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from forecast_manifest import manifest  # noqa: E402
 
 from suite.balance.buckets import bucket_table  # noqa: E402
-from suite.balance.cli import _forecast_one  # noqa: E402
+from suite.balance.cli import _forecast_one, _make_policies  # noqa: E402
 from suite.balance.costmodel import default_cost_model  # noqa: E402
 from suite.balance.fit_table import run_cost  # noqa: E402
 from suite.balance.registry import POLICIES  # noqa: E402
@@ -73,9 +73,9 @@ def one(ref: str, ranks: int) -> list[dict]:
     cfg = SimConfig(
         ranks=ranks, steps=STEPS[ranks], noise_cv=NOISE_CV, optimizer_s=cost.optimizer_s, seed=0
     )
-    rows = []
+    rows, pols = [], _make_policies(list(POLICIES), cost, b)
     for name in POLICIES:
-        _, row = _forecast_one(name, cost, b, cfg)
+        _, row = _forecast_one(name, pols[name], cost, b, cfg)
         ok = isinstance(row, dict)
         rows.append({"cost": ref, "ranks": ranks, "policy": name,
                      "throughput": row["throughput"] if ok else float("nan"),
