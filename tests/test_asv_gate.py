@@ -89,9 +89,11 @@ def test_check_fails_only_when_the_confirming_run_is_slow_too(baseline, tmp_path
 
     monkeypatch.setattr(gate, "measure", measure_then(run(planner=2.0), run(planner=2.1)))
     assert gate.check(path) == 1
-    # the confirming run re-runs only the benchmark that was slow
-    assert re.search(asked[1], "bench_balance.Planner.time_epoch_plan")
-    assert not re.search(asked[1], "bench_balance.Simulator.time_simulate")
+    # the confirming run re-runs only the benchmark and parameters that were slow, named as
+    # asv matches them: "name(param, ...)"
+    assert re.search(asked[1], "bench_balance.Planner.time_epoch_plan('global')")
+    assert not re.search(asked[1], "bench_balance.Planner.time_epoch_plan('dual')")
+    assert not re.search(asked[1], "bench_balance.Simulator.time_simulate(1024, 'dual')")
     monkeypatch.setattr(gate, "measure", measure_then(run(planner=2.0), run()))
     assert gate.check(path) == 0  # a one-off: not confirmed
     monkeypatch.setattr(gate, "measure", measure_then(run(1.3)))
