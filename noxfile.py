@@ -12,8 +12,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import site
+import subprocess
 import sys
 from pathlib import Path
 
@@ -278,14 +280,32 @@ def report(session: nox.Session) -> None:
     _run_py(session, "-m", "suite", "report", *session.posargs)
 
 
+def _gpu_model() -> str:
+    """This machine's first GPU as a folder name ("nvidia-h100-80gb-hbm3"), or "cpu"."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    name = out.strip().splitlines()[0] if out.strip() else "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
-    """pytest-benchmark suite with CUDA-synchronising timer; saves JSON under .benchmarks/.
+    """pytest-benchmark, for A/B on a GPU: the fused op against its baselines, and against your
+    own last run on the same GPU model (saved under .benchmarks/<gpu model>/).
 
-    nox -s bench -- --compare   compares against the last saved run and fails on a >10% median
-    regression (--benchmark-compare-fail=median:10%).
+    nox -s bench [-- --compare]   --compare fails on a median regression over 10%
+
+    The CUDA-synchronising timer (suite.timing.cuda_synced_perf_counter) waits for queued work
+    before reading the clock; the default timer measures only the launch.
     """
-    _install(session, "test")
+    _install(session, "test", "bench")
     args = [a for a in session.posargs if a != "--compare"]
     if "--compare" in session.posargs:
         args += ["--benchmark-compare", "--benchmark-compare-fail=median:10%"]
@@ -296,23 +316,33 @@ def bench(session: nox.Session) -> None:
         "tests/bench",
         "--benchmark-enable",
         "--benchmark-autosave",
+        "--benchmark-storage",
+        f"file://{ROOT / '.benchmarks' / _gpu_model()}",
         "--benchmark-timer",
         "suite.timing.cuda_synced_perf_counter",
         "-p",
         "no:randomly",
         *args,
-        success_codes=[0, 5],
+        success_codes=[0, 5],  # 5: nothing ran (no GPU)
     )
 
 
 @nox.session
 def asv(session: nox.Session) -> None:
-    """asv against the current commit; with `-- BASE_SHA` also at BASE and fail on a regression.
+    """asv: this commit's results for `asv publish`, or the CPU regression gate.
 
-    nox -s asv -- [BASE] [--quick] [--bench REGEX] [--machine NAME] [--threshold 1.10]
+    nox -s asv -- [--quick] [--bench REGEX] [--machine NAME]   benchmarks/run_asv.py
+    nox -s asv -- gate check                                    fail on a CPU slowdown
+    nox -s asv -- gate calibrate                                re-measure the gate's baseline
     """
     _install(session, "reproduce", "bench")
-    _run_py(session, "-m", "benchmarks.run_asv", *session.posargs, env={"PYTHONPATH": str(ROOT)})
+    gate = session.posargs[:1] == ["gate"]
+    module, args = (
+        ("benchmarks.gate", session.posargs[1:])
+        if gate
+        else ("benchmarks.run_asv", session.posargs)
+    )
+    _run_py(session, "-m", module, *args, env={"PYTHONPATH": str(ROOT)})
 
 
 @nox.session(python=False)

@@ -1,7 +1,9 @@
 """pytest-benchmark set-up: GPU and driver in the saved JSON's machine_info.
 
-Timing: `nox -s bench` passes `--benchmark-timer suite.timing.cuda_synced_perf_counter`, which waits
-for queued CUDA work before reading the clock (the default timer measures only the launch).
+`nox -s bench` keeps each GPU model's runs apart (.benchmarks/<gpu model>/, so --compare never
+compares an H100 with an H200) and passes `--benchmark-timer
+suite.timing.cuda_synced_perf_counter`, which waits for queued CUDA work before reading the
+clock (the default timer measures only the launch).
 """
 
 from __future__ import annotations

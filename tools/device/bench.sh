@@ -35,7 +35,7 @@ fi
 export PYTHONPATH=$PWD:/tmp/site
 git log -1 --format='asv at %H'
 # 400 s: one commit's point of bench_kernels took ~190 s, and a 200 s limit once cut another with
-# nothing written; with bench_kernel_claims (C11-C13, C16) the whole call took 266 s on an H100
+# nothing written
 echo "asv machine: $machine ($gpu)"
-timeout 400 python3 -m benchmarks.run_asv --machine "$machine" --bench "^bench_kernel(s|_claims)\."
+timeout 400 python3 -m benchmarks.run_asv --machine "$machine" --bench "^bench_kernels\."
 tar czf "$out/asv_results.tgz" .asv/results
