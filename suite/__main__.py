@@ -65,7 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     module, func = COMMANDS[name][0].split(":")
     try:
         with stop_on_signals():  # from the import on (seconds with torch): suite.stopping
-            return int(getattr(importlib.import_module(module), func)(rest) or 0)
+            try:
+                entry = getattr(importlib.import_module(module), func)
+            except ModuleNotFoundError as e:  # a base install (the ops alone) lacks the stack
+                if str(e.name).partition(".")[0] == "suite":
+                    raise  # the suite's own module: a bug, not an install
+                print(
+                    f"error: {name} needs {e.name!r}, which is not installed: "
+                    "pip install 'adaptiveload-suite[reproduce]' (docs/install.md)",
+                    file=sys.stderr,
+                )
+                return 2
+            return int(entry(rest) or 0)
     except KeyboardInterrupt as e:
         print(f"\n{name}: interrupted", file=sys.stderr)
         return exit_code(e)

@@ -251,3 +251,17 @@ def test_pip_resolves_the_ops_extra_without_the_benchmark_or_data_stack(tmp_path
     assert {"torch", "cuda-bindings", "nvidia-cuda-nvrtc"} <= pulled
     heavy = {"asv", "nox", "pandas", "scipy", "matplotlib", "pytest", "pytest-benchmark"}
     assert not pulled & heavy, sorted(pulled & heavy)
+
+
+def test_a_command_without_its_extra_says_which_to_install():
+    """A base install (the ops alone) runs `reproduce` into one line naming the extra, exit 2."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['pandas'] = None; from suite.__main__ import main; "
+        "sys.exit(main(['reproduce', '--help']))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "needs 'pandas'" in r.stderr and "adaptiveload-suite[reproduce]" in r.stderr
