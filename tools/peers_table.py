@@ -8,7 +8,7 @@ cost's step model, per-sample noise CV 5%, the cost's optimizer seconds once a s
 the practitioner's manifest tools/forecast_manifest.py writes (5,000 samples, seed 0), at 16
 ranks x STEPS[16] steps and 1024 ranks x STEPS[1024], for each cost: the default (no --cost)
 and every reference run with a fitted cost: the folders the "## The references" table of
-reports/reference/<gpu>/README.md lists that hold results/costmodel_fit.csv (fit_table.run_cost:
+reports/reference/<gpu>/README.md lists that hold results/costmodel_fit.csv (suite.experiments.balance.run_cost:
 what the run's balance experiment simulates with). The recommendation is forecast's: the highest
 throughput; the margin to the next says how near a tie it is. The page is generated: edit
 this tool, not the page (tests/test_peers_page.py checks the page is this tool's output).
@@ -35,10 +35,10 @@ from forecast_manifest import manifest  # noqa: E402
 from suite.balance.buckets import bucket_table  # noqa: E402
 from suite.balance.cli import _forecast_one, _make_policies  # noqa: E402
 from suite.balance.costmodel import default_cost_model  # noqa: E402
-from suite.balance.fit_table import run_cost  # noqa: E402
 from suite.balance.registry import POLICIES  # noqa: E402
 from suite.balance.simulator import NOISE_CV, SimConfig  # noqa: E402
 from suite.data.geometry import tokens_array  # noqa: E402
+from suite.experiments.balance import run_cost  # noqa: E402
 
 STEPS = {16: 300, 1024: 40}
 SAMPLES, SEED = 5000, 0

@@ -29,12 +29,15 @@ MANIFEST_HELP = (
 
 
 def load_cost(path: str | None, step_model: str = "auto") -> CostModel:
-    """The --cost JSON, a run folder's fitted cost (fit_table.run_cost), or the default (the
+    """The --cost JSON, a run folder's cost.json (tools/run_cost.py writes it), or the default (the
     analytic Wan-14B model); it must carry M_mem; step_model "power" drops its quadratic form."""
-    if path and os.path.isdir(path):
-        from suite.balance.fit_table import run_cost
-
-        cost = run_cost(path)
+    if path and os.path.isdir(path):  # a run folder: the cost its balance experiment used
+        saved = os.path.join(path, "cost.json")
+        if not os.path.isfile(saved):
+            raise ValueError(
+                f"{path}: a run folder needs its cost.json (python tools/run_cost.py {path})"
+            )
+        cost = CostModel.load(saved)
     else:
         cost = CostModel.load(path) if path else default_cost_model()
     if not math.isfinite(cost.m_mem):

@@ -1,14 +1,13 @@
 """A CostModel from one row of the costmodel experiment's fit table (costmodel_fit), and the words
 for what its sweep ran on. Library code (the balance validation, the training experiments and
-the tools) reads a run's fitted model through here; `run_cost` reads a whole run folder's (a
-committed reference's) as its balance experiment simulates with it, named by run, GPU and commit.
+the tools) reads a run's fitted model through here; `run_name` names a run folder by run, GPU
+and commit (suite.experiments.balance.run_cost reads a whole folder's cost).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -78,25 +77,3 @@ def run_name(root) -> str:
         return f"{root} (no env.json: GPU and commit not recorded)"
     gpu, commit = gpu_and_commit(env)
     return f"{root} ({gpu or 'no GPU'}, commit {commit or 'not recorded'})"
-
-
-def run_cost(root) -> CostModel:
-    """The cost a run folder's balance experiment simulates with: costmodel_fit's free row (p,
-    M_mem, the planners' power law), the sweep's physical form as the step model, and the
-    optimizer charged once a step where the sweep timed it apart
-    (suite.experiments.balance.sweep_step_model); M_comp left unset, so dual tunes s_cross on
-    the data it is given, as the balance experiment tunes it per mix; source names the run
-    (run_name)."""
-    from suite.experiments.balance import sweep_step_model
-    from suite.rundir import RunDir
-
-    run = RunDir(Path(root))
-    try:
-        fit = run.read_table("costmodel_fit")
-    except FileNotFoundError:
-        raise ValueError(f"{root}: no results/costmodel_fit.csv (not a fitted run)") from None
-    cost = model_from_fit(fit)
-    q, optimizer_s = sweep_step_model(run)
-    cost = cost.with_quadratic(q)
-    source = f"{run_name(root)}: {cost.source}"
-    return replace(cost, optimizer_s=optimizer_s, m_comp=math.inf, s_cross=math.nan, source=source)

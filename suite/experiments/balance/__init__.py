@@ -200,3 +200,29 @@ def _sweep(run, marked: bool = False) -> pd.DataFrame | None:
     if not marked:
         return fitted_sweep(sweep)
     return sweep.assign(fit=sweep.index.isin(fitted_sweep(sweep).index))
+
+
+def run_cost(root) -> CostModel:
+    """The cost a run folder's balance experiment simulates with: costmodel_fit's free row (p,
+    M_mem, the planners' power law), the sweep's physical form as the step model, and the
+    optimizer charged once a step where the sweep timed it apart (sweep_step_model); M_comp left
+    unset, so dual tunes s_cross on the data it is given, as this experiment tunes it per mix;
+    source names the run (fit_table.run_name). `python tools/run_cost.py RUN` saves it as the
+    run's cost.json, which `simulate`/`forecast --cost RUN` read."""
+    import math
+    from dataclasses import replace
+    from pathlib import Path
+
+    from suite.balance.fit_table import model_from_fit, run_name
+    from suite.rundir import RunDir
+
+    run = RunDir(Path(root))
+    try:
+        fit = run.read_table("costmodel_fit")
+    except FileNotFoundError:
+        raise ValueError(f"{root}: no results/costmodel_fit.csv (not a fitted run)") from None
+    cost = model_from_fit(fit).with_quadratic(sweep_step_model(run)[0])
+    source = f"{run_name(root)}: {cost.source}"
+    return replace(
+        cost, optimizer_s=sweep_step_model(run)[1], m_comp=math.inf, s_cross=math.nan, source=source
+    )
