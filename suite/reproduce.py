@@ -161,7 +161,8 @@ def select(only: str) -> list[str]:
 
 def check_budget(budget: float | None, profile: str, names: list[str]) -> None:
     """UsageError unless --budget can act: a positive number of seconds, and some selected
-    experiment with a time estimate for `profile` (its module's SECONDS)."""
+    experiment with a time estimate for `profile` (its module's SECONDS) or that spends the
+    deadline itself (its module's SPLITS_BY_DEADLINE: training keeps finished pieces)."""
     if budget is None:
         return
     if not budget > 0:
@@ -169,7 +170,12 @@ def check_budget(budget: float | None, profile: str, names: list[str]) -> None:
     timed = []
     for name in names:
         try:
-            timed += [name] if profile in getattr(experiments.load(name), "SECONDS", {}) else []
+            module = experiments.load(name)
+            runs_here = getattr(module, "NEEDS", "cpu") != "cuda" or cuda_available()
+            acts = profile in getattr(module, "SECONDS", {}) or getattr(
+                module, "SPLITS_BY_DEADLINE", False
+            )
+            timed += [name] if acts and runs_here else []
         except Exception:
             continue  # run_one records why it does not import
     if not timed:

@@ -197,8 +197,8 @@ def test_validation_row_from_the_emulated_trace(run_dir):
 def test_the_comparison_holds_every_registry_policy_on_common_runs(run_dir):
     """balance_compare: every registry policy at 16 ranks (both mixes) and 1024 ranks, with the
     simulator's metrics, or a row saying why it did not run; the claims stay on the own ones."""
-    from suite.balance.registry import OWN, POLICIES
-    from suite.experiments.balance.runs import COMPARE, COMPARE_METRICS
+    from suite.balance.registry import POLICIES
+    from suite.experiments.balance.runs import CLAIM_POLICIES, COMPARE, COMPARE_METRICS
 
     c = run_dir.tables()["balance_compare"]
     steps, _, (n16, n1k), _, skip = bal.PROFILES["cpu"]
@@ -211,8 +211,8 @@ def test_the_comparison_holds_every_registry_policy_on_common_runs(run_dir):
         assert (ran["maxmean_p99"] >= ran["maxmean"]).all() and (ran["maxmean"] >= 1).all()
         gone = d[d["steps"] == 0]
         assert all(str(n).startswith("not run: ") for n in gone["note"])  # may be none
-        assert set(skip) <= set(gone.index) and not set(OWN) & set(gone.index)
-    assert set(run_dir.tables()["balance_steps"]["policy"]) == set(OWN)
+        assert set(skip) <= set(gone.index) and not set(CLAIM_POLICIES) & set(gone.index)
+    assert set(run_dir.tables()["balance_steps"]["policy"]) == set(CLAIM_POLICIES)
 
 
 def test_workers_do_not_change_the_tables():

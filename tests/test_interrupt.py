@@ -10,6 +10,7 @@ report is built) and resumes it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -23,7 +24,9 @@ import pytest
 from test_reproduce import fake  # noqa: F401  (the fake-experiments fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
-NOX = Path(sys.executable).with_name("nox")
+NEEDS_NOX = pytest.mark.skipif(
+    importlib.util.find_spec("nox") is None, reason="nox is not importable by this interpreter"
+)
 MARK = "SUITE_INTERRUPT_TEST"  # environment marker of every process a run starts
 RESUME = "rerun with --out"
 SHAPES = "[shapes] shapes:"  # a line the first experiment logs
@@ -37,7 +40,17 @@ def start(out: Path, nox: bool, *extra: str) -> tuple[subprocess.Popen, Path, st
     mark = uuid.uuid4().hex
     args = ["--profile", "cpu", "--out", str(out), *extra]
     if nox:
-        cmd = [str(NOX), "--no-venv", "--no-install", "-s", "reproduce", "--", *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "nox",
+            "--no-venv",
+            "--no-install",
+            "-s",
+            "reproduce",
+            "--",
+            *args,
+        ]
     else:
         cmd = [sys.executable, "-m", "suite", "reproduce", *args]
     log = out.with_suffix(f".{mark[:6]}.log")
@@ -117,7 +130,7 @@ def same_claims(a: list[dict], b: list[dict]) -> None:
 
 @pytest.mark.parametrize(
     ("nox", "sig", "group"),
-    [(False, signal.SIGTERM, False), (True, signal.SIGINT, True)],
+    [(False, signal.SIGTERM, False), pytest.param(True, signal.SIGINT, True, marks=NEEDS_NOX)],
     ids=["sigterm-process", "nox-sigint-group"],
 )
 def test_a_run_stopped_early_stops_fast_and_leaves_nothing(tmp_path, nox, sig, group):
@@ -127,6 +140,7 @@ def test_a_run_stopped_early_stops_fast_and_leaves_nothing(tmp_path, nox, sig, g
 
 
 @pytest.mark.slow
+@NEEDS_NOX
 def test_a_run_stopped_anywhere_resumes_to_the_claims_of_an_uninterrupted_run(tmp_path):
     """Stopped under nox by a SIGTERM to nox alone while balance's workers run, then without nox
     by a Ctrl-C to the group while the report is built, the run resumes to the claims of a run

@@ -53,6 +53,7 @@ NAME = "training"
 # real-rank path can be tested with `torchrun --nproc-per-node 2 -m suite reproduce` on gloo.
 NEEDS = "cpu" if os.environ.get("SUITE_TRAINING_DEVICE") == "cpu" else "cuda"
 # how its tables were obtained (suite.evidence): rank tables say emulated or real per row
+SPLITS_BY_DEADLINE = True  # under --budget it keeps finished pieces and defers the rest
 EVIDENCE = {
     "training_ranks": "ranks",
     "training_real": "ranks",
